@@ -1,0 +1,177 @@
+"""The GPT-2-style model of the paper and its query projections (SPEC 1).
+
+Module names follow nanoGPT (c_attn, c_proj, c_fc, ln_1, ...) so that the authors' checkpoints map
+onto ours with a short rename table (repro.checkpoint).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+QUERY_MODES = ("linear", "identity", "residual_gelu", "residual_linear")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    n_layer: int = 12
+    n_head: int = 12
+    d_model: int = 768
+    block_size: int = 1024
+    vocab_size: int = 50304
+    mlp_hidden: int = 3072
+    query_mode: str = "linear"
+    # q is multiplied by query_scale before the usual 1/sqrt(head_size) attention scale.
+    # None means the mode's own: 1/2 for the residual modes (eq. 2: q = (x + f(x)) / 2), else 1.
+    query_scale: float | None = None
+
+    def __post_init__(self):
+        if self.query_mode not in QUERY_MODES:
+            raise ValueError(f"query_mode {self.query_mode!r} is not one of {', '.join(QUERY_MODES)}")
+
+    @property
+    def head_size(self) -> int:
+        return self.d_model // self.n_head
+
+    @property
+    def query_hidden(self) -> int:
+        return self.d_model // 2  # r = d/2 (eq. 3)
+
+    @property
+    def resolved_query_scale(self) -> float:
+        if self.query_scale is not None:
+            return self.query_scale
+        return 0.5 if self.query_mode.startswith("residual") else 1.0
+
+    @property
+    def has_linear_query(self) -> bool:
+        return self.query_mode in ("linear", "residual_linear")
+
+
+class QueryMLP(nn.Module):
+    """f(x) = LN(GELU(RMSNorm(x) W1) W2), the bottleneck MLP of eq. (3)."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        d, r = config.d_model, config.query_hidden
+        self.norm_in = nn.RMSNorm(d, eps=1e-5)
+        self.fc_in = nn.Linear(d, r, bias=False)
+        self.fc_out = nn.Linear(r, d, bias=False)
+        self.norm_out = nn.LayerNorm(d, eps=1e-5, bias=False)
+
+    def forward(self, x):
+        return self.norm_out(self.fc_out(F.gelu(self.fc_in(self.norm_in(x)))))
+
+
+class CausalSelfAttention(nn.Module):
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        d = config.d_model
+        # The linear modes project q, k, v in one matmul; the others project only k, v.
+        self.c_attn = nn.Linear(d, (3 if config.has_linear_query else 2) * d, bias=False)
+        self.c_proj = nn.Linear(d, d, bias=False)
+        self.query_mlp = QueryMLP(config) if config.query_mode == "residual_gelu" else None
+
+    def project(self, x):
+        """x -> (q, k, v), each (B, T, d), q already multiplied by the query scale."""
+        d, mode = self.config.d_model, self.config.query_mode
+        if self.config.has_linear_query:
+            q, k, v = self.c_attn(x).split(d, dim=2)
+            if mode == "residual_linear":
+                q = x + q
+        else:
+            k, v = self.c_attn(x).split(d, dim=2)
+            q = x if mode == "identity" else x + self.query_mlp(x)
+        return q * self.config.resolved_query_scale, k, v
+
+    def forward(self, x):
+        B, T, C = x.shape
+        heads = lambda t: t.view(B, T, self.config.n_head, self.config.head_size).transpose(1, 2)
+        q, k, v = map(heads, self.project(x))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # scale 1/sqrt(head_size)
+        return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class MLP(nn.Module):
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.c_fc = nn.Linear(config.d_model, config.mlp_hidden, bias=False)
+        self.c_proj = nn.Linear(config.mlp_hidden, config.d_model, bias=False)
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x)))
+
+
+class Block(nn.Module):
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.d_model, eps=1e-5, bias=False)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.d_model, eps=1e-5, bias=False)
+        self.mlp = MLP(config)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(config.vocab_size, config.d_model),
+            wpe=nn.Embedding(config.block_size, config.d_model),
+            h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+            ln_f=nn.LayerNorm(config.d_model, eps=1e-5, bias=False),
+        ))
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.transformer.wte.weight = self.lm_head.weight  # tied embeddings
+        self.apply(self._init_weights)
+        # GPT-2's scaled init of the two residual output projections of each block.
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    @staticmethod
+    def _init_weights(module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def forward(self, idx, targets=None):
+        """Token ids (B, T) -> logits (B, T, vocab) for every position, and the mean loss if targets."""
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        x = self.transformer.wte(idx) + self.transformer.wpe(pos)
+        for block in self.transformer.h:
+            x = block(x)
+        logits = self.lm_head(self.transformer.ln_f(x))
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.view(-1))
+
+
+def count_parameters(model: GPT) -> dict[str, int]:
+    """Total parameters (tied weights once) and non-embedding ones (total minus wte and wpe)."""
+    total = sum(p.numel() for p in model.parameters())
+    embedding = model.transformer.wte.weight.numel() + model.transformer.wpe.weight.numel()
+    return {"total_params": total, "non_embedding_params": total - embedding}
+
+
+def flops_per_token(config: ModelConfig, total_params: int) -> int:
+    """Training FLOPs per token, 6 N + 12 L H Q T (SPEC 7; PaLM appendix B, as nanoGPT counts it).
+
+    N is every parameter but the position embeddings: the tied token embedding is a real matmul
+    in the LM head. 0.86 GFLOP for the 124M baseline.
+    """
+    c = config
+    n = total_params - c.block_size * c.d_model
+    return 6 * n + 12 * c.n_layer * c.n_head * c.head_size * c.block_size
