@@ -1,0 +1,163 @@
+"""The figures (SPEC 4), drawn from runs read by repro.results. The notebooks call these.
+
+Every figure titles its preset: a smoke figure and a paper figure are never mistaken for each other.
+Solid lines are validation, dashed lines training (the periodic evaluation losses), as in the paper.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+from matplotlib.ticker import FuncFormatter, PercentFormatter
+
+from repro import results
+from repro.config import Preset, load_experiments, load_preset
+
+SPLIT_STYLE = {"val": "-", "train": "--"}
+
+
+def _style():
+    sns.set_theme(context="paper", style="whitegrid", font_scale=1.2)
+    matplotlib.rcParams.update({"figure.dpi": 110, "savefig.dpi": 200, "lines.linewidth": 1.6})
+
+
+def _steps_axis(ax, preset: Preset):
+    """Steps as 'k' on the paper's scale (thousands of optimiser steps), plain otherwise."""
+    if preset.train.table_step >= 10_000:
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:g}k"))
+    ax.set_xlabel("optimiser step")
+
+
+def _preset(preset: str | Preset, config_dir=None) -> Preset:
+    return preset if isinstance(preset, Preset) else load_preset(
+        preset, Path(config_dir) if config_dir else None)
+
+
+def _window(preset: Preset) -> tuple[int, int]:
+    """Steps 1k..59k on the paper preset: from the first evaluation after 0 to the table step."""
+    return preset.train.eval_interval, preset.train.table_step
+
+
+def figure1(runs_dir: str | Path, preset: str | Preset, experiments_file=None, config_dir=None):
+    """Figure 1: training dynamics of the Table 1 runs. Top: evaluation losses (solid val, dashed
+    train). Bottom: relative improvement over the baseline per evaluation step."""
+    _style()
+    preset = _preset(preset, config_dir)
+    names = [e.name for e in load_experiments(experiments_file).group("table1")]
+    runs = results.read_runs(runs_dir, names)
+    if results.BASELINE not in runs:
+        raise FileNotFoundError(f"{Path(runs_dir) / results.BASELINE}: the baseline run is missing")
+    first, last = _window(preset)
+    colors = dict(zip(names, sns.color_palette("colorblind", len(names))))
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 8), sharex=True,
+                                      gridspec_kw={"height_ratios": [3, 2]})
+    losses = results.loss_curves(runs, first_step=first, last_step=last)
+    for (name, split), curve in losses.groupby(["experiment", "split"], sort=False):
+        top.plot(curve["step"], curve["loss"], SPLIT_STYLE[split], color=colors[name],
+                 label=name if split == "val" else None)
+    top.set_ylabel("loss (nats per token)")
+    top.set_title(f"Training dynamics, steps {first:,}-{last:,} (preset: {preset.name})")
+    top.legend(title="solid: validation, dashed: training", fontsize="small")
+
+    for split in ("val", "train"):
+        curves = results.relative_improvement_curves(runs, split=split, first_step=first,
+                                                     last_step=last)
+        for name, curve in curves.groupby("experiment", sort=False):
+            bottom.plot(curve["step"], curve["rel_improvement"], SPLIT_STYLE[split],
+                        color=colors[name])
+    bottom.axhline(0, color=colors[results.BASELINE], lw=1)
+    bottom.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=1))
+    bottom.set_ylabel("relative improvement\nover baseline (%)")
+    _steps_axis(bottom, preset)
+    fig.tight_layout()
+    return fig
+
+
+def figure2(runs_dir: str | Path, preset: str | Preset, experiments_file=None, config_dir=None):
+    """Figure 2: relative validation improvement over the baseline of the sweep (group figure2):
+    nonlinear configurations in one colour family (by learning rate), MLP-widened linear
+    controls in grey dashes."""
+    _style()
+    preset = _preset(preset, config_dir)
+    members = load_experiments(experiments_file).group("figure2")
+    runs = results.read_runs(runs_dir, [e.name for e in members])
+    if results.BASELINE not in runs:
+        raise FileNotFoundError(f"{Path(runs_dir) / results.BASELINE}: the baseline run is missing")
+    first, last = _window(preset)
+    curves = results.relative_improvement_curves(runs, first_step=first, last_step=last)
+    nonlinear = [e for e in members if e.query_mode != "linear" and e.name in runs]
+    controls = [e for e in members if e.query_mode == "linear" and e.name != results.BASELINE
+                and e.name in runs]
+    palette = dict(zip([e.name for e in sorted(nonlinear, key=lambda e: e.lr_max)],
+                       sns.color_palette("viridis", len(nonlinear))))
+    greys = dict(zip([e.name for e in sorted(controls, key=lambda e: e.mlp_ratio)],
+                     sns.color_palette("Greys", len(controls) + 2)[2:]))
+
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for e in nonlinear:
+        curve = curves[curves["experiment"] == e.name]
+        ax.plot(curve["step"], curve["rel_improvement"], "-", color=palette[e.name],
+                label=f"{e.name} (wd {e.weight_decay:g})")
+    for e in controls:
+        curve = curves[curves["experiment"] == e.name]
+        ax.plot(curve["step"], curve["rel_improvement"], "--", color=greys[e.name],
+                label=f"{e.name} (linear, h/d {e.mlp_ratio:.3g})")
+    ax.axhline(0, color="black", lw=1)
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=1))
+    ax.set_ylabel("relative improvement over baseline (%)\n(validation loss)")
+    _steps_axis(ax, preset)
+    ax.set_title(f"Sweep: relative improvement over baseline, steps {first:,}-{last:,} "
+                 f"(preset: {preset.name})")
+    ax.legend(fontsize="x-small", ncol=2, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    return fig
+
+
+def run_curves(run: results.Run, title: str | None = None):
+    """One run's curves: per-step training loss, evaluation losses, learning rate."""
+    _style()
+    fig, (loss_ax, lr_ax) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True,
+                                         gridspec_kw={"height_ratios": [3, 1]})
+    m = run.metrics
+    loss_ax.plot(m["step"], m["train_loss"], color="0.7", lw=0.8, label="train (per step)")
+    evals = run.evals().reset_index()
+    for split in ("val", "train"):
+        loss_ax.plot(evals["step"], evals[f"eval_{split}_loss"], SPLIT_STYLE[split], marker=".",
+                     label=f"evaluation, {split}")
+    loss_ax.set_ylabel("loss (nats per token)")
+    loss_ax.legend(fontsize="small")
+    loss_ax.set_title(title or f"{run.name} (preset: {run.info.get('preset', '?')}, "
+                               f"status: {run.status})")
+    lr_ax.plot(m["step"], m["lr"])
+    lr_ax.set_ylabel("learning rate")
+    lr_ax.set_xlabel("optimiser step")
+    fig.tight_layout()
+    return fig
+
+
+def save(fig, *paths: str | Path) -> list[Path]:
+    """Save a figure to each path (the format from the suffix: .png, .pdf), creating folders."""
+    saved = []
+    for path in map(Path, paths):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, bbox_inches="tight")
+        saved.append(path)
+    return saved
+
+
+def table_frame(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 formatted for reading: percentages, 4-decimal losses, parameters in millions."""
+    out = table.copy()
+    for col in ("rel_improvement", "paper_rel_improvement"):
+        out[col] = out[col].map(lambda v: "" if pd.isna(v) else f"{v:.2%}")
+    for col in ("val_loss", "paper_val_loss"):
+        out[col] = out[col].map(lambda v: "" if pd.isna(v) else f"{v:.4f}")
+    out["non_embedding_params"] = out["non_embedding_params"].map(
+        lambda v: "" if pd.isna(v) else f"{v / 1e6:.2f}M")
+    return out

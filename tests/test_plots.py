@@ -1,0 +1,39 @@
+import matplotlib
+
+matplotlib.use("Agg")
+
+from PIL import Image
+
+from repro import plots, results
+
+from conftest import write_run
+
+
+def test_figure1(tiny_runs, tmp_path):
+    fig = plots.figure1(tiny_runs, "tiny")
+    assert "preset: tiny" in fig.axes[0].get_title()
+    assert fig.axes[1].get_ylabel().startswith("relative improvement")
+    png, pdf = plots.save(fig, tmp_path / "f" / "figure1.png", tmp_path / "f" / "figure1.pdf")
+    assert Image.open(png).size[0] > 500
+    assert pdf.read_bytes().startswith(b"%PDF")
+
+
+def test_figure2_with_part_of_the_sweep(tiny_runs, tmp_path):
+    write_run(tiny_runs / "mlp5", "mlp5", {0: 10, 4: 7.9, 8: 5.95, 12: 4.95}, last_step=12)
+    fig = plots.figure2(tiny_runs, "tiny")
+    labels = [line.get_label() for line in fig.axes[0].get_lines()]
+    assert any(label.startswith("mlp5") for label in labels)
+    assert any(label.startswith("resgelu-lr3e-3") for label in labels)
+    assert "preset: tiny" in fig.axes[0].get_title()
+    (png,) = plots.save(fig, tmp_path / "figure2.png")
+    Image.open(png).verify()
+
+
+def test_run_curves(tiny_runs):
+    fig = plots.run_curves(results.read_run(tiny_runs / "baseline"))
+    assert "baseline" in fig.axes[0].get_title()
+
+
+def test_table_frame(tiny_runs):
+    frame = plots.table_frame(results.table1(tiny_runs, "tiny"))
+    assert frame.loc[4, "rel_improvement"].endswith("%")
