@@ -79,3 +79,9 @@ def test_claims_fail(tiny_runs):
     assert by[("beats baseline at every evaluation", "resgelu-lr3e-3")] is False
     assert by[("largest relative gain early", "resgelu-lr3e-3")] is False
     assert by[("baseline diverges at weight decay 0.05", "baseline-wd0.05")] is True
+
+
+def test_list_runs(tiny_runs):
+    listing = results.list_runs(tiny_runs)
+    assert len(listing) == 5 and set(listing["status"]) == {"completed"}
+    assert listing.set_index("experiment").at["baseline", "last_eval_val_loss"] == 5.0

@@ -16,7 +16,7 @@ import seaborn as sns
 from matplotlib.ticker import FuncFormatter, PercentFormatter
 
 from repro import results
-from repro.config import Preset, load_experiments, load_preset
+from repro.config import Preset
 
 SPLIT_STYLE = {"val": "-", "train": "--"}
 
@@ -33,22 +33,17 @@ def _steps_axis(ax, preset: Preset):
     ax.set_xlabel("optimiser step")
 
 
-def _preset(preset: str | Preset, config_dir=None) -> Preset:
-    return preset if isinstance(preset, Preset) else load_preset(
-        preset, Path(config_dir) if config_dir else None)
-
-
 def _window(preset: Preset) -> tuple[int, int]:
     """Steps 1k..59k on the paper preset: from the first evaluation after 0 to the table step."""
     return preset.train.eval_interval, preset.train.table_step
 
 
-def figure1(runs_dir: str | Path, preset: str | Preset, experiments_file=None, config_dir=None):
+def figure1(runs_dir: str | Path, preset: str | Preset, config_dir: str | Path | None = None):
     """Figure 1: training dynamics of the Table 1 runs. Top: evaluation losses (solid val, dashed
     train). Bottom: relative improvement over the baseline per evaluation step."""
     _style()
-    preset = _preset(preset, config_dir)
-    names = [e.name for e in load_experiments(experiments_file).group("table1")]
+    preset, experiments = results.load_config(preset, config_dir)
+    names = [e.name for e in experiments.group("table1")]
     runs = results.read_runs(runs_dir, names)
     if results.BASELINE not in runs:
         raise FileNotFoundError(f"{Path(runs_dir) / results.BASELINE}: the baseline run is missing")
@@ -79,13 +74,13 @@ def figure1(runs_dir: str | Path, preset: str | Preset, experiments_file=None, c
     return fig
 
 
-def figure2(runs_dir: str | Path, preset: str | Preset, experiments_file=None, config_dir=None):
+def figure2(runs_dir: str | Path, preset: str | Preset, config_dir: str | Path | None = None):
     """Figure 2: relative validation improvement over the baseline of the sweep (group figure2):
     nonlinear configurations in one colour family (by learning rate), MLP-widened linear
     controls in grey dashes."""
     _style()
-    preset = _preset(preset, config_dir)
-    members = load_experiments(experiments_file).group("figure2")
+    preset, experiments = results.load_config(preset, config_dir)
+    members = experiments.group("figure2")
     runs = results.read_runs(runs_dir, [e.name for e in members])
     if results.BASELINE not in runs:
         raise FileNotFoundError(f"{Path(runs_dir) / results.BASELINE}: the baseline run is missing")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from repro.config import Experiment, Preset, load_experiments, load_preset
+from repro.config import Experiment, Experiments, Preset, load_experiments, load_preset
 
 BASELINE = "baseline"
 
@@ -71,6 +71,21 @@ def read_runs(runs_dir: str | Path, names: list[str]) -> dict[str, Run]:
     runs_dir = Path(runs_dir)
     return {name: read_run(runs_dir / name) for name in names
             if (runs_dir / name / "metrics.csv").exists() and (runs_dir / name / "run.json").exists()}
+
+
+def list_runs(runs_dir: str | Path) -> pd.DataFrame:
+    """Every run under runs_dir (results/runs/<preset>/): experiment, status, last step, and its
+    last evaluation (step and validation loss)."""
+    rows = []
+    for path in sorted(Path(runs_dir).glob("*/run.json")):
+        run = read_run(path.parent)
+        evals = run.evals()
+        rows.append({"experiment": path.parent.name, "status": run.status,
+                     "last_step": run.info.get("last_step"),
+                     "last_eval_step": evals.index.max() if len(evals) else None,
+                     "last_eval_val_loss": evals["eval_val_loss"].iloc[-1] if len(evals) else None})
+    return pd.DataFrame(rows, columns=["experiment", "status", "last_step", "last_eval_step",
+                                       "last_eval_val_loss"])
 
 
 def relative_improvement(loss: float | pd.Series, baseline: float | pd.Series):
@@ -146,8 +161,17 @@ def table1_row(experiment: Experiment, run: Run | None, preset: Preset,
     }
 
 
+def load_config(preset: str | Preset, config_dir: str | Path | None = None
+                ) -> tuple[Preset, Experiments]:
+    """The preset (a name, a YAML path or a Preset) and the experiments, from config_dir
+    (default: repro.config.default_config_dir(), the checkout's config/)."""
+    config_dir = Path(config_dir) if config_dir else None
+    if not isinstance(preset, Preset):
+        preset = load_preset(preset, config_dir)
+    return preset, load_experiments(config_dir / "experiments.yaml" if config_dir else None)
+
+
 def table1(runs_dir: str | Path, preset: str | Preset, group: str = "table1",
-           experiments_file: str | Path | None = None,
            config_dir: str | Path | None = None) -> pd.DataFrame:
     """Table 1 (SPEC 3) from the runs under runs_dir: one row per experiment of the group.
 
@@ -155,9 +179,7 @@ def table1(runs_dir: str | Path, preset: str | Preset, group: str = "table1",
     preset, the last evaluation on smoke); NaN where the run has no evaluation there
     (missing, or diverged before it).
     """
-    if not isinstance(preset, Preset):
-        preset = load_preset(preset, Path(config_dir) if config_dir else None)
-    experiments = load_experiments(Path(experiments_file) if experiments_file else None)
+    preset, experiments = load_config(preset, config_dir)
     members = experiments.group(group)
     runs = read_runs(runs_dir, [e.name for e in members])
     base = runs.get(BASELINE)
@@ -175,7 +197,6 @@ def _early_limit(preset: Preset) -> int:
 
 
 def check_claims(runs_dir: str | Path, preset: str | Preset,
-                 experiments_file: str | Path | None = None,
                  config_dir: str | Path | None = None,
                  divergence_step: int | None = None) -> pd.DataFrame:
     """Check the text's claims (SPEC 4) against the runs that exist.
@@ -188,9 +209,7 @@ def check_claims(runs_dir: str | Path, preset: str | Preset,
     And, if the claims group was trained: baseline-wd0.05 diverges before `divergence_step`
     (20k on the paper preset; default: a third of the preset's max_step).
     """
-    if not isinstance(preset, Preset):
-        preset = load_preset(preset, Path(config_dir) if config_dir else None)
-    experiments = load_experiments(Path(experiments_file) if experiments_file else None)
+    preset, experiments = load_config(preset, config_dir)
     table_step = preset.train.table_step
     nonlinear = [e.name for e in experiments.group("table1") if e.query_mode == "residual_gelu"]
     runs = read_runs(runs_dir, [BASELINE, "mlp4.75", "baseline-wd0.05", *nonlinear])

@@ -1,0 +1,98 @@
+# Configuration checks and the functions the rules share. All of this runs when the workflow is
+# parsed, so a bad preset, experiment, value or corpus stops the DAG before any job starts.
+
+import glob
+import os
+from pathlib import Path
+
+from repro.config import ConfigError, load_experiments, load_preset
+
+# The rules and notebooks read presets and experiments from this workflow's config/.
+CONFIG_DIR = Path("config")
+EXPERIMENTS_FILE = CONFIG_DIR / "experiments.yaml"
+
+
+def checked(load, *args):
+    """Call a repro.config loader; a ConfigError (which names the file and key) stops the DAG."""
+    try:
+        return load(*args)
+    except ConfigError as e:
+        raise ValueError(f"Invalid configuration: {e}") from None
+
+
+PRESET = checked(load_preset, config["preset"], CONFIG_DIR)
+EXPERIMENTS = checked(load_experiments, EXPERIMENTS_FILE)
+for _name in config["extra_experiments"]:
+    checked(EXPERIMENTS.__getitem__, _name)
+TABLE1 = [e.name for e in checked(EXPERIMENTS.group, "table1")]
+SWEEP = [e.name for e in checked(EXPERIMENTS.group, "figure2")]
+DATA = config["data_dir"]
+
+if PRESET.corpus == "openwebtext" and config["openwebtext"]["data_files"]:
+    if not glob.glob(config["openwebtext"]["data_files"], recursive=True):
+        raise ValueError(
+            f"Invalid configuration: openwebtext.data_files: no file matches "
+            f"{config['openwebtext']['data_files']!r} (the corpus of preset {PRESET.name!r})")
+
+
+wildcard_constraints:
+    preset=r"[A-Za-z0-9_-]+",
+    experiment=r"[A-Za-z0-9][A-Za-z0-9._-]*",
+    corpus=r"[A-Za-z0-9_-]+",
+
+
+def preset_of(wildcards):
+    """The preset a path names (results/runs/<preset>/..., data/<corpus>/indices/<preset>/)."""
+    return checked(load_preset, wildcards.preset, CONFIG_DIR)
+
+
+def token_files(corpus):
+    """What `repro prepare` writes for a corpus (corpus may be the wildcard "{corpus}")."""
+    return [f"{DATA}/{corpus}/{name}" for name in ("train.bin", "val.bin", "manifest.json")]
+
+
+def indices_files(preset):
+    """What `repro indices` writes for a preset, next to its corpus's token files."""
+    return [f"{DATA}/{preset.corpus}/indices/{preset.name}/{name}"
+            for name in ("train.npy", "eval_train.npy", "eval_val.npy", "indices.json")]
+
+
+def run_files(names, preset=None):
+    """metrics.csv and run.json of each named run of a preset (default: the configured one)."""
+    return [f"results/runs/{(preset or PRESET).name}/{name}/{file}"
+            for name in names for file in ("metrics.csv", "run.json")]
+
+
+def prepare_source(wildcards):
+    """The `repro prepare` flags that say where a corpus comes from."""
+    if wildcards.corpus == "python-docs":
+        return "--python-docs"
+    if wildcards.corpus == "openwebtext":
+        owt = config["openwebtext"]
+        if owt["data_files"]:
+            return f"--data-files '{owt['data_files']}'"
+        return f"--hub-id {owt['hub_id']}"
+    raise ValueError(f"unknown corpus {wildcards.corpus!r} (python-docs, openwebtext)")
+
+
+def indices_input(wildcards):
+    preset = preset_of(wildcards)
+    if preset.corpus != wildcards.corpus:
+        raise ValueError(f"preset {preset.name!r} trains on {preset.corpus!r}, "
+                         f"not {wildcards.corpus!r}")
+    return token_files(preset.corpus)
+
+
+def train_input(wildcards):
+    preset = preset_of(wildcards)
+    checked(EXPERIMENTS.__getitem__, wildcards.experiment)
+    return {"tokens": token_files(preset.corpus), "indices": indices_files(preset)}
+
+
+def device_flag(wildcards):
+    return "" if config["device"] == "auto" else f"--device {config['device']}"
+
+
+def runs_dir(wildcards, input):
+    """results/runs/<preset>, from a notebook rule's inputs."""
+    return os.path.dirname(os.path.dirname(input.runs[0]))

@@ -1,0 +1,35 @@
+# Corpus -> token files (train.bin, val.bin, manifest.json), then the fixed batch indices (SPEC 6).
+
+
+rule prepare:
+    output:
+        token_files("{corpus}"),
+    params:
+        source=prepare_source,
+        out=lambda wildcards, output: os.path.dirname(output[0]),
+    log:
+        f"{DATA}/{{corpus}}/prepare.log",
+    conda:
+        "../../environment.yml"
+    shell:
+        "repro prepare {params.source} --out {params.out} > {log} 2>&1"
+
+
+rule indices:
+    input:
+        indices_input,
+    output:
+        f"{DATA}/{{corpus}}/indices/{{preset}}/train.npy",
+        f"{DATA}/{{corpus}}/indices/{{preset}}/eval_train.npy",
+        f"{DATA}/{{corpus}}/indices/{{preset}}/eval_val.npy",
+        f"{DATA}/{{corpus}}/indices/{{preset}}/indices.json",
+    params:
+        preset=lambda wildcards: preset_of(wildcards).source,
+        data=lambda wildcards, input: os.path.dirname(input[0]),
+        out=lambda wildcards, output: os.path.dirname(output[0]),
+    log:
+        f"{DATA}/{{corpus}}/indices/{{preset}}.log",
+    conda:
+        "../../environment.yml"
+    shell:
+        "repro indices --preset {params.preset} --data {params.data} --out {params.out} > {log} 2>&1"

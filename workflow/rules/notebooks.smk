@@ -1,0 +1,95 @@
+# Notebooks -> outputs. papermill executes each notebook with the configured preset's paths as
+# parameters; the executed copy (with its plots and tables) is kept under results/notebooks/.
+# The outputs are those of the configured preset: results/table1.csv has a `preset` column and
+# every figure names its preset in the title; the runs themselves stay in results/runs/<preset>/.
+
+rule table1:
+    input:
+        notebook="notebooks/table1.ipynb",
+        runs=run_files(TABLE1),
+    output:
+        table="results/table1.csv",
+        notebook="results/notebooks/table1.ipynb",
+    params:
+        preset=PRESET.name,
+        runs=runs_dir,
+        config=CONFIG_DIR,
+    conda:
+        "../../environment.yml"
+    log:
+        "results/notebooks/table1.log",
+    shell:
+        "papermill --no-progress-bar --cwd . {input.notebook} {output.notebook} "
+        "-p preset {params.preset} -p runs_dir {params.runs} -p config_dir {params.config} "
+        "-p out_csv {output.table} > {log} 2>&1"
+
+
+rule figure1:
+    input:
+        notebook="notebooks/figure1.ipynb",
+        runs=run_files(TABLE1),
+    output:
+        png="results/figures/figure1.png",
+        pdf="results/figures/figure1.pdf",
+        notebook="results/notebooks/figure1.ipynb",
+    params:
+        preset=PRESET.name,
+        runs=runs_dir,
+        config=CONFIG_DIR,
+    conda:
+        "../../environment.yml"
+    log:
+        "results/notebooks/figure1.log",
+    shell:
+        "papermill --no-progress-bar --cwd . {input.notebook} {output.notebook} "
+        "-p preset {params.preset} -p runs_dir {params.runs} -p config_dir {params.config} "
+        "-p out_png {output.png} -p out_pdf {output.pdf} > {log} 2>&1"
+
+
+rule figure2:
+    input:
+        notebook="notebooks/figure2.ipynb",
+        runs=run_files(SWEEP),
+    output:
+        png="results/figures/figure2.png",
+        pdf="results/figures/figure2.pdf",
+        notebook="results/notebooks/figure2.ipynb",
+    params:
+        preset=PRESET.name,
+        runs=runs_dir,
+        config=CONFIG_DIR,
+    conda:
+        "../../environment.yml"
+    log:
+        "results/notebooks/figure2.log",
+    shell:
+        "papermill --no-progress-bar --cwd . {input.notebook} {output.notebook} "
+        "-p preset {params.preset} -p runs_dir {params.runs} -p config_dir {params.config} "
+        "-p out_png {output.png} -p out_pdf {output.pdf} > {log} 2>&1"
+
+
+rule explore:
+    input:
+        notebook="notebooks/explore.ipynb",
+        runs=run_files(TABLE1),
+    output:
+        notebook="results/notebooks/explore.ipynb",
+    params:
+        preset=PRESET.name,
+        runs=runs_dir,
+        config=CONFIG_DIR,
+    conda:
+        "../../environment.yml"
+    log:
+        "results/notebooks/explore.log",
+    shell:
+        "papermill --no-progress-bar --cwd . {input.notebook} {output.notebook} "
+        "-p preset {params.preset} -p runs_dir {params.runs} -p config_dir {params.config} "
+        "-p experiment baseline > {log} 2>&1"
+
+
+rule main:
+    input:
+        rules.table1.output,
+        rules.figure1.output,
+        rules.explore.output,

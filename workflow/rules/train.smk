@@ -1,0 +1,35 @@
+# One `repro train` per (preset, experiment).
+#
+# Runs are precious. `repro train` works in results/runs/<preset>/<experiment>/live/ (ckpt.pt,
+# metrics.csv and run.json as they grow), which is never a declared output, so Snakemake never
+# deletes it: an interrupted run resumes from its checkpoint when the target is asked for again,
+# and a finished one is not retrained (`repro train` on a completed run does nothing). The
+# declared outputs, metrics.csv and run.json one level up, are copied from live/ only when
+# `repro train` ends (completed or diverged).
+
+
+rule train:
+    input:
+        unpack(train_input),
+    output:
+        metrics="results/runs/{preset}/{experiment}/metrics.csv",
+        run="results/runs/{preset}/{experiment}/run.json",
+    params:
+        preset=lambda wildcards: preset_of(wildcards).source,
+        experiments=EXPERIMENTS_FILE,
+        data=lambda wildcards, input: os.path.dirname(input.tokens[0]),
+        indices=lambda wildcards, input: os.path.dirname(input.indices[0]),
+        live=lambda wildcards, output: os.path.join(os.path.dirname(output.metrics), "live"),
+        device=device_flag,
+    threads: config["train_threads"]
+    resources:
+        gpu=lambda wildcards: int(wildcards.preset in config["gpu_presets"]),
+    log:
+        "results/runs/{preset}/{experiment}/train.log",
+    conda:
+        "../../environment.yml"
+    shell:
+        "repro train --preset {params.preset} --experiment {wildcards.experiment} "
+        "--experiments-file {params.experiments} --data {params.data} "
+        "--indices {params.indices} --out {params.live} {params.device} > {log} 2>&1 "
+        "&& cp {params.live}/metrics.csv {output.metrics} && cp {params.live}/run.json {output.run}"
