@@ -25,6 +25,7 @@ class ModelConfig:
     vocab_size: int = 50304
     mlp_hidden: int = 3072
     query_mode: str = "linear"
+    tie_embeddings: bool = True  # the paper ties; the authors' predecessor runs also untied
     # q is multiplied by query_scale before the usual 1/sqrt(head_size) attention scale.
     # None means the mode's own: 1/2 for the residual modes (eq. 2: q = (x + f(x)) / 2), else 1.
     query_scale: float | None = None
@@ -135,7 +136,8 @@ class GPT(nn.Module):
             ln_f=nn.LayerNorm(config.d_model, eps=1e-5, bias=False),
         ))
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        self.transformer.wte.weight = self.lm_head.weight  # tied embeddings
+        if config.tie_embeddings:
+            self.transformer.wte.weight = self.lm_head.weight
         self.apply(self._init_weights)
         # GPT-2's scaled init of the two residual output projections of each block.
         for name, p in self.named_parameters():
@@ -156,12 +158,12 @@ class GPT(nn.Module):
         logits = self.lm_head(self.transformer.ln_f(x))
         if targets is None:
             return logits, None
-        return logits, F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.view(-1))
+        return logits, F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
 
 
 def count_parameters(model: GPT) -> dict[str, int]:
     """Total parameters (tied weights once) and non-embedding ones (total minus wte and wpe)."""
-    total = sum(p.numel() for p in model.parameters())
+    total = sum(p.numel() for p in model.parameters())  # parameters() yields a tied weight once
     embedding = model.transformer.wte.weight.numel() + model.transformer.wpe.weight.numel()
     return {"total_params": total, "non_embedding_params": total - embedding}
 

@@ -1,0 +1,89 @@
+"""Checkpoints: ours (model + optimiser + step, written atomically) and the authors' format."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import torch
+
+from repro.model import GPT, ModelConfig
+
+FORMAT = "repro/1"
+
+
+def save_checkpoint(path: Path, model: GPT, optimizer, next_step: int, config: dict) -> None:
+    """Write to a temporary name, then rename: an interrupted save never leaves a broken ckpt."""
+    state = {"format": FORMAT, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+             "step": next_step, "config": config}
+    partial = path.with_name(path.name + ".partial")
+    torch.save(state, partial)
+    os.replace(partial, path)
+
+
+def load_checkpoint(path: Path, map_location="cpu") -> dict:
+    state = torch.load(path, map_location=map_location, weights_only=True)
+    if state.get("format") != FORMAT:
+        raise ValueError(f"{path}: not a repro checkpoint (format {state.get('format')!r})")
+    return state
+
+
+def load_model(path: Path, map_location="cpu") -> GPT:
+    """The model of one of our checkpoints (e.g. results/runs/<preset>/<experiment>/ckpt.pt), in eval mode."""
+    state = load_checkpoint(path, map_location)
+    model = GPT(ModelConfig(**state["config"]["model"]))
+    model.load_state_dict(state["model"])
+    return model.eval()
+
+
+# The authors' nanoGPT-derived checkpoints (github.com/MarkoKarbevski/beyond_query_linearity).
+AUTHORS_QUERY_MODES = {"original": "linear", "identity": "identity",
+                       "residual": "residual_linear", "residual_gelu": "residual_gelu"}
+AUTHORS_RENAMES = {
+    ".attn.residual_rmsnorm_input.": ".attn.query_mlp.norm_in.",
+    ".attn.residual_in.": ".attn.query_mlp.fc_in.",
+    ".attn.residual_out.": ".attn.query_mlp.fc_out.",
+    ".attn.residual_layernorm_output.": ".attn.query_mlp.norm_out.",
+}
+
+
+def authors_model_config(model_args: dict) -> ModelConfig:
+    """Map the authors' `model_args` onto ours.
+
+    Their residual modes compute q = x + f(x) and fold the 1/2 into the attention scale
+    (`scale` = 1/(2 sqrt(head_size))); ours applies the scale to q, so query_scale =
+    scale * sqrt(head_size), whatever the mode.
+    """
+    if model_args.get("bias", False):
+        raise ValueError("authors' checkpoint has bias=True; the paper's models have no biases")
+    mode = model_args["query_mode"]
+    if mode not in AUTHORS_QUERY_MODES:
+        raise ValueError(f"authors' checkpoint: unknown query_mode {mode!r} "
+                         f"(known: {', '.join(AUTHORS_QUERY_MODES)})")
+    n_embd, n_head = model_args["n_embd"], model_args["num_heads"]
+    head_size = n_embd // n_head
+    return ModelConfig(n_layer=model_args["n_layer"], n_head=n_head, d_model=n_embd,
+                       block_size=model_args.get("block_size", 1024),
+                       vocab_size=model_args.get("vocab_size", 50304),
+                       mlp_hidden=model_args["mlp_hidden_size"],
+                       query_mode=AUTHORS_QUERY_MODES[mode],
+                       tie_embeddings=model_args.get("tie_weights", True),
+                       query_scale=model_args.get("scale", 1 / math.sqrt(head_size)) * math.sqrt(head_size))
+
+
+def _our_key(key: str) -> str:
+    key = key.removeprefix("_orig_mod.")  # torch.compile's wrapper prefix
+    for theirs, ours in AUTHORS_RENAMES.items():
+        key = key.replace(theirs, ours)
+    return key
+
+
+def load_authors_checkpoint(path: Path, map_location="cpu") -> GPT:
+    """A checkpoint in the authors' format -> our GPT in eval mode computing the same function."""
+    state = torch.load(path, map_location=map_location, weights_only=True)
+    model = GPT(authors_model_config(state["model_args"]))
+    weights = {_our_key(k): v for k, v in state["model"].items()
+               if not k.endswith(".attn.bias")}  # the causal-mask buffer of their non-flash path
+    model.load_state_dict(weights)
+    return model.eval()

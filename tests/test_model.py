@@ -1,0 +1,112 @@
+"""The model and its query projections (SPEC 1)."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from repro.config import load_run_config
+from repro.model import GPT, ModelConfig, count_parameters
+
+# SPEC 1: exact non-embedding parameter counts of the paper-size models.
+PAPER_NON_EMBEDDING = {
+    "baseline": 84_953_856,
+    "mlp4.75": 95_570_688,
+    "resgelu-lr3e-3": 84_972_288,
+    "identity": 77_875_968,
+    "mlp4.33": 89_672_448,
+}
+
+
+@pytest.mark.parametrize("experiment,expected", PAPER_NON_EMBEDDING.items())
+def test_paper_non_embedding_parameters(experiment, expected):
+    config = load_run_config("paper", experiment).model_config()
+    with torch.device("meta"):
+        counts = count_parameters(GPT(config))
+    assert counts["non_embedding_params"] == expected
+    assert counts["total_params"] == expected + 50304 * 768 + 1024 * 768  # tied: wte counted once
+
+
+def test_mlp_hidden_is_rounded_down_like_the_authors():
+    # SPEC 1: h = int(768 * 4.75) = 3648, int(768 * (4 + 1/3)) = 3328
+    assert load_run_config("paper", "mlp4.75").model_config().mlp_hidden == 3648
+    assert load_run_config("paper", "mlp4.33").model_config().mlp_hidden == 3328
+
+
+def small(mode, **kw):
+    torch.manual_seed(0)
+    return GPT(ModelConfig(n_layer=2, n_head=4, d_model=32, block_size=16, vocab_size=50304,
+                           mlp_hidden=128, query_mode=mode, **kw))
+
+
+def test_residual_gelu_query_is_the_papers_equation():
+    """q = (x + f(x)) / 2, f(x) = LN(GELU(RMSNorm(x) W1) W2), r = d/2 (eq. 2-3), computed by hand."""
+    model = small("residual_gelu")
+    attn = model.transformer.h[0].attn
+    with torch.no_grad():  # non-trivial norm weights, so that a skipped gain would show
+        for p in attn.query_mlp.parameters():
+            if p.dim() == 1:
+                p.uniform_(0.5, 1.5)
+    x = torch.randn(3, 5, 32)
+    mlp = attn.query_mlp
+    assert mlp.fc_in.weight.shape == (16, 32) and mlp.fc_out.weight.shape == (32, 16)
+    rms = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * mlp.norm_in.weight
+    h = rms @ mlp.fc_in.weight.T
+    h = 0.5 * h * (1 + torch.erf(h / math.sqrt(2)))  # exact GELU
+    z = h @ mlp.fc_out.weight.T
+    ln = (z - z.mean(-1, keepdim=True)) / torch.sqrt(z.var(-1, unbiased=False, keepdim=True) + 1e-5)
+    f = ln * mlp.norm_out.weight
+    expected_q = (x + f) / 2
+    q, k, v = attn.project(x)
+    torch.testing.assert_close(q, expected_q)
+    kv = x @ attn.c_attn.weight.T
+    torch.testing.assert_close(torch.cat([k, v], -1), kv)
+
+
+@pytest.mark.parametrize("mode,qkv_out", [("linear", 96), ("residual_linear", 96),
+                                          ("identity", 64), ("residual_gelu", 64)])
+def test_query_modes(mode, qkv_out):
+    model = small(mode)
+    attn = model.transformer.h[0].attn
+    assert attn.c_attn.weight.shape == (qkv_out, 32)
+    x = torch.randn(2, 4, 32)
+    q, k, v = attn.project(x)
+    wq = attn.c_attn.weight[:32]
+    expected = {"linear": x @ wq.T, "residual_linear": (x + x @ wq.T) / 2, "identity": x}.get(mode)
+    if expected is not None:
+        torch.testing.assert_close(q, expected)
+
+
+def test_attention_is_causal_with_standard_scale():
+    model = small("identity")
+    attn = model.transformer.h[0].attn
+    x = torch.randn(1, 6, 32)
+    q, k, v = (t.view(1, 6, 4, 8).transpose(1, 2) for t in attn.project(x))
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(8)
+    scores = scores.masked_fill(torch.triu(torch.ones(6, 6, dtype=torch.bool), 1), float("-inf"))
+    y = (F.softmax(scores, -1) @ v).transpose(1, 2).reshape(1, 6, 32) @ attn.c_proj.weight.T
+    torch.testing.assert_close(attn(x), y)
+
+
+def test_init_follows_spec():
+    """N(0, 0.02), residual output projections N(0, 0.02/sqrt(2L)), query MLP plain (SPEC 1)."""
+    torch.manual_seed(1337)
+    model = GPT(ModelConfig(n_layer=4, n_head=4, d_model=256, block_size=64, mlp_hidden=1024,
+                            query_mode="residual_gelu"))
+    block = model.transformer.h[0]
+    assert block.attn.c_attn.weight.std().item() == pytest.approx(0.02, rel=0.05)
+    assert block.attn.query_mlp.fc_out.weight.std().item() == pytest.approx(0.02, rel=0.05)
+    for proj in (block.attn.c_proj, block.mlp.c_proj):
+        assert proj.weight.std().item() == pytest.approx(0.02 / math.sqrt(8), rel=0.05)
+    assert model.lm_head.weight is model.transformer.wte.weight
+    assert all(not hasattr(m, "bias") or m.bias is None for m in model.modules()
+               if isinstance(m, (torch.nn.Linear, torch.nn.LayerNorm)))
+
+
+def test_forward_gives_logits_for_every_position_and_the_mean_loss():
+    model = small("residual_gelu")
+    idx = torch.randint(50257, (2, 16))
+    logits, loss = model(idx, idx)
+    assert logits.shape == (2, 16, 50304)
+    torch.testing.assert_close(loss, F.cross_entropy(logits.reshape(-1, 50304), idx.reshape(-1)))
