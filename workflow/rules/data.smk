@@ -7,12 +7,13 @@ rule prepare:
     params:
         source=prepare_source,
         out=lambda wildcards, output: os.path.dirname(output[0]),
+    threads: 4
     log:
         f"{DATA}/{{corpus}}/prepare.log",
     conda:
         "../../environment.yml"
     shell:
-        "repro prepare {params.source} --out {params.out} > {log} 2>&1"
+        "repro prepare {params.source} --num-proc {threads} --out {params.out} > {log} 2>&1"
 
 
 rule indices:
