@@ -8,10 +8,10 @@ cores=${1:-2}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cp -r "$repo/Snakefile" "$repo/workflow" "$repo/config" "$repo/notebooks" "$repo/profiles" "$work/"
+cp -r "$repo/Snakefile" "$repo/workflow" "$repo/config" "$repo/notebooks" "$repo/profiles" "$repo/environment.yml" "$work/"
 cd "$work"
 start=$(date +%s.%N)
-snakemake --cores "$cores" --config preset=smoke main > "$work/snakemake.log" 2>&1 \
+snakemake main --cores "$cores" --config preset=smoke > "$work/snakemake.log" 2>&1 \
   || { tail -30 "$work/snakemake.log"; exit 1; }
 end=$(date +%s.%N)
 python3 - "$work/results/table1.csv" <<'PY'

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     workdir = copy_workflow(tmp_path_factory.mktemp("e2e"))
-    result = snakemake(workdir, "--cores", "2", "--config", "preset=tiny", "all")
+    result = snakemake(workdir, "all", "--cores", "2", "--config", "preset=tiny")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     return workdir
 
@@ -66,14 +66,14 @@ def test_notebooks_ran_without_error(built):
 def test_runs_are_kept_and_not_retrained(built):
     run = built / "results" / "runs" / "tiny" / "baseline"
     assert (run / "live" / "ckpt.pt").exists()
-    again = snakemake(built, "--cores", "2", "--config", "preset=tiny", "all")
+    again = snakemake(built, "all", "--cores", "2", "--config", "preset=tiny")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
     # Losing the declared outputs does not retrain: `repro train` finds its finished run in live/.
     checkpoint_mtime = (run / "live" / "ckpt.pt").stat().st_mtime_ns
     (run / "metrics.csv").unlink()
-    redo = snakemake(built, "--cores", "1", "--config", "preset=tiny",
-                     "results/runs/tiny/baseline/metrics.csv")
+    redo = snakemake(built, "results/runs/tiny/baseline/metrics.csv", "--cores", "1",
+                     "--config", "preset=tiny")
     assert redo.returncode == 0, redo.stderr[-3000:]
     assert (run / "live" / "ckpt.pt").stat().st_mtime_ns == checkpoint_mtime
     assert (run / "metrics.csv").read_text() == (run / "live" / "metrics.csv").read_text()

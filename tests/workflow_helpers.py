@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-WORKFLOW_PARTS = ["Snakefile", "workflow", "config", "notebooks", "profiles"]
+WORKFLOW_PARTS = ["Snakefile", "workflow", "config", "notebooks", "profiles", "environment.yml"]
 
 
 def copy_workflow(dest: Path) -> Path:
