@@ -84,21 +84,21 @@ def test_too_little_disk_is_refused_before_loading(corpus, tmp_path, monkeypatch
         prepare(corpus, tmp_path / "out", expected_docs=N_DOCS, test_size=TEST_SIZE)
 
 
-def _failing_on_second_batch(encode):
+def _failing_on_second_append(append):
     calls = []
 
-    def encode_then_fail(texts):
-        calls.append(texts)
+    def append_then_fail(f, digest, ids):
+        calls.append(ids)
         if len(calls) == 2:
             raise RuntimeError("interrupted")
-        return encode(texts)
-    return encode_then_fail
+        append(f, digest, ids)
+    return append_then_fail
 
 
 def test_interrupted_write_leaves_no_finished_looking_file(corpus, tmp_path, monkeypatch):
     out = tmp_path / "out"
     with monkeypatch.context() as m:
-        m.setattr(data, "encode_documents", _failing_on_second_batch(data.encode_documents))
+        m.setattr(data, "append_tokens", _failing_on_second_append(data.append_tokens))
         with pytest.raises(RuntimeError, match="interrupted"):
             prepare(corpus, out, expected_docs=N_DOCS, test_size=TEST_SIZE)
     assert list(out.iterdir()) == []
@@ -108,7 +108,7 @@ def test_interrupted_write_keeps_the_finished_files(corpus, tmp_path, monkeypatc
     out = tmp_path / "out"
     prepare(corpus, out, expected_docs=N_DOCS, test_size=TEST_SIZE)
     finished = {p.name: p.read_bytes() for p in out.iterdir()}
-    monkeypatch.setattr(data, "encode_documents", _failing_on_second_batch(data.encode_documents))
+    monkeypatch.setattr(data, "append_tokens", _failing_on_second_append(data.append_tokens))
     with pytest.raises(RuntimeError, match="interrupted"):
         prepare(corpus, out, expected_docs=N_DOCS, test_size=TEST_SIZE)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == finished
