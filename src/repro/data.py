@@ -68,7 +68,7 @@ DOCS_PER_RANGE = 4096
 DOCS_PER_BATCH = 256
 
 # The smoke corpus: which stdlib directories are not documentation, and its val share, chosen so
-# that val has the > 50k tokens the smoke preset's 600 evaluation rows draw from.
+# that val has more than 50k tokens to draw the smoke preset's 64-token sequences from.
 STDLIB_SKIP_DIRS = {"test", "tests", "idlelib", "site-packages"}
 SMOKE_TEST_SIZE = 0.05
 
