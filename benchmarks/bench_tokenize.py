@@ -173,7 +173,8 @@ def main() -> None:
         assert all(r["sha256"] == results["ours"]["sha256"] for _, r in runs), "outputs differ"
         for method, r in results.items():
             print(f"{sample_mb:6.1f} MB  {method:8s} {r['tokens']:>11,} {r['seconds']:7.2f} s "
-                  f"{r['tokens'] / r['seconds']:>11,.0f} tok/s {r['cpu_seconds']:7.2f} s  {r['maxrss_mb']:6.0f} / "
+                  f"{r['tokens'] / r['seconds']:>11,.0f} tok/s {r['cpu_seconds']:7.2f} s  "
+                  f"{r['maxrss_mb']:6.0f} / "
                   f"{r['child_maxrss_mb']:4.0f}  {r['anon_rss_mb']:6.0f}")
         speedup, cpu = (results["nanogpt"][k] / results["ours"][k] for k in ("seconds", "cpu_seconds"))
         print(f"{sample_mb:6.1f} MB  ratio ours / nanoGPT: tokens/s {speedup:.2f}x, "

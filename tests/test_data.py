@@ -173,8 +173,9 @@ def test_cli_prints_data_errors_on_one_line(corpus, tmp_path, capsys):
         cli.main(["prepare", "--data-files", *corpus.data_files, "--cache-dir", corpus.cache_dir,
                   "--out", str(tmp_path / "out"), "--expected-docs", "7", "--test-size", "0.1"])
     assert e.value.code == 2
-    assert capsys.readouterr().err.splitlines()[-1] == f"repro: error: {corpus.data_files[0]}: 600 documents, " \
-                                      "expected 7 (pass --expected-docs 600 if this is the corpus you mean)"
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"repro: error: {corpus.data_files[0]}: 600 documents, expected 7 "
+        "(pass --expected-docs 600 if this is the corpus you mean)")
 
 
 def test_cli_prepares_local_files(corpus, tmp_path, capsys):

@@ -159,7 +159,8 @@ def _builder(files: list[Path]) -> str:
 def load_files(source: Source, out_dir: Path, num_proc: int) -> datasets.Dataset:
     files = expand_data_files(source.data_files)
     builder = _builder(files)
-    text_bytes = sum(f.stat().st_size for f in files) * (PARQUET_EXPANSION if builder == "parquet" else 1)
+    expansion = PARQUET_EXPANSION if builder == "parquet" else 1
+    text_bytes = expansion * sum(f.stat().st_size for f in files)
     check_disk({_cache_dir(source): text_bytes, out_dir: TOKEN_BYTES_PER_TEXT_BYTE * text_bytes})
     options = {"sample_by": "document"} if builder == "text" else {}
     dataset = datasets.load_dataset(builder, data_files=[str(f) for f in files], split="train",
@@ -181,7 +182,8 @@ def load_hub(source: Source, out_dir: Path, expected_docs: int | None, num_proc:
             dataset = datasets.load_dataset(source.hub_id, revision=revision, split="train",
                                             cache_dir=source.cache_dir, num_proc=num_proc)
         except Exception as e:  # offline, no such revision, a refused loading script: try the next
-            tried.append(f"revision {revision or 'default'}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+            reason = (str(e) or type(e).__name__).splitlines()[0]
+            tried.append(f"revision {revision or 'default'}: {reason}")
             continue
         if expected_docs is None or len(dataset) == expected_docs:
             return dataset, revision
@@ -198,8 +200,7 @@ def load_corpus(source: Source, out_dir: Path, expected_docs: int | None, num_pr
         dataset, described["revision"] = load_hub(source, out_dir, expected_docs, num_proc)
     else:
         dataset = load_files(source, out_dir, num_proc)
-    check_documents(len(dataset), expected_docs, source.hub_id if source.kind == "hub"
-                    else ", ".join(source.data_files))
+        check_documents(len(dataset), expected_docs, ", ".join(source.data_files))
     return dataset, described
 
 
@@ -452,7 +453,7 @@ def add_prepare_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"document count to insist on (default {OWT_DOCUMENTS:,}, OpenWebText's)")
     parser.add_argument("--test-size", type=float, metavar="F",
                         help=f"val share (default {TEST_SIZE}; --python-docs: {SMOKE_TEST_SIZE})")
-    parser.add_argument("--num-proc", type=int, metavar="N", help="threads (default: all cores)")
+    parser.add_argument("--num-proc", type=int, metavar="N", help="worker processes (default: all cores)")
 
 
 def _source_from_args(args: argparse.Namespace) -> Source:
@@ -469,12 +470,13 @@ def prepare_command(args: argparse.Namespace) -> None:
         for flag in ("revision", "cache_dir", "expected_docs"):
             if getattr(args, flag) is not None:
                 raise DataError(f"--{flag.replace('_', '-')}: does not apply to --python-docs")
-        manifest = prepare_python_docs(args.out, num_proc=args.num_proc,
-                                       test_size=args.test_size or SMOKE_TEST_SIZE)
+        test_size = SMOKE_TEST_SIZE if args.test_size is None else args.test_size
+        manifest = prepare_python_docs(args.out, num_proc=args.num_proc, test_size=test_size)
     else:
         expected = OWT_DOCUMENTS if args.expected_docs is None else args.expected_docs
+        test_size = TEST_SIZE if args.test_size is None else args.test_size
         manifest = prepare(_source_from_args(args), args.out, expected_docs=expected,
-                           test_size=args.test_size or TEST_SIZE, num_proc=args.num_proc)
+                           test_size=test_size, num_proc=args.num_proc)
     for name, entry in manifest["splits"].items():
         print(f"{Path(args.out) / entry['file']}: {entry['documents']:,} documents, "
               f"{entry['tokens']:,} tokens")
