@@ -453,7 +453,8 @@ def add_prepare_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"document count to insist on (default {OWT_DOCUMENTS:,}, OpenWebText's)")
     parser.add_argument("--test-size", type=float, metavar="F",
                         help=f"val share (default {TEST_SIZE}; --python-docs: {SMOKE_TEST_SIZE})")
-    parser.add_argument("--num-proc", type=int, metavar="N", help="worker processes (default: all cores)")
+    parser.add_argument("--num-proc", type=int, metavar="N",
+                        help="worker processes (default: all cores)")
 
 
 def _source_from_args(args: argparse.Namespace) -> Source:
