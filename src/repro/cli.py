@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from repro import config, cost, indices, train
-from repro.data import DataError
+from repro.data import DataError, add_prepare_arguments, prepare_command
+from repro.tokenizer import TokenizerError
 
 
 def _add_run_arguments(p: argparse.ArgumentParser, experiment_required: bool = True) -> None:
@@ -58,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="repro", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
+    p = sub.add_parser("prepare", help="tokenize a corpus into train.bin / val.bin + manifest.json")
+    add_prepare_arguments(p)
+    p.set_defaults(func=prepare_command)
+
     p = sub.add_parser("indices", help="draw the fixed batch indices (SPEC 6) for a preset")
     p.add_argument("--preset", required=True)
     p.add_argument("--data", type=Path, required=True, help="token files dir (train.bin, val.bin, manifest.json)")
@@ -91,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.func(args)
-    except (config.ConfigError, DataError, indices.IndicesError, train.RunError) as e:
+    except (config.ConfigError, DataError, TokenizerError, indices.IndicesError, train.RunError) as e:
         print(f"repro: error: {e}", file=sys.stderr)
         return 2
     return 0
