@@ -84,21 +84,21 @@ def test_too_little_disk_is_refused_before_loading(corpus, tmp_path, monkeypatch
         prepare(corpus, tmp_path / "out", expected_docs=N_DOCS, test_size=TEST_SIZE)
 
 
-def _failing_on_second_batch(encode):
+def _failing_on_second_append(append):
     calls = []
 
-    def encode_then_fail(texts):
-        calls.append(texts)
+    def append_then_fail(f, digest, ids):
+        calls.append(ids)
         if len(calls) == 2:
             raise RuntimeError("interrupted")
-        return encode(texts)
-    return encode_then_fail
+        append(f, digest, ids)
+    return append_then_fail
 
 
 def test_interrupted_write_leaves_no_finished_looking_file(corpus, tmp_path, monkeypatch):
     out = tmp_path / "out"
     with monkeypatch.context() as m:
-        m.setattr(data, "encode_documents", _failing_on_second_batch(data.encode_documents))
+        m.setattr(data, "append_tokens", _failing_on_second_append(data.append_tokens))
         with pytest.raises(RuntimeError, match="interrupted"):
             prepare(corpus, out, expected_docs=N_DOCS, test_size=TEST_SIZE)
     assert list(out.iterdir()) == []
@@ -108,7 +108,7 @@ def test_interrupted_write_keeps_the_finished_files(corpus, tmp_path, monkeypatc
     out = tmp_path / "out"
     prepare(corpus, out, expected_docs=N_DOCS, test_size=TEST_SIZE)
     finished = {p.name: p.read_bytes() for p in out.iterdir()}
-    monkeypatch.setattr(data, "encode_documents", _failing_on_second_batch(data.encode_documents))
+    monkeypatch.setattr(data, "append_tokens", _failing_on_second_append(data.append_tokens))
     with pytest.raises(RuntimeError, match="interrupted"):
         prepare(corpus, out, expected_docs=N_DOCS, test_size=TEST_SIZE)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == finished
@@ -169,12 +169,11 @@ def test_hub_copy_with_too_few_documents_points_to_data_files(tmp_path, monkeypa
 
 
 def test_cli_prints_data_errors_on_one_line(corpus, tmp_path, capsys):
-    # main's cli.main returns the exit status (2 on a one-line error) rather than raising SystemExit
-    code = cli.main(["prepare", "--data-files", *corpus.data_files, "--cache-dir", corpus.cache_dir,
-                     "--out", str(tmp_path / "out"), "--expected-docs", "7", "--test-size", "0.1"])
-    assert code == 2
-    assert capsys.readouterr().err.splitlines()[-1] == f"repro: error: {corpus.data_files[0]}: 600 documents, " \
-                                      "expected 7 (pass --expected-docs 600 if this is the corpus you mean)"
+    assert cli.main(["prepare", "--data-files", *corpus.data_files, "--cache-dir", corpus.cache_dir,
+                     "--out", str(tmp_path / "out"), "--expected-docs", "7", "--test-size", "0.1"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"repro: error: {corpus.data_files[0]}: 600 documents, expected 7 "
+        "(pass --expected-docs 600 if this is the corpus you mean)")
 
 
 def test_cli_prepares_local_files(corpus, tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""The offline GPT-2 encoding is tiktoken's, and refuses BPE files that are not the pinned ones (SPEC 5)."""
+"""The offline GPT-2 encoding is tiktoken's; BPE files other than the pinned ones are refused (SPEC 5)."""
 
 import shutil
 

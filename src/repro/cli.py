@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="repro", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("prepare", help="tokenize a corpus into train.bin / val.bin")
+    p = sub.add_parser("prepare", help="tokenize a corpus into train.bin / val.bin + manifest.json")
     add_prepare_arguments(p)
     p.set_defaults(func=prepare_command)
 
@@ -96,8 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.func(args)
-    except (config.ConfigError, DataError, TokenizerError, indices.IndicesError,
-            train.RunError) as e:
+    except (config.ConfigError, DataError, TokenizerError, indices.IndicesError, train.RunError) as e:
         print(f"repro: error: {e}", file=sys.stderr)
         return 2
     return 0

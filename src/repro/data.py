@@ -3,10 +3,11 @@
 The preparation is nanoGPT's (data/openwebtext/prepare.py), with the same result byte for byte:
 datasets' train_test_split(test_size=0.0005, seed=2357, shuffle=True), the test part renamed val,
 each document encode_ordinary'd with the GPT-2 encoding and followed by the end-of-text token,
-each split one flat uint16 file. What differs is how: tiktoken's Rust encoder releases the GIL, so
-a thread pool encodes batches of documents straight from the Arrow table and the main thread
-appends them to the file, with a bounded number of batches in flight (memory does not grow with
-the corpus). Files are written under a .partial name and renamed only when complete.
+each split one flat uint16 file. What differs is how: worker processes each take a contiguous range
+of the split's documents, read it themselves from the memory-mapped Arrow table and encode it with
+tiktoken's encode_to_numpy (a buffer, no list of Python ints); the main process appends the ranges
+to the file in order, with a bounded number in flight, so memory does not grow with the corpus.
+Files are written under a .partial name and renamed only when complete.
 
 Corpus sources, all read through datasets.load_dataset:
 - local files (--data-files): parquet, json/jsonl or txt, with a `text` column (txt: one file,
@@ -31,7 +32,7 @@ import shutil
 import sysconfig
 import tokenize
 from collections import deque
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,10 +62,13 @@ PARQUET_EXPANSION = 3
 BUILDERS = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".txt": "text"}
 
 _EOT = np.array([EOT_TOKEN], dtype=np.uint32)  # the dtype tiktoken's buffers have
-DOCS_PER_BATCH = 256  # per thread-pool task: large enough to amortise the hand-off, small in memory
+# A worker's task is a range of at most DOCS_PER_RANGE documents (about 9 MB of tokens for
+# OpenWebText), read from Arrow DOCS_PER_BATCH at a time; small corpora get 4 ranges per worker.
+DOCS_PER_RANGE = 4096
+DOCS_PER_BATCH = 256
 
 # The smoke corpus: which stdlib directories are not documentation, and its val share, chosen so
-# that val has the > 50k tokens the smoke preset's 600 evaluation rows draw from.
+# that val has more than 50k tokens to draw the smoke preset's 64-token sequences from.
 STDLIB_SKIP_DIRS = {"test", "tests", "idlelib", "site-packages"}
 SMOKE_TEST_SIZE = 0.05
 
@@ -155,7 +159,8 @@ def _builder(files: list[Path]) -> str:
 def load_files(source: Source, out_dir: Path, num_proc: int) -> datasets.Dataset:
     files = expand_data_files(source.data_files)
     builder = _builder(files)
-    text_bytes = sum(f.stat().st_size for f in files) * (PARQUET_EXPANSION if builder == "parquet" else 1)
+    expansion = PARQUET_EXPANSION if builder == "parquet" else 1
+    text_bytes = expansion * sum(f.stat().st_size for f in files)
     check_disk({_cache_dir(source): text_bytes, out_dir: TOKEN_BYTES_PER_TEXT_BYTE * text_bytes})
     options = {"sample_by": "document"} if builder == "text" else {}
     dataset = datasets.load_dataset(builder, data_files=[str(f) for f in files], split="train",
@@ -177,7 +182,8 @@ def load_hub(source: Source, out_dir: Path, expected_docs: int | None, num_proc:
             dataset = datasets.load_dataset(source.hub_id, revision=revision, split="train",
                                             cache_dir=source.cache_dir, num_proc=num_proc)
         except Exception as e:  # offline, no such revision, a refused loading script: try the next
-            tried.append(f"revision {revision or 'default'}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+            reason = (str(e) or type(e).__name__).splitlines()[0]
+            tried.append(f"revision {revision or 'default'}: {reason}")
             continue
         if expected_docs is None or len(dataset) == expected_docs:
             return dataset, revision
@@ -194,8 +200,7 @@ def load_corpus(source: Source, out_dir: Path, expected_docs: int | None, num_pr
         dataset, described["revision"] = load_hub(source, out_dir, expected_docs, num_proc)
     else:
         dataset = load_files(source, out_dir, num_proc)
-    check_documents(len(dataset), expected_docs, source.hub_id if source.kind == "hub"
-                    else ", ".join(source.data_files))
+        check_documents(len(dataset), expected_docs, ", ".join(source.data_files))
     return dataset, described
 
 
@@ -221,30 +226,58 @@ def encode_documents(texts: list[str]) -> np.ndarray:
     return np.concatenate(pieces, dtype=np.uint16) if pieces else np.empty(0, np.uint16)
 
 
-def ordered_map(fn, items, workers: int):
-    """fn(item) on a thread pool, yielded in order, with at most 2 * workers items in flight."""
-    with ThreadPoolExecutor(workers) as pool:
-        pending = deque()
-        for item in items:
-            pending.append(pool.submit(fn, item))
-            if len(pending) >= 2 * workers:
-                yield pending.popleft().result()
-        while pending:
+_worker_split: datasets.Dataset | None = None
+
+
+def _set_worker_split(split: datasets.Dataset) -> None:
+    """Pool initializer: the split is sent once per worker (memory-mapped: a path, not the data)."""
+    global _worker_split
+    _worker_split = split
+
+
+def encode_range(start: int, stop: int) -> np.ndarray:
+    """The tokens of documents [start, stop) of the worker's split (runs in a worker process)."""
+    return np.concatenate([
+        encode_documents(_worker_split[i:min(i + DOCS_PER_BATCH, stop)]["text"])
+        for i in range(start, stop, DOCS_PER_BATCH)])
+
+
+def ordered_results(pool, fn, arguments, in_flight: int):
+    """fn(*args) for each args on the pool, yielded in order, at most `in_flight` at a time."""
+    pending = deque()
+    for args in arguments:
+        pending.append(pool.submit(fn, *args))
+        if len(pending) >= in_flight:
             yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
+
+
+def document_ranges(n_documents: int, workers: int) -> list[tuple[int, int]]:
+    size = max(1, min(DOCS_PER_RANGE, -(-n_documents // (4 * workers))))
+    return [(start, min(start + size, n_documents)) for start in range(0, n_documents, size)]
+
+
+def append_tokens(f, digest, ids: np.ndarray) -> None:
+    f.write(ids)
+    digest.update(ids)
 
 
 def write_split(dataset: datasets.Dataset, path: Path, workers: int) -> tuple[Path, dict]:
     """Tokenize `dataset` into path.partial; return it and the split's manifest entry."""
     partial = path.with_name(path.name + ".partial")
     digest, tokens = hashlib.sha256(), 0
-    batches = (b["text"] for b in dataset.select_columns("text").iter(batch_size=DOCS_PER_BATCH))
+    ranges = document_ranges(len(dataset), workers)
+    gpt2_encoding()  # built (about 1 s) once here: forked workers inherit it
     try:
-        with open(partial, "wb") as f, tqdm(total=len(dataset), unit="doc", desc=path.name) as bar:
-            for ids in ordered_map(encode_documents, batches, workers):
-                f.write(ids)
-                digest.update(ids)
+        with ProcessPoolExecutor(workers, initializer=_set_worker_split,
+                                 initargs=(dataset.select_columns("text"),)) as pool, \
+                open(partial, "wb") as f, tqdm(total=len(dataset), unit="doc", desc=path.name) as bar:
+            results = ordered_results(pool, encode_range, ranges, 2 * workers)
+            for (start, stop), ids in zip(ranges, results):
+                append_tokens(f, digest, ids)
                 tokens += len(ids)
-                bar.update(min(DOCS_PER_BATCH, bar.total - bar.n))
+                bar.update(stop - start)
                 bar.set_postfix_str(f"{tokens:,} tokens, "
                                     f"{tokens / max(bar.format_dict['elapsed'], 1e-9):,.0f} tokens/s")
     except BaseException:
@@ -420,7 +453,8 @@ def add_prepare_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"document count to insist on (default {OWT_DOCUMENTS:,}, OpenWebText's)")
     parser.add_argument("--test-size", type=float, metavar="F",
                         help=f"val share (default {TEST_SIZE}; --python-docs: {SMOKE_TEST_SIZE})")
-    parser.add_argument("--num-proc", type=int, metavar="N", help="threads (default: all cores)")
+    parser.add_argument("--num-proc", type=int, metavar="N",
+                        help="worker processes (default: all cores)")
 
 
 def _source_from_args(args: argparse.Namespace) -> Source:
@@ -437,12 +471,13 @@ def prepare_command(args: argparse.Namespace) -> None:
         for flag in ("revision", "cache_dir", "expected_docs"):
             if getattr(args, flag) is not None:
                 raise DataError(f"--{flag.replace('_', '-')}: does not apply to --python-docs")
-        manifest = prepare_python_docs(args.out, num_proc=args.num_proc,
-                                       test_size=args.test_size or SMOKE_TEST_SIZE)
+        test_size = SMOKE_TEST_SIZE if args.test_size is None else args.test_size
+        manifest = prepare_python_docs(args.out, num_proc=args.num_proc, test_size=test_size)
     else:
         expected = OWT_DOCUMENTS if args.expected_docs is None else args.expected_docs
+        test_size = TEST_SIZE if args.test_size is None else args.test_size
         manifest = prepare(_source_from_args(args), args.out, expected_docs=expected,
-                           test_size=args.test_size or TEST_SIZE, num_proc=args.num_proc)
+                           test_size=test_size, num_proc=args.num_proc)
     for name, entry in manifest["splits"].items():
         print(f"{Path(args.out) / entry['file']}: {entry['documents']:,} documents, "
               f"{entry['tokens']:,} tokens")

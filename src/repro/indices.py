@@ -8,7 +8,6 @@ targets [i+1, i+T+1). A JSON sidecar names the token files the starts were drawn
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ import numpy as np
 import torch
 
 from repro.config import Preset
-from repro.data import read_manifest, token_memmap
+from repro.data import file_sha256, read_manifest, token_memmap
 
 ARRAYS = ("train", "eval_train", "eval_val")
 SIDECAR = "indices.json"
@@ -47,14 +46,6 @@ def draw_indices(train_tokens: int, val_tokens: int, *, train_rows: int, sequenc
     return {"train": train.numpy(), "eval_train": eval_train.numpy(), "eval_val": eval_val.numpy()}
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 24):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _token_files(manifest: dict) -> dict:
     return {split: {"tokens": manifest["splits"][split]["tokens"],
                     "sha256": manifest["splits"][split]["sha256"]} for split in ("train", "val")}
@@ -80,7 +71,7 @@ def write_indices(preset: Preset, data_dir: Path, out_dir: Path) -> dict:
         with open(partial, "wb") as f:
             np.save(f, array)
         os.replace(partial, path)
-        hashes[f"{name}.npy"] = _sha256(path)
+        hashes[f"{name}.npy"] = file_sha256(path)
     sidecar = {**shape, "token_files": _token_files(manifest), "sha256": hashes}
     partial = out_dir / f"{SIDECAR}.partial"
     partial.write_text(json.dumps(sidecar, indent=2) + "\n")
