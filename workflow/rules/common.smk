@@ -76,11 +76,12 @@ def prepare_source(wildcards):
 
 
 def indices_input(wildcards):
+    """The token files and the preset's YAML: indices are redrawn when a preset is edited."""
     preset = preset_of(wildcards)
     if preset.corpus != wildcards.corpus:
         raise ValueError(f"preset {preset.name!r} trains on {preset.corpus!r}, "
                          f"not {wildcards.corpus!r}")
-    return token_files(preset.corpus)
+    return {"tokens": token_files(preset.corpus), "preset": preset.source}
 
 
 def train_input(wildcards):

@@ -18,19 +18,18 @@ rule prepare:
 
 rule indices:
     input:
-        indices_input,
+        unpack(indices_input),
     output:
         f"{DATA}/{{corpus}}/indices/{{preset}}/train.npy",
         f"{DATA}/{{corpus}}/indices/{{preset}}/eval_train.npy",
         f"{DATA}/{{corpus}}/indices/{{preset}}/eval_val.npy",
         f"{DATA}/{{corpus}}/indices/{{preset}}/indices.json",
     params:
-        preset=lambda wildcards: preset_of(wildcards).source,
-        data=lambda wildcards, input: os.path.dirname(input[0]),
+        data=lambda wildcards, input: os.path.dirname(input.tokens[0]),
         out=lambda wildcards, output: os.path.dirname(output[0]),
     log:
         f"{DATA}/{{corpus}}/indices/{{preset}}.log",
     conda:
         "../../environment.yml"
     shell:
-        "repro indices --preset {params.preset} --data {params.data} --out {params.out} > {log} 2>&1"
+        "repro indices --preset {input.preset} --data {params.data} --out {params.out} > {log} 2>&1"
