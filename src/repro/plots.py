@@ -6,6 +6,7 @@ Solid lines are validation, dashed lines training (the periodic evaluation losse
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import matplotlib
@@ -94,23 +95,27 @@ def figure2(runs_dir: str | Path, preset: str | Preset, config_dir: str | Path |
     greys = dict(zip([e.name for e in sorted(controls, key=lambda e: e.mlp_ratio)],
                      sns.color_palette("Greys", len(controls) + 2)[2:]))
 
-    fig, ax = plt.subplots(figsize=(9, 5.5))
+    fig, ax = plt.subplots(figsize=(10, 6))
+    # the weight decay most of the sweep uses (2^-5) gets solid lines
+    decays = [wd for wd, _ in Counter(e.weight_decay for e in nonlinear).most_common()]
+    dash = dict(zip(decays, ["-", "-.", ":", (0, (5, 1, 1, 1, 1, 1))]))
     for e in nonlinear:
         curve = curves[curves["experiment"] == e.name]
-        ax.plot(curve["step"], curve["rel_improvement"], "-", color=palette[e.name],
-                label=f"{e.name} (wd {e.weight_decay:g})")
+        ax.plot(curve["step"], curve["rel_improvement"], linestyle=dash.get(e.weight_decay, "-"),
+                color=palette[e.name], label=f"{e.name} (lr {e.lr_max:g}, wd {e.weight_decay:g})")
     for e in controls:
         curve = curves[curves["experiment"] == e.name]
         ax.plot(curve["step"], curve["rel_improvement"], "--", color=greys[e.name],
-                label=f"{e.name} (linear, h/d {e.mlp_ratio:.3g})")
+                label=f"{e.name} (linear query, MLP h/d {e.mlp_ratio:.3g})")
     ax.axhline(0, color="black", lw=1)
     ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=1))
     ax.set_ylabel("relative improvement over baseline (%)\n(validation loss)")
     _steps_axis(ax, preset)
     ax.set_title(f"Sweep: relative improvement over baseline, steps {first:,}-{last:,} "
                  f"(preset: {preset.name})")
-    ax.legend(fontsize="x-small", ncol=2, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    fig.tight_layout()
+    ax.legend(fontsize="x-small", ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12),
+              title="residual GELU query: colour = learning rate, line = weight decay; "
+                    "grey dashes: linear controls", title_fontsize="small")
     return fig
 
 
