@@ -167,9 +167,9 @@ class GPT(nn.Module):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
 
     def fuse_projections(self, enabled: bool = True) -> "GPT":
-        """Use the fused K, V, W1 projection of residual_gelu (a no-op for other modes)."""
+        """Use the fused K, V, W1 projection of residual_gelu (other modes have nothing to fuse)."""
         for block in self.transformer.h:
-            block.attn.fused = enabled
+            block.attn.fused = enabled and block.attn.query_mlp is not None
         return self
 
     @staticmethod
