@@ -289,10 +289,9 @@ def _loop(run, model, step_model, optimizer, batches, metrics, autocast, start, 
         # checkpoint (so that metrics.csv holds every step the checkpoint has taken).
         if checkpoint or (step + 1) % run.preset.log_interval == 0 or (step + 1) % t.eval_interval == 0:
             diverged = _flush(pending, metrics, began, run)
-            record["last_step"] = step if diverged is None else diverged
             if diverged is not None:
-                return record | {"status": "diverged", "diverged_step": diverged}
-            pending = []
+                return record | {"status": "diverged", "diverged_step": diverged, "last_step": diverged}
+            record["last_step"], pending = step, []
         if checkpoint:
             save_checkpoint(ckpt_path, model, optimizer, step + 1, checkpoint_config)
     return record | {"status": "completed"}
