@@ -123,7 +123,11 @@ def bench(runs: list[RunConfig], device: torch.device, micro_batches: list[int] 
     for run in runs:
         for mb in micro_batches or [run.preset.train_micro_batch]:
             sized = replace(run, preset=run.preset.with_micro_batch(mb))
-            row = time_steps(sized, device, steps, warmup, compile, fused, breakdown)
+            try:
+                row = time_steps(sized, device, steps, warmup, compile, fused, breakdown)
+            except torch.cuda.OutOfMemoryError:  # a micro-batch too large for this GPU: try the others
+                print(f"{run.experiment.name:<22} micro-batch {mb:>3}  out of memory", flush=True)
+                continue
             per_token = model_size(sized.model_config())["flops_per_token"]
             row["tokens_per_s"] = sized.preset.tokens_per_step / row["step_s"]
             row["flops_per_token"] = per_token
