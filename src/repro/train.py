@@ -124,11 +124,15 @@ class MetricsLog:
         if path.exists() and resume_step > 0:
             with open(path, newline="") as f:
                 rows = [r for r in csv.DictReader(f) if int(r["step"]) < resume_step]
-        self.file = open(path, "w", newline="")
+        # Rewrite the kept rows under a temporary name first: a crash here loses no finished row.
+        partial = path.with_name(path.name + ".partial")
+        with open(partial, "w", newline="") as f:
+            writer = csv.DictWriter(f, METRICS_COLUMNS)
+            writer.writeheader()
+            writer.writerows(rows)
+        os.replace(partial, path)
+        self.file = open(path, "a", newline="")
         self.writer = csv.DictWriter(self.file, METRICS_COLUMNS)
-        self.writer.writeheader()
-        self.writer.writerows(rows)
-        self.file.flush()
 
     def append(self, row: dict) -> None:
         self.writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in METRICS_COLUMNS})
