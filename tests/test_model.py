@@ -110,3 +110,45 @@ def test_forward_gives_logits_for_every_position_and_the_mean_loss():
     logits, loss = model(idx, idx)
     assert logits.shape == (2, 16, 50304)
     torch.testing.assert_close(loss, F.cross_entropy(logits.reshape(-1, 50304), idx.reshape(-1)))
+
+
+def test_fused_projection_is_the_same_function_with_the_same_gradients():
+    """The fused K, V, W1 matmul (paper section 4) against the plain modules, in float64."""
+    model = small("residual_gelu").double()
+    with torch.no_grad():  # a non-trivial RMSNorm gain, so that a wrongly folded gain would show
+        for block in model.transformer.h:
+            block.attn.query_mlp.norm_in.weight.uniform_(0.5, 1.5)
+    idx = torch.randint(50257, (2, 16))
+    results = []
+    for fused in (False, True):
+        model.zero_grad()
+        model.fuse_projections(fused)
+        logits, loss = model(idx, idx)
+        loss.backward()
+        results.append((logits, {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (plain, plain_grads), (fused, fused_grads) = results
+    torch.testing.assert_close(fused, plain, rtol=1e-10, atol=1e-10)
+    assert fused_grads.keys() == plain_grads.keys()
+    for name in plain_grads:
+        torch.testing.assert_close(fused_grads[name], plain_grads[name], rtol=1e-9, atol=1e-12)
+
+
+def test_fused_projection_input_gradient():
+    attn = small("residual_gelu").double().transformer.h[0].attn
+    x = torch.randn(2, 5, 32, dtype=torch.float64, requires_grad=True)
+    outputs = []
+    for fused in (False, True):
+        attn.fused = fused
+        q, k, v = attn.project(x)
+        grad, = torch.autograd.grad((q * 1.1 + k * 0.7 - v).sum(), x)
+        outputs.append((q, k, v, grad))
+    for plain, fused in zip(*outputs):
+        torch.testing.assert_close(fused, plain, rtol=1e-10, atol=1e-12)
+
+
+def test_fused_and_unfused_models_share_one_checkpoint_layout():
+    plain, fused = small("residual_gelu"), small("residual_gelu").fuse_projections()
+    assert plain.state_dict().keys() == fused.state_dict().keys()
+    fused.load_state_dict(plain.state_dict())
+    idx = torch.randint(50257, (1, 16))
+    torch.testing.assert_close(fused(idx)[0], plain(idx)[0])

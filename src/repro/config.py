@@ -7,7 +7,7 @@ An unknown key or a bad value is a one-line ConfigError naming the file and the 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -116,11 +116,28 @@ class Preset:
     train: TrainSettings
     device: str
     compile: str | bool
+    train_micro_batch: int  # sequences per training forward pass: speed only, the update is the same
+    log_interval: int
     description: str = ""
 
     @property
     def tokens_per_step(self) -> int:
         return self.train.batch_size * self.block_size
+
+    @property
+    def train_accumulation(self) -> int:
+        """Micro-batches per optimiser step at this machine's train_micro_batch."""
+        return self.train.batch_size // self.train_micro_batch
+
+    def with_micro_batch(self, micro_batch: int) -> "Preset":
+        """This preset with another training micro-batch (`repro train --micro-batch`, `repro bench`)."""
+        _check_divides(f"preset {self.name}", "micro_batch", micro_batch, "train.batch_size", self.train.batch_size)
+        return replace(self, train_micro_batch=micro_batch)
+
+
+def _check_divides(source, key: str, value: int, other_key: str, other: int) -> None:
+    if other % value:
+        raise ConfigError(f"{source}: {key}: {value} does not divide {other_key} = {other}")
 
 
 def _preset_path(name_or_path: str, config_dir: Path) -> Path:
@@ -139,16 +156,15 @@ def load_preset(name_or_path: str, config_dir: Path | None = None) -> Preset:
     data = validate(read_yaml(path), "preset.schema.yaml", path)
     train = TrainSettings(**data["train"])
     for field in ("batch_size", "eval_sequences"):
-        if getattr(train, field) % train.micro_batch:
-            raise ConfigError(f"{path}: train.micro_batch: {train.micro_batch} does not divide "
-                              f"train.{field} = {getattr(train, field)}")
-    if data["model"]["d_model"] % data["model"]["n_head"]:
-        raise ConfigError(f"{path}: model.n_head: {data['model']['n_head']} does not divide "
-                          f"model.d_model = {data['model']['d_model']}")
+        _check_divides(path, "train.micro_batch", train.micro_batch, f"train.{field}", getattr(train, field))
+    _check_divides(path, "model.n_head", data["model"]["n_head"], "model.d_model", data["model"]["d_model"])
     runtime = data.get("runtime", {})
+    micro_batch = runtime["micro_batch"] or train.micro_batch
+    _check_divides(path, "runtime.micro_batch", micro_batch, "train.batch_size", train.batch_size)
     return Preset(name=path.stem, source=str(path), corpus=data["corpus"], train=train,
-                  device=runtime["device"], compile=runtime["compile"],
-                  description=data.get("description", ""), **data["model"])
+                  device=runtime["device"], compile=runtime["compile"], train_micro_batch=micro_batch,
+                  log_interval=runtime["log_interval"], description=data.get("description", ""),
+                  **data["model"])
 
 
 @dataclass(frozen=True)

@@ -119,7 +119,8 @@ class Batches:
     starts: dict[str, np.ndarray]
     tokens: dict[str, np.memmap]
     block_size: int
-    micro_batch: int
+    micro_batch: int  # of evaluation, as in the preset
+    train_micro_batch: int  # of training, this machine's (Preset.train_micro_batch)
 
     @classmethod
     def open(cls, data_dir: Path, indices_dir: Path, preset: Preset) -> "Batches":
@@ -129,13 +130,20 @@ class Batches:
         starts = {name: np.load(indices_dir / f"{name}.npy", mmap_mode="r") for name in ARRAYS}
         train, val = token_memmap(data_dir, "train"), token_memmap(data_dir, "val")
         return cls(starts, {"train": train, "eval_train": train, "eval_val": val},
-                   preset.block_size, preset.train.micro_batch)
+                   preset.block_size, preset.train.micro_batch, preset.train_micro_batch)
 
-    def get(self, stream: str, row: int, micro_step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Micro-batch `micro_step` of row `row` of a stream: columns [k*mb, (k+1)*mb)."""
-        cols = slice(micro_step * self.micro_batch, (micro_step + 1) * self.micro_batch)
-        starts = np.asarray(self.starts[stream][row, cols])
+    def window(self, stream: str, row: int, micro_step: int) -> torch.Tensor:
+        """Micro-batch `micro_step` of row `row` of a stream, columns [k*mb, (k+1)*mb), as the
+        (mb, block_size + 1) token windows that hold both inputs and targets."""
+        mb = self.train_micro_batch if stream == "train" else self.micro_batch
+        starts = np.asarray(self.starts[stream][row, micro_step * mb:(micro_step + 1) * mb])
         # One fancy-indexed read of every (sequence, position) pair: no Python loop per sequence.
         window = self.tokens[stream][starts[:, None] + np.arange(self.block_size + 1)]
-        window = torch.from_numpy(window.astype(np.int64))
-        return window[:, :-1], window[:, 1:]
+        return torch.from_numpy(window.astype(np.int64))
+
+    def get(self, stream: str, row: int, micro_step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return inputs_targets(self.window(stream, row, micro_step))
+
+
+def inputs_targets(window: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return window[:, :-1], window[:, 1:]

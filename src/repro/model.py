@@ -65,7 +65,18 @@ class QueryMLP(nn.Module):
         self.norm_out = nn.LayerNorm(d, eps=1e-5, bias=False)
 
     def forward(self, x):
-        return self.norm_out(self.fc_out(F.gelu(self.fc_in(self.norm_in(x)))))
+        return self.finish(self.fc_in(self.norm_in(x)))
+
+    def finish(self, h):
+        """h = RMSNorm(x) W1 -> f(x); the part after the first matmul, shared by the fused path."""
+        return self.norm_out(self.fc_out(F.gelu(h)))
+
+    def folded_weight(self):
+        """W1 with the RMSNorm gain g folded in: RMSNorm(x) W1 = (x (g * W1)) / rms(x), per token."""
+        return self.fc_in.weight * self.norm_in.weight
+
+    def inv_rms(self, x):
+        return torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.norm_in.eps)
 
 
 class CausalSelfAttention(nn.Module):
@@ -78,6 +89,8 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(d, (3 if config.has_linear_query else 2) * d, bias=False)
         self.c_proj = nn.Linear(d, d, bias=False)
         self.query_mlp = QueryMLP(config) if config.query_mode == "residual_gelu" else None
+        # A speed switch, not part of the model: same parameters, same function (GPT.fuse_projections).
+        self.fused = False
 
     def project(self, x):
         """x -> (q, k, v), each (B, T, d), q already multiplied by the query scale."""
@@ -86,6 +99,15 @@ class CausalSelfAttention(nn.Module):
             q, k, v = self.c_attn(x).split(d, dim=2)
             if mode == "residual_linear":
                 q = x + q
+        elif mode == "residual_gelu" and self.fused:
+            # The paper's section 4: K, V and the query MLP's first layer in one d -> 2.5d matmul,
+            # the RMSNorm gain folded into W1 and its 1/rms(x) applied to the matmul's output.
+            # The concatenated weight is built from the canonical parameters at every call (tiny
+            # next to the activations' matmul), so checkpoints keep one layout.
+            mlp = self.query_mlp
+            weight = torch.cat([self.c_attn.weight, mlp.folded_weight()])
+            k, v, h = F.linear(x, weight).split([d, d, mlp.fc_in.out_features], dim=2)
+            q = x + mlp.finish(h * mlp.inv_rms(x))
         else:
             k, v = self.c_attn(x).split(d, dim=2)
             q = x if mode == "identity" else x + self.query_mlp(x)
@@ -143,6 +165,12 @@ class GPT(nn.Module):
         for name, p in self.named_parameters():
             if name.endswith("c_proj.weight"):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    def fuse_projections(self, enabled: bool = True) -> "GPT":
+        """Use the fused K, V, W1 projection of residual_gelu (other modes have nothing to fuse)."""
+        for block in self.transformer.h:
+            block.attn.fused = enabled and block.attn.query_mlp is not None
+        return self
 
     @staticmethod
     def _init_weights(module):
