@@ -24,34 +24,17 @@ def test_dry_run_of_the_default_config(workdir):
     assert "train" in result.stdout and "table1" in result.stdout
 
 
-def test_unknown_preset(workdir):
-    result = snakemake(workdir, "-n", "--cores", "1", "--config", "preset=huge")
-    assert_stopped(result, workdir, "unknown preset 'huge'")
-
-
-def test_unknown_experiment_in_config(workdir):
-    result = snakemake(workdir, "-n", "--cores", "1", "--config", "extra_experiments=[nope]")
-    assert_stopped(result, workdir, "unknown experiment 'nope'")
-
-
-def test_unknown_experiment_as_target(workdir):
-    result = snakemake(workdir, "-n", "--cores", "1", "results/runs/smoke/nope/metrics.csv")
-    assert_stopped(result, workdir, "unknown experiment 'nope'")
-
-
-def test_unknown_preset_as_target(workdir):
-    result = snakemake(workdir, "-n", "--cores", "1", "results/runs/huge/baseline/metrics.csv")
-    assert_stopped(result, workdir, "unknown preset 'huge'")
-
-
-def test_value_of_the_wrong_type(workdir):
-    result = snakemake(workdir, "-n", "--cores", "1", "--config", "train_threads=two")
-    assert_stopped(result, workdir, "train_threads")
-
-
-def test_unknown_key(workdir):
-    result = snakemake(workdir, "-n", "--cores", "1", "--config", "prest=paper")
-    assert_stopped(result, workdir, "prest")
+@pytest.mark.parametrize("args,named", [
+    (["--config", "preset=huge"], "unknown preset 'huge'"),
+    (["--config", "extra_experiments=[nope]"], "unknown experiment 'nope'"),
+    (["results/runs/smoke/nope/metrics.csv"], "unknown experiment 'nope'"),
+    (["results/runs/huge/baseline/metrics.csv"], "unknown preset 'huge'"),
+    (["--config", "train_threads=two"], "train_threads"),  # a value of the wrong type
+    (["--config", "prest=paper"], "prest"),  # an unknown key
+])
+def test_bad_input_stops_the_dag_naming_it(workdir, args, named):
+    result = snakemake(workdir, "-n", "--cores", "1", *args)
+    assert_stopped(result, workdir, named)
 
 
 def test_missing_corpus(workdir, tmp_path):

@@ -232,7 +232,8 @@ def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path,
     dev = resolve_device(device or run.preset.device)
     cuda = dev.type == "cuda"
     batches = Batches.open(data_dir, indices_dir, run.preset)
-    manifest = read_manifest(data_dir, verify=False)  # Batches.open verified it
+    manifest = read_manifest(data_dir, verify=False)  # Batches.open verified both
+    sidecar = read_sidecar(indices_dir)
 
     model, step_model, optimizer, autocast = build(run, dev, compile, fused)
     start = 0
@@ -250,8 +251,8 @@ def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path,
         "identity": identity, "config": run.to_dict(), "params": count_parameters(model),
         "tokens_per_step": run.preset.tokens_per_step, "last_step": start - 1 if start else None,
         "diverged_step": None, "data": {"dir": str(data_dir), "source": manifest.get("source"),
-                                        "token_files": read_sidecar(indices_dir)["token_files"]},
-        "indices": {"dir": str(indices_dir), "sha256": read_sidecar(indices_dir)["sha256"]},
+                                        "token_files": sidecar["token_files"]},
+        "indices": {"dir": str(indices_dir), "sha256": sidecar["sha256"]},
         **code_version(), "torch_version": torch.__version__, "python_version": platform.python_version(),
         "device": torch.cuda.get_device_name(dev) if cuda else str(dev), "compile": step_model is not model,
         "fused_projection": model.transformer.h[0].attn.fused, "micro_batch": run.preset.train_micro_batch,
