@@ -3,7 +3,6 @@
 import csv
 import json
 import math
-import shutil
 from dataclasses import replace
 
 import numpy as np
@@ -11,7 +10,7 @@ import pytest
 import torch
 
 from repro.config import load_preset, load_run_config
-from repro.indices import Batches, IndicesError, draw_indices, write_indices
+from repro.indices import Batches, IndicesError, draw_indices
 from repro.model import GPT
 from repro.train import RunError, learning_rate, make_optimizer, train
 

@@ -20,6 +20,7 @@ from repro.cost import known_peak_flops, model_size
 from repro.indices import Batches
 from repro.train import DeviceBatches, build, train_step
 
+
 def device_name(device: torch.device) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
 

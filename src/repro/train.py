@@ -25,7 +25,7 @@ import repro
 from repro.checkpoint import load_checkpoint, save_checkpoint
 from repro.config import RunConfig
 from repro.data import read_manifest
-from repro.indices import SIDECAR, Batches, inputs_targets, read_sidecar
+from repro.indices import Batches, inputs_targets, read_sidecar
 from repro.model import GPT, count_parameters
 
 METRICS_COLUMNS = ["step", "lr", "train_loss", "eval_train_loss", "eval_train_std",
