@@ -35,7 +35,8 @@ import pyarrow.parquet as pq
 from repro import data
 from repro.tokenizer import gpt2_encoding
 
-DOC_CHARS = 4_500  # about OpenWebText's 1,128 tokens per document (SPEC 5: 9.04e9 / 8.01e6)
+# About OpenWebText's 1,128 tokens per document (docs/specification.md §5: 9.04e9 / 8.01e6).
+DOC_CHARS = 4_500
 
 
 def owt_sized_documents() -> list[str]:
@@ -62,18 +63,20 @@ def nanogpt(splits: dict, out: Path, num_proc: int) -> None:
         ids.append(enc.eot_token)
         return {"ids": ids, "len": len(ids)}
 
-    tokenized = datasets.DatasetDict(splits).map(process, remove_columns=["text"],
-                                                 desc="tokenizing the splits", num_proc=num_proc)
+    tokenized = datasets.DatasetDict(splits).map(
+        process, remove_columns=["text"], desc="tokenizing the splits", num_proc=num_proc
+    )
     for split, dset in tokenized.items():
         arr_len = np.sum(dset["len"], dtype=np.uint64)
         arr = np.memmap(out / f"{split}.bin", dtype=np.uint16, mode="w+", shape=(arr_len,))
         total_batches = min(1024, len(dset))
         idx = 0
         for batch_idx in range(total_batches):
-            batch = dset.shard(num_shards=total_batches, index=batch_idx,
-                               contiguous=True).with_format("numpy")
+            batch = dset.shard(
+                num_shards=total_batches, index=batch_idx, contiguous=True
+            ).with_format("numpy")
             arr_batch = np.concatenate(batch["ids"])
-            arr[idx: idx + len(arr_batch)] = arr_batch
+            arr[idx : idx + len(arr_batch)] = arr_batch
             idx += len(arr_batch)
         arr.flush()
 
@@ -98,7 +101,7 @@ def _anon_rss_sampler(peak: list) -> None:
 
 
 def _cpu_seconds() -> float:
-    """User + system time of this process and its finished children (the map's or pool's workers)."""
+    """User + system time of this process and its finished children (the workers)."""
     usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
     return sum(u.ru_utime + u.ru_stime for u in usage)
 
@@ -106,8 +109,9 @@ def _cpu_seconds() -> float:
 def load_splits(sample: Path, out: Path) -> dict:
     """The sample's splits; the first call (its own subprocess) builds datasets' cache, later
     calls memory-map it, so that the timed runs start from the same, small footprint."""
-    dataset = datasets.load_dataset("parquet", data_files=str(sample), split="train",
-                                    cache_dir=str(out / "cache"))
+    dataset = datasets.load_dataset(
+        "parquet", data_files=str(sample), split="train", cache_dir=str(out / "cache")
+    )
     return data.split_corpus(dataset, data.TEST_SIZE)
 
 
@@ -123,17 +127,35 @@ def run_one(method: str, sample: Path, out: Path, num_proc: int) -> dict:
     {"nanogpt": nanogpt, "ours": ours}[method](splits, out, num_proc)
     seconds, cpu_seconds = time.perf_counter() - start, _cpu_seconds() - cpu_start
     tokens = sum(os.path.getsize(out / f"{s}.bin") // 2 for s in splits)
-    return {"seconds": seconds, "cpu_seconds": cpu_seconds, "tokens": tokens,
-            "maxrss_mb": _status_kb("VmHWM") / 1024,
-            "child_maxrss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
-            "anon_rss_mb": peak[0] / 1024,
-            "sha256": {s: data.file_sha256(out / f"{s}.bin") for s in splits}}
+    return {
+        "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
+        "tokens": tokens,
+        "maxrss_mb": _status_kb("VmHWM") / 1024,
+        "child_maxrss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        "anon_rss_mb": peak[0] / 1024,
+        "sha256": {s: data.file_sha256(out / f"{s}.bin") for s in splits},
+    }
 
 
 def _subprocess(method: str, sample: Path, out: Path, num_proc: int) -> dict:
-    result = subprocess.run([sys.executable, __file__, "--run", method, "--sample", str(sample),
-                             "--out", str(out), "--num-proc", str(num_proc)],
-                            check=True, capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--run",
+            method,
+            "--sample",
+            str(sample),
+            "--out",
+            str(out),
+            "--num-proc",
+            str(num_proc),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(result.stdout.splitlines()[-1])
 
 
@@ -160,25 +182,38 @@ def main() -> None:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_tokenize"))
     workdir.mkdir(parents=True, exist_ok=True)
     docs = owt_sized_documents()
-    print(f"{args.num_proc} worker processes; sample, method, tokens, wall s, tokens/s, CPU s, "
-          f"peak RSS MB (process / largest worker), peak anonymous RSS MB (process)")
+    print(
+        f"{args.num_proc} worker processes; sample, method, tokens, wall s, tokens/s, CPU s, "
+        f"peak RSS MB (process / largest worker), peak anonymous RSS MB (process)"
+    )
     for megabytes in args.sizes_mb:
         sample = workdir / f"sample-{megabytes:g}MB.parquet"
         build_sample(sample, docs, megabytes)
         sample_mb = pq.read_table(sample)["text"].nbytes / 1e6  # text bytes, not compressed
-        runs = [(m, measure(m, sample, workdir, args.num_proc))
-                for _ in range(args.repeat) for m in ("nanogpt", "ours")]  # interleaved
-        results = {m: min((r for name, r in runs if name == m), key=lambda r: r["seconds"])
-                   for m in ("nanogpt", "ours")}
+        runs = [
+            (m, measure(m, sample, workdir, args.num_proc))
+            for _ in range(args.repeat)
+            for m in ("nanogpt", "ours")
+        ]  # interleaved
+        results = {
+            m: min((r for name, r in runs if name == m), key=lambda r: r["seconds"])
+            for m in ("nanogpt", "ours")
+        }
         assert all(r["sha256"] == results["ours"]["sha256"] for _, r in runs), "outputs differ"
         for method, r in results.items():
-            print(f"{sample_mb:6.1f} MB  {method:8s} {r['tokens']:>11,} {r['seconds']:7.2f} s "
-                  f"{r['tokens'] / r['seconds']:>11,.0f} tok/s {r['cpu_seconds']:7.2f} s  "
-                  f"{r['maxrss_mb']:6.0f} / "
-                  f"{r['child_maxrss_mb']:4.0f}  {r['anon_rss_mb']:6.0f}")
-        speedup, cpu = (results["nanogpt"][k] / results["ours"][k] for k in ("seconds", "cpu_seconds"))
-        print(f"{sample_mb:6.1f} MB  ratio ours / nanoGPT: tokens/s {speedup:.2f}x, "
-              f"tokens per CPU second {cpu:.2f}x (identical output)")
+            print(
+                f"{sample_mb:6.1f} MB  {method:8s} {r['tokens']:>11,} {r['seconds']:7.2f} s "
+                f"{r['tokens'] / r['seconds']:>11,.0f} tok/s {r['cpu_seconds']:7.2f} s  "
+                f"{r['maxrss_mb']:6.0f} / "
+                f"{r['child_maxrss_mb']:4.0f}  {r['anon_rss_mb']:6.0f}"
+            )
+        speedup, cpu = (
+            results["nanogpt"][k] / results["ours"][k] for k in ("seconds", "cpu_seconds")
+        )
+        print(
+            f"{sample_mb:6.1f} MB  ratio ours / nanoGPT: tokens/s {speedup:.2f}x, "
+            f"tokens per CPU second {cpu:.2f}x (identical output)"
+        )
 
 
 if __name__ == "__main__":

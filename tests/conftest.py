@@ -11,18 +11,23 @@ import pytest
 
 from repro.config import load_preset
 from repro.indices import write_indices
+from repro.rundir import METRICS_COLUMNS, RunRecord
 
 
 def write_token_files(data_dir, train_tokens=30_000, val_tokens=6_000, seed=0):
-    """Random token files with the manifest `repro prepare` writes (SPEC 5 layout)."""
+    """Random token files with the manifest `repro prepare` writes (spec §5's layout)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     splits = {}
     for split, n in (("train", train_tokens), ("val", val_tokens)):
         tokens = rng.integers(0, 50257, n, dtype=np.uint16)
         (data_dir / f"{split}.bin").write_bytes(tokens.tobytes())
-        splits[split] = {"file": f"{split}.bin", "documents": n // 100, "tokens": n,
-                         "sha256": hashlib.sha256(tokens.tobytes()).hexdigest()}
+        splits[split] = {
+            "file": f"{split}.bin",
+            "documents": n // 100,
+            "tokens": n,
+            "sha256": hashlib.sha256(tokens.tobytes()).hexdigest(),
+        }
     manifest = {"source": {"kind": "test"}, "tokenizer": {"name": "gpt2"}, "splits": splits}
     (data_dir / "manifest.json").write_text(json.dumps(manifest))
     return data_dir
@@ -42,13 +47,19 @@ def tiny_indices(token_dir, tmp_path_factory):
 
 REPO = Path(__file__).resolve().parents[1]
 
-METRICS_COLUMNS = ["step", "lr", "train_loss", "eval_train_loss", "eval_train_std",
-                   "eval_val_loss", "eval_val_std", "tokens_seen", "step_time_s", "tokens_per_s"]
 
-
-def write_run(run_dir: Path, experiment: str, val: dict[int, float], *, last_step: int,
-              preset: str = "tiny", status: str = "completed", diverged_step: int | None = None,
-              non_embedding_params: int = 1000, train_offset: float = -0.05) -> Path:
+def write_run(
+    run_dir: Path,
+    experiment: str,
+    val: dict[int, float],
+    *,
+    last_step: int,
+    preset: str = "tiny",
+    status: str = "completed",
+    diverged_step: int | None = None,
+    non_embedding_params: int = 1000,
+    train_offset: float = -0.05,
+) -> Path:
     """A run directory as `repro train` leaves it: metrics.csv (eval columns filled at the steps
     of `val` only; train eval = val + train_offset) and run.json."""
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -56,17 +67,36 @@ def write_run(run_dir: Path, experiment: str, val: dict[int, float], *, last_ste
         writer = csv.DictWriter(f, METRICS_COLUMNS)
         writer.writeheader()
         for step in range(last_step + 1):
-            row = {"step": step, "lr": 1e-3, "train_loss": 10.0 - step * 0.1,
-                   "tokens_seen": step * 128, "step_time_s": 0.01, "tokens_per_s": 12800}
+            row = {
+                "step": step,
+                "lr": 1e-3,
+                "train_loss": 10.0 - step * 0.1,
+                "tokens_seen": step * 128,
+                "step_time_s": 0.01,
+                "tokens_per_s": 12800,
+            }
             if step in val:
-                row.update(eval_val_loss=val[step], eval_val_std=0.01,
-                           eval_train_loss=val[step] + train_offset, eval_train_std=0.01)
+                row.update(
+                    eval_val_loss=val[step],
+                    eval_val_std=0.01,
+                    eval_train_loss=val[step] + train_offset,
+                    eval_train_std=0.01,
+                )
             writer.writerow({k: row.get(k, "") for k in METRICS_COLUMNS})
-    info = {"status": status, "preset": preset, "experiment": experiment,
-            "params": {"total_params": non_embedding_params + 500,
-                       "non_embedding_params": non_embedding_params},
-            "last_step": last_step, "diverged_step": diverged_step}
-    (run_dir / "run.json").write_text(json.dumps(info))
+    RunRecord(
+        status=status,
+        preset=preset,
+        experiment=experiment,
+        identity={},
+        config={},
+        params={
+            "total_params": non_embedding_params + 500,
+            "non_embedding_params": non_embedding_params,
+        },
+        tokens_per_step=128,
+        last_step=last_step,
+        diverged_step=diverged_step,
+    ).write(run_dir)
     return run_dir
 
 
@@ -77,10 +107,19 @@ def tiny_runs(tmp_path) -> Path:
     runs = tmp_path / "runs" / "tiny"
     steps = [0, 4, 8, 12]
     baseline = [10.0, 8.0, 6.0, 5.0]
-    gains = {"baseline": [0, 0, 0, 0], "mlp4.75": [0, 0.01, 0.02, 0.04],
-             "mlp4.75-scaled": [0, 0.02, -0.01, 0.03],
-             "resgelu-lr2.6e-3": [0, 0.3, 0.1, 0.06], "resgelu-lr3e-3": [0, 0.4, 0.12, 0.07]}
+    gains = {
+        "baseline": [0, 0, 0, 0],
+        "mlp4.75": [0, 0.01, 0.02, 0.04],
+        "mlp4.75-scaled": [0, 0.02, -0.01, 0.03],
+        "resgelu-lr2.6e-3": [0, 0.3, 0.1, 0.06],
+        "resgelu-lr3e-3": [0, 0.4, 0.12, 0.07],
+    }
     for name, gain in gains.items():
-        write_run(runs / name, name, {s: b - g for s, b, g in zip(steps, baseline, gain)},
-                  last_step=12, non_embedding_params=2000 if name.startswith("mlp") else 1000)
+        write_run(
+            runs / name,
+            name,
+            {s: b - g for s, b, g in zip(steps, baseline, gain)},
+            last_step=12,
+            non_embedding_params=2000 if name.startswith("mlp") else 1000,
+        )
     return runs

@@ -1,4 +1,4 @@
-"""`repro bench` and the GPU-hours `repro describe` estimates from it (SPEC 7)."""
+"""`repro bench` and the GPU-hours `repro describe` estimates from it (docs/specification.md §7)."""
 
 import json
 from dataclasses import asdict
@@ -6,7 +6,7 @@ from dataclasses import asdict
 import pytest
 
 from repro.cli import main
-from repro.config import load_run_config
+from repro.config import load_run
 from repro.cost import known_peak_flops, model_size
 
 
@@ -20,16 +20,45 @@ def test_known_peaks_are_dense_bf16():
 @pytest.fixture(scope="module")
 def tiny_bench(tmp_path_factory):
     path = tmp_path_factory.mktemp("bench") / "bench.json"
-    assert main(["bench", "--preset", "tiny", "--device", "cpu", "--experiment", "baseline",
-                 "--experiment", "resgelu-lr3e-3", "--micro-batch", "2", "4", "--steps", "1",
-                 "--warmup", "1", "--peak-tflops", "1", "--breakdown", "--json", str(path)]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "--preset",
+                "tiny",
+                "--device",
+                "cpu",
+                "--experiment",
+                "baseline",
+                "--experiment",
+                "resgelu-lr3e-3",
+                "--train-micro-batch",
+                "2",
+                "4",
+                "--steps",
+                "1",
+                "--warmup",
+                "1",
+                "--peak-tflops",
+                "1",
+                "--breakdown",
+                "--json",
+                str(path),
+            ]
+        )
+        == 0
+    )
     return json.loads(path.read_text())
 
 
 def test_bench_times_each_experiment_at_each_micro_batch(tiny_bench, capsys):
     report = tiny_bench
-    assert [(r["experiment"], r["micro_batch"]) for r in report["results"]] == [
-        ("baseline", 2), ("baseline", 4), ("resgelu-lr3e-3", 2), ("resgelu-lr3e-3", 4)]
+    assert [(r["experiment"], r["train_micro_batch"]) for r in report["results"]] == [
+        ("baseline", 2),
+        ("baseline", 4),
+        ("resgelu-lr3e-3", 2),
+        ("resgelu-lr3e-3", 4),
+    ]
     assert [r["experiment"] for r in report["fastest"]] == ["baseline", "resgelu-lr3e-3"]
     for r in report["results"]:
         assert r["step_s"] > 0 and r["tokens_per_s"] == pytest.approx(4 * 32 / r["step_s"])
@@ -38,31 +67,46 @@ def test_bench_times_each_experiment_at_each_micro_batch(tiny_bench, capsys):
         assert sum(r["breakdown"].values()) > 0
     fastest = {r["experiment"]: r for r in report["fastest"]}
     assert report["step_time_ratios"]["resgelu-lr3e-3"] == pytest.approx(
-        fastest["resgelu-lr3e-3"]["step_s"] / fastest["baseline"]["step_s"])
+        fastest["resgelu-lr3e-3"]["step_s"] / fastest["baseline"]["step_s"]
+    )
     assert report["device_type"] == "cpu" and report["peak_flops"] == 1e12
 
 
 def test_describe_uses_the_bench_report(tiny_bench, tmp_path, capsys):
     path = tmp_path / "bench.json"
     path.write_text(json.dumps(tiny_bench))
-    assert main(["describe", "--preset", "tiny", "--group", "table1", "--bench", str(path), "--json"]) == 0
+    assert (
+        main(["describe", "--preset", "tiny", "--group", "table1", "--bench", str(path), "--json"])
+        == 0
+    )
     rows = {r["experiment"]: r for r in json.loads(capsys.readouterr().out)}
     fastest = {r["experiment"]: r for r in tiny_bench["fastest"]}
     assert rows["baseline"]["tokens_per_s"] == fastest["baseline"]["tokens_per_s"]
-    assert rows["resgelu-lr2.6e-3"]["tokens_per_s"] == fastest["resgelu-lr3e-3"]["tokens_per_s"]  # same model
+    assert (
+        rows["resgelu-lr2.6e-3"]["tokens_per_s"] == fastest["resgelu-lr3e-3"]["tokens_per_s"]
+    )  # same model
     # mlp4.75 was not timed: the baseline's FLOP rate, over its own FLOPs per token.
     flop_rate = fastest["baseline"]["tokens_per_s"] * fastest["baseline"]["flops_per_token"]
-    assert rows["mlp4.75"]["tokens_per_s"] == pytest.approx(flop_rate / rows["mlp4.75"]["flops_per_token"])
+    assert rows["mlp4.75"]["tokens_per_s"] == pytest.approx(
+        flop_rate / rows["mlp4.75"]["flops_per_token"]
+    )
     assert "FLOP/s measured for baseline" in rows["mlp4.75"]["throughput_source"]
 
 
 def fake_report(tokens_per_s: dict) -> dict:
-    """A bench report of the paper preset, as `repro bench --json` writes it, with given throughputs."""
+    """A bench report of the paper preset as `repro bench --json` writes it, given throughputs."""
     fastest = []
     for name, throughput in tokens_per_s.items():
-        config = load_run_config("paper", name).model_config()
-        fastest.append({"experiment": name, "query_mode": config.query_mode, "model": asdict(config),
-                        "tokens_per_s": throughput, "flops_per_token": model_size(config)["flops_per_token"]})
+        config = load_run("paper", name).model
+        fastest.append(
+            {
+                "experiment": name,
+                "query_mode": config.query_mode,
+                "model": asdict(config),
+                "tokens_per_s": throughput,
+                "flops_per_token": model_size(config)["flops_per_token"],
+            }
+        )
     return {"preset": "paper", "device": "NVIDIA H200", "fastest": fastest}
 
 
@@ -71,8 +115,8 @@ def test_describe_estimates_gpu_hours_of_table1_and_the_sweep(tmp_path, capsys):
     path.write_text(json.dumps(fake_report({"baseline": 491_520, "resgelu-lr3e-3": 491_520 / 1.5})))
     assert main(["describe", "--preset", "paper", "--group", "table1", "--bench", str(path)]) == 0
     # 60003 steps: 1 s each for baseline, 1.5 s for residual_gelu; mlp4.75 at the baseline's FLOP/s.
-    mlp = model_size(load_run_config("paper", "mlp4.75").model_config())["flops_per_token"]
-    base = model_size(load_run_config("paper", "baseline").model_config())["flops_per_token"]
+    mlp = model_size(load_run("paper", "mlp4.75").model)["flops_per_token"]
+    base = model_size(load_run("paper", "baseline").model)["flops_per_token"]
     expected = 60003 / 3600 * (1 + 2 * mlp / base + 2 * 1.5)
     out = capsys.readouterr().out
     assert f"table1: 5 runs, {expected:.1f} GPU-hours at the throughputs of {path}" in out
@@ -83,5 +127,8 @@ def test_describe_estimates_gpu_hours_of_table1_and_the_sweep(tmp_path, capsys):
 def test_describe_refuses_a_bench_of_another_size(tiny_bench, tmp_path, capsys):
     path = tmp_path / "bench.json"
     path.write_text(json.dumps(tiny_bench))
-    assert main(["describe", "--preset", "paper", "--experiment", "baseline", "--bench", str(path)]) == 2
+    assert (
+        main(["describe", "--preset", "paper", "--experiment", "baseline", "--bench", str(path)])
+        == 2
+    )
     assert "timed no model like baseline's" in capsys.readouterr().err

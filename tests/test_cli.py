@@ -12,26 +12,45 @@ from repro.cli import main
 def test_describe_paper_baseline_json(capsys):
     assert main(["describe", "--preset", "paper", "--experiment", "baseline", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d["non_embedding_params"] == 84_953_856  # SPEC 1
+    assert d["non_embedding_params"] == 84_953_856  # docs/specification.md §1
     assert d["total_params"] == 124_373_760
-    assert d["tokens_per_step"] == 491_520  # SPEC 2
-    assert d["flops_per_token"] / 1e9 == pytest.approx(0.86, abs=0.01)  # SPEC 7
+    assert d["tokens_per_step"] == 491_520  # §2
+    assert d["flops_per_token"] / 1e9 == pytest.approx(0.86, abs=0.01)  # §7
     assert d["flops_per_step"] == pytest.approx(4.2e14, rel=0.01)
     assert d["total_flops"] == pytest.approx(2.5e19, rel=0.04)
-    assert 17 <= d["gpu_hours"] <= 18  # SPEC 7: up to 18 hours at 40% MFU of 989 TFLOP/s
+    assert 17 <= d["gpu_hours"] <= 18  # §7: up to 18 hours at 40% MFU of 989 TFLOP/s
 
 
 def test_describe_group_with_measured_throughput(capsys):
-    assert main(["describe", "--preset", "paper", "--group", "table1", "--tokens-per-s", "491520"]) == 0
+    assert (
+        main(["describe", "--preset", "paper", "--group", "table1", "--tokens-per-s", "491520"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "table1: 5 runs, 83.3 GPU-hours at measured" in out  # 60003 steps x 1 s = 16.67 h each
 
 
 def test_train_errors_are_one_line_and_exit_2(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "repro.cli", "train", "--preset", "smoke",
-                             "--experiment", "nope", "--data", str(tmp_path), "--indices",
-                             str(tmp_path), "--out", str(tmp_path / "run")],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "repro.cli",
+            "train",
+            "--preset",
+            "smoke",
+            "--experiment",
+            "nope",
+            "--data",
+            str(tmp_path),
+            "--indices",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
     assert "unknown experiment 'nope'" in result.stderr
@@ -39,7 +58,28 @@ def test_train_errors_are_one_line_and_exit_2(tmp_path):
 
 
 def test_cli_trains_a_tiny_run(token_dir, tmp_path, capsys):
-    assert main(["indices", "--preset", "tiny", "--data", str(token_dir), "--out", str(tmp_path / "ix")]) == 0
-    assert main(["train", "--preset", "tiny", "--experiment", "identity", "--data", str(token_dir),
-                 "--indices", str(tmp_path / "ix"), "--out", str(tmp_path / "run")]) == 0
+    assert (
+        main(
+            ["indices", "--preset", "tiny", "--data", str(token_dir), "--out", str(tmp_path / "ix")]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "train",
+                "--preset",
+                "tiny",
+                "--experiment",
+                "identity",
+                "--data",
+                str(token_dir),
+                "--indices",
+                str(tmp_path / "ix"),
+                "--out",
+                str(tmp_path / "run"),
+            ]
+        )
+        == 0
+    )
     assert "completed at step 12" in capsys.readouterr().out

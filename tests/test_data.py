@@ -1,4 +1,6 @@
-"""Corpus preparation (SPEC 5): nanoGPT's split and token files, its checks, and the smoke corpus."""
+"""Corpus preparation: nanoGPT's split and token files, its checks, and the smoke corpus.
+
+The procedure is docs/specification.md §5."""
 
 import hashlib
 import json
@@ -9,18 +11,39 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from repro import cli, data
-from repro.data import DataError, Source, prepare, read_manifest, token_memmap
+from repro import cli
+from repro import corpus as corpus_module
+from repro import prepare as prepare_module
+from repro.corpus import Source
+from repro.prepare import prepare
 from repro.tokenizer import gpt2_encoding
+from repro.tokens import DataError, read_manifest, token_memmap
 
-TEST_SIZE = 0.1  # SPEC 5's 0.0005 would leave a 600-document corpus with no val document
+TEST_SIZE = 0.1  # §5's 0.0005 would leave a 600-document corpus with no val document
 N_DOCS = 600
 
 
 def _documents(n):
     rng = np.random.default_rng(0)
-    words = ["attention", "query", "key", "value", "nonlinear", "the", "of", "GELU", "résumé",
-             "日本", "🙂", "<|endoftext|>", "\n", "  ", "3.14", "don't", "x+f(x)"]
+    words = [
+        "attention",
+        "query",
+        "key",
+        "value",
+        "nonlinear",
+        "the",
+        "of",
+        "GELU",
+        "résumé",
+        "日本",
+        "🙂",
+        "<|endoftext|>",
+        "\n",
+        "  ",
+        "3.14",
+        "don't",
+        "x+f(x)",
+    ]
     return [" ".join(rng.choice(words, size=rng.integers(0, 120))) for _ in range(n)]
 
 
@@ -31,20 +54,29 @@ def corpus(tmp_path):
     shards = tmp_path / "corpus"
     shards.mkdir()
     for i, chunk in enumerate(np.array_split(np.arange(N_DOCS), 3)):
-        pq.write_table(pa.table({"text": [docs[j] for j in chunk], "id": chunk}),
-                       shards / f"train-{i:05d}.parquet")
+        pq.write_table(
+            pa.table({"text": [docs[j] for j in chunk], "id": chunk}),
+            shards / f"train-{i:05d}.parquet",
+        )
     return Source("files", data_files=(str(shards / "*.parquet"),), cache_dir=str(tmp_path / "hf"))
 
 
 def _reference_splits(source):
-    """datasets' own split of the same files (SPEC 5), and per-document tiktoken encodings."""
-    dataset = datasets.load_dataset("parquet", data_files=list(source.data_files), split="train",
-                                    cache_dir=source.cache_dir)
+    """datasets' own split of the same files (§5), and per-document tiktoken encodings."""
+    dataset = datasets.load_dataset(
+        "parquet", data_files=list(source.data_files), split="train", cache_dir=source.cache_dir
+    )
     parts = dataset.train_test_split(test_size=TEST_SIZE, seed=2357, shuffle=True)
     enc = gpt2_encoding()
-    return {name: (part["id"], np.array([t for text in part["text"]
-                                         for t in enc.encode_ordinary(text) + [50256]], np.uint16))
-            for name, part in (("train", parts["train"]), ("val", parts["test"]))}
+    return {
+        name: (
+            part["id"],
+            np.array(
+                [t for text in part["text"] for t in enc.encode_ordinary(text) + [50256]], np.uint16
+            ),
+        )
+        for name, part in (("train", parts["train"]), ("val", parts["test"]))
+    }
 
 
 def test_prepare_matches_datasets_split_and_per_document_encoding(corpus, tmp_path):
@@ -53,7 +85,7 @@ def test_prepare_matches_datasets_split_and_per_document_encoding(corpus, tmp_pa
     for name, (ids, tokens) in _reference_splits(corpus).items():
         entry = manifest["splits"][name]
         assert entry["documents"] == len(ids) and entry["tokens"] == len(tokens)
-        assert np.array_equal(token_memmap(out, name), tokens)
+        assert np.array_equal(token_memmap(out, read_manifest(out), name), tokens)
         assert entry["sha256"] == hashlib.sha256(tokens.tobytes()).hexdigest()
     assert manifest["splits"]["val"]["documents"] == N_DOCS // 10
     assert read_manifest(out) == json.loads((out / "manifest.json").read_text())
@@ -63,12 +95,12 @@ def test_prepare_matches_datasets_split_and_per_document_encoding(corpus, tmp_pa
 
 def test_token_memmap_is_read_only(corpus, tmp_path):
     prepare(corpus, tmp_path / "out", expected_docs=N_DOCS, test_size=TEST_SIZE)
-    tokens = token_memmap(tmp_path / "out", "val")
+    tokens = token_memmap(tmp_path / "out", read_manifest(tmp_path / "out"), "val")
     assert tokens.dtype == np.uint16
     with pytest.raises(ValueError):
         tokens[0] = 1
     with pytest.raises(DataError, match="no split 'test'"):
-        token_memmap(tmp_path / "out", "test")
+        token_memmap(tmp_path / "out", read_manifest(tmp_path / "out"), "test")
 
 
 def test_wrong_document_count_is_refused(corpus, tmp_path):
@@ -78,7 +110,7 @@ def test_wrong_document_count_is_refused(corpus, tmp_path):
 
 
 def test_too_little_disk_is_refused_before_loading(corpus, tmp_path, monkeypatch):
-    monkeypatch.setattr(data, "free_bytes", lambda path: 1000)
+    monkeypatch.setattr(corpus_module, "free_bytes", lambda path: 1000)
     monkeypatch.setattr(datasets, "load_dataset", pytest.fail)  # nothing may be read or written
     with pytest.raises(DataError, match=r"0\.00 GB free, preparing needs about"):
         prepare(corpus, tmp_path / "out", expected_docs=N_DOCS, test_size=TEST_SIZE)
@@ -92,13 +124,16 @@ def _failing_on_second_append(append):
         if len(calls) == 2:
             raise RuntimeError("interrupted")
         append(f, digest, ids)
+
     return append_then_fail
 
 
 def test_interrupted_write_leaves_no_finished_looking_file(corpus, tmp_path, monkeypatch):
     out = tmp_path / "out"
     with monkeypatch.context() as m:
-        m.setattr(data, "append_tokens", _failing_on_second_append(data.append_tokens))
+        m.setattr(
+            prepare_module, "append_tokens", _failing_on_second_append(prepare_module.append_tokens)
+        )
         with pytest.raises(RuntimeError, match="interrupted"):
             prepare(corpus, out, expected_docs=N_DOCS, test_size=TEST_SIZE)
     assert list(out.iterdir()) == []
@@ -108,7 +143,9 @@ def test_interrupted_write_keeps_the_finished_files(corpus, tmp_path, monkeypatc
     out = tmp_path / "out"
     prepare(corpus, out, expected_docs=N_DOCS, test_size=TEST_SIZE)
     finished = {p.name: p.read_bytes() for p in out.iterdir()}
-    monkeypatch.setattr(data, "append_tokens", _failing_on_second_append(data.append_tokens))
+    monkeypatch.setattr(
+        prepare_module, "append_tokens", _failing_on_second_append(prepare_module.append_tokens)
+    )
     with pytest.raises(RuntimeError, match="interrupted"):
         prepare(corpus, out, expected_docs=N_DOCS, test_size=TEST_SIZE)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == finished
@@ -145,8 +182,12 @@ def test_bad_data_files_are_named(tmp_path):
         prepare(Source("files", data_files=(str(tmp_path / "missing*.parquet"),)), tmp_path / "out")
     pq.write_table(pa.table({"body": ["a"]}), tmp_path / "a.parquet")
     with pytest.raises(DataError, match=r"a\.parquet: no 'text' column \(columns: body\)"):
-        prepare(Source("files", data_files=(str(tmp_path / "a.parquet"),),
-                       cache_dir=str(tmp_path / "hf")), tmp_path / "out")
+        prepare(
+            Source(
+                "files", data_files=(str(tmp_path / "a.parquet"),), cache_dir=str(tmp_path / "hf")
+            ),
+            tmp_path / "out",
+        )
 
 
 def test_hub_copy_with_too_few_documents_points_to_data_files(tmp_path, monkeypatch):
@@ -155,7 +196,7 @@ def test_hub_copy_with_too_few_documents_points_to_data_files(tmp_path, monkeypa
 
     def fake_load_dataset(path, revision=None, **kwargs):
         loaded.append(revision)
-        if revision == data.PARQUET_REVISION:
+        if revision == corpus_module.PARQUET_REVISION:
             return datasets.Dataset.from_dict({"text": ["a", "b"]})
         raise RuntimeError("Dataset scripts are no longer supported")
 
@@ -169,17 +210,48 @@ def test_hub_copy_with_too_few_documents_points_to_data_files(tmp_path, monkeypa
 
 
 def test_cli_prints_data_errors_on_one_line(corpus, tmp_path, capsys):
-    assert cli.main(["prepare", "--data-files", *corpus.data_files, "--cache-dir", corpus.cache_dir,
-                     "--out", str(tmp_path / "out"), "--expected-docs", "7", "--test-size", "0.1"]) == 2
+    assert (
+        cli.main(
+            [
+                "prepare",
+                "--data-files",
+                *corpus.data_files,
+                "--cache-dir",
+                corpus.cache_dir,
+                "--out",
+                str(tmp_path / "out"),
+                "--expected-docs",
+                "7",
+                "--test-size",
+                "0.1",
+            ]
+        )
+        == 2
+    )
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"repro: error: {corpus.data_files[0]}: 600 documents, expected 7 "
-        "(pass --expected-docs 600 if this is the corpus you mean)")
+        "(pass --expected-docs 600 if this is the corpus you mean)"
+    )
 
 
 def test_cli_prepares_local_files(corpus, tmp_path, capsys):
-    cli.main(["prepare", "--data-files", *corpus.data_files, "--cache-dir", corpus.cache_dir,
-              "--out", str(tmp_path / "out"), "--expected-docs", "600", "--test-size", "0.1",
-              "--num-proc", "2"])
+    cli.main(
+        [
+            "prepare",
+            "--data-files",
+            *corpus.data_files,
+            "--cache-dir",
+            corpus.cache_dir,
+            "--out",
+            str(tmp_path / "out"),
+            "--expected-docs",
+            "600",
+            "--test-size",
+            "0.1",
+            "--num-proc",
+            "2",
+        ]
+    )
     assert "val.bin: 60 documents" in capsys.readouterr().out
     assert read_manifest(tmp_path / "out")["source"]["kind"] == "files"
 
@@ -188,7 +260,7 @@ def test_cli_prepares_local_files(corpus, tmp_path, capsys):
 def python_docs(tmp_path_factory):
     """The smoke corpus prepared twice (it takes about 15 s on 2 cores)."""
     first, second = tmp_path_factory.mktemp("docs1"), tmp_path_factory.mktemp("docs2")
-    return data.prepare_python_docs(first), data.prepare_python_docs(second)
+    return prepare_module.prepare_python_docs(first), prepare_module.prepare_python_docs(second)
 
 
 def test_python_docs_is_deterministic(python_docs):

@@ -1,10 +1,9 @@
 """environment.yml (conda) and pyproject.toml (pip) name the same dependencies."""
 
 import re
+
 import tomllib
-
 import yaml
-
 from conftest import REPO
 
 # conda-forge names that differ from the PyPI names pyproject uses

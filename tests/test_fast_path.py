@@ -1,39 +1,53 @@
-"""The fast training path's settings change speed, never what is trained or recorded (SPEC 2)."""
+"""The fast training path's settings change speed, never what is trained or recorded.
+
+docs/specification.md §2 lists the fast path."""
 
 import math
 from dataclasses import replace
 
 import pytest
-
-from repro.config import ConfigError, load_preset, load_run_config
-from repro.train import run_identity, train
-
 from test_config import write_preset
 from test_train import read_metrics, without_timing
+
+from repro.config import ConfigError, load_preset, load_run
+from repro.train import train
 
 
 def test_runtime_micro_batch_and_log_interval():
     paper = load_preset("paper")
-    assert (paper.train_micro_batch, paper.train_accumulation, paper.log_interval) == (12, 40, 10)
-    faster = paper.with_micro_batch(24)
-    assert (faster.train_micro_batch, faster.train_accumulation, faster.train.micro_batch) == (24, 20, 12)
-    run = load_run_config("paper", "baseline")
-    assert run_identity(run) == run_identity(replace(run, preset=faster))  # the same run
+    assert (paper.train_micro_batch, paper.accumulation, paper.runtime.log_interval) == (12, 40, 10)
+    faster = paper.with_train_micro_batch(24)
+    assert (faster.train_micro_batch, faster.accumulation, faster.train.eval_micro_batch) == (
+        24,
+        20,
+        12,
+    )
+    run = load_run("paper", "baseline")
+    assert run.identity() == replace(run, preset=faster).identity()  # the same run
     with pytest.raises(ConfigError, match="micro_batch: 7 does not divide train.batch_size = 480"):
-        paper.with_micro_batch(7)
+        paper.with_train_micro_batch(7)
 
 
 def test_runtime_micro_batch_must_divide_the_batch(tmp_path):
-    path = write_preset(tmp_path, lambda d: d["runtime"].update(micro_batch=3))
-    with pytest.raises(ConfigError, match=rf"^{path}: runtime.micro_batch: 3 does not divide train.batch_size = 4$"):
+    path = write_preset(tmp_path, lambda d: d["runtime"].update(train_micro_batch=3))
+    with pytest.raises(
+        ConfigError,
+        match=rf"^{path}: runtime.train_micro_batch: 3 does not divide train.batch_size = 4$",
+    ):
         load_preset(str(path))
 
 
 def short_run(log_interval=1):
     """tiny, cut to steps 0..5 (evaluations at 0 and 4) to keep these tests fast."""
-    run = load_run_config("tiny", "baseline")
-    return replace(run, preset=replace(run.preset, log_interval=log_interval,
-                                       train=replace(run.preset.train, max_step=5)))
+    run = load_run("tiny", "baseline")
+    return replace(
+        run,
+        preset=replace(
+            run.preset,
+            runtime=replace(run.preset.runtime, log_interval=log_interval),
+            train=replace(run.preset.train, max_step=5),
+        ),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -42,37 +56,46 @@ def reference(token_dir, tiny_indices, tmp_path_factory):
     return train(short_run(), token_dir, tiny_indices, out), read_metrics(out)
 
 
-def test_log_interval_changes_nothing_but_when_rows_are_written(reference, token_dir, tiny_indices,
-                                                                tmp_path):
+def test_log_interval_changes_nothing_but_when_rows_are_written(
+    reference, token_dir, tiny_indices, tmp_path
+):
     record = train(short_run(log_interval=4), token_dir, tiny_indices, tmp_path)
-    assert record["status"] == "completed" and record["last_step"] == 5
-    assert record["identity"] == reference[0]["identity"]
+    assert record.status == "completed" and record.last_step == 5
+    assert record.identity == reference[0].identity
     assert without_timing(read_metrics(tmp_path)) == without_timing(reference[1])
 
 
 def test_micro_batch_is_a_runtime_setting(reference, token_dir, tiny_indices, tmp_path):
     """Another micro-batch: the same run (same identity), the same losses up to rounding, and
     evaluation still over the preset's micro-batches (its std is a per-micro-batch statistic)."""
-    record = train(short_run(), token_dir, tiny_indices, tmp_path, micro_batch=4)
-    assert record["identity"] == reference[0]["identity"]
-    assert (record["micro_batch"], reference[0]["micro_batch"]) == (4, 2)
+    record = train(short_run(), token_dir, tiny_indices, tmp_path, train_micro_batch=4)
+    assert record.identity == reference[0].identity
+    assert (record.train_micro_batch, reference[0].train_micro_batch) == (4, 2)
     rows = read_metrics(tmp_path)
     for key in ("train_loss", "eval_val_loss", "eval_val_std"):
         for ours, theirs in zip(rows, reference[1]):
-            assert (ours[key] == theirs[key] == "") or float(ours[key]) == pytest.approx(float(theirs[key]), rel=1e-4)
+            assert (ours[key] == theirs[key] == "") or float(ours[key]) == pytest.approx(
+                float(theirs[key]), rel=1e-4
+            )
     with pytest.raises(ConfigError, match="micro_batch: 3 does not divide train.batch_size = 4"):
-        train(short_run(), token_dir, tiny_indices, tmp_path / "mb3", micro_batch=3)
+        train(short_run(), token_dir, tiny_indices, tmp_path / "mb3", train_micro_batch=3)
 
 
-def test_divergence_is_found_at_its_exact_step_between_flushes(token_dir, tiny_indices, tmp_path,
-                                                              monkeypatch):
+def test_divergence_is_found_at_its_exact_step_between_flushes(
+    token_dir, tiny_indices, tmp_path, monkeypatch
+):
     import repro.train as train_module
+
     real_step = train_module.train_step
+
     def nan_at_step_2(*args, **kwargs):
         loss = real_step(*args, **kwargs)
         return loss * math.nan if args[3] == 2 else loss  # args[3]: the step
+
     monkeypatch.setattr(train_module, "train_step", nan_at_step_2)
-    record = train(short_run(log_interval=4), token_dir, tiny_indices, tmp_path)  # steps 0-3: one flush
-    assert record["status"] == "diverged" and record["diverged_step"] == 2 and record["last_step"] == 2
+    record = train(
+        short_run(log_interval=4), token_dir, tiny_indices, tmp_path
+    )  # steps 0-3: one flush
+    assert record.status == "diverged" and record.diverged_step == 2 and record.last_step == 2
     rows = read_metrics(tmp_path)
     assert [int(r["step"]) for r in rows] == [0, 1, 2] and rows[2]["train_loss"] == "nan"

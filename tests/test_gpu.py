@@ -6,24 +6,25 @@ from dataclasses import replace
 
 import pytest
 import torch
-
-from repro.bench import random_batches
-from repro.cli import main
-from repro.config import load_run_config
-from repro.indices import inputs_targets
-from repro.train import DeviceBatches, build, train, train_step
-
 from test_train import read_metrics
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+from repro.batches import DeviceBatches, inputs_targets
+from repro.bench import random_batches
+from repro.cli import main
+from repro.config import load_run
+from repro.train import build, train, train_step
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
 
 CUDA = torch.device("cuda")
 
 
 def small_run(experiment="resgelu-lr3e-3"):
-    """The smoke preset's model (2 layers, d 64): big enough to exercise every kernel, quick to compile."""
-    return load_run_config("smoke", experiment)
+    """The smoke preset's model: big enough to exercise every kernel, quick to compile."""
+    return load_run("smoke", experiment)
 
 
 def test_compiled_bf16_step_gives_a_finite_loss_without_syncing():
@@ -31,8 +32,9 @@ def test_compiled_bf16_step_gives_a_finite_loss_without_syncing():
     model, step_model, optimizer, autocast = build(run, CUDA)
     assert step_model is not model and model.transformer.h[0].attn.fused  # the CUDA defaults
     batches = DeviceBatches(random_batches(run, 4), CUDA)
-    step = lambda i: train_step(step_model, optimizer, batches, i, run.preset.train_accumulation,
-                                1.0, autocast)
+    step = lambda i: train_step(
+        step_model, optimizer, batches, i, run.preset.accumulation, 1.0, autocast
+    )
     step(0)  # compiles
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")  # any host-device synchronisation now raises
@@ -47,7 +49,7 @@ def test_prefetched_micro_batches_are_the_index_windows():
     run = small_run()
     host = random_batches(run, 2)
     device_batches = DeviceBatches(host, CUDA)
-    for k, (x, y) in enumerate(device_batches.step(1, run.preset.train_accumulation)):
+    for k, (x, y) in enumerate(device_batches.step(1, run.preset.accumulation)):
         ex, ey = inputs_targets(host.window("train", 1, k))
         assert x.is_cuda and torch.equal(x.cpu(), ex) and torch.equal(y.cpu(), ey)
 
@@ -55,7 +57,7 @@ def test_prefetched_micro_batches_are_the_index_windows():
 @pytest.mark.parametrize("autocast", [False, True])
 def test_fused_projection_equals_unfused_on_gpu(autocast):
     torch.manual_seed(0)
-    run = load_run_config("paper", "resgelu-lr3e-3")  # the paper's widths: d 768, r 384
+    run = load_run("paper", "resgelu-lr3e-3")  # the paper's widths: d 768, r 384
     model, _, _, _ = build(run, CUDA, compile=False, fused=False)
     attn = model.transformer.h[0].attn
     with torch.no_grad():
@@ -67,7 +69,9 @@ def test_fused_projection_equals_unfused_on_gpu(autocast):
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
             q, k, v = attn.project(x)
         out = torch.cat([q, k, v], -1).float()
-        grads = torch.autograd.grad(out.square().sum(), [x, attn.c_attn.weight, *attn.query_mlp.parameters()])
+        grads = torch.autograd.grad(
+            out.square().sum(), [x, attn.c_attn.weight, *attn.query_mlp.parameters()]
+        )
         results.append([out, *grads])
     tolerance = 2e-2 if autocast else 2e-3  # bf16, or TF32 matmuls (build allows them)
     for plain, fused in zip(*results):
@@ -75,23 +79,26 @@ def test_fused_projection_equals_unfused_on_gpu(autocast):
 
 
 def test_a_checkpoint_written_on_gpu_resumes(token_dir, tiny_indices, tmp_path, monkeypatch):
-    run = load_run_config("tiny", "resgelu-lr3e-3")
+    run = load_run("tiny", "resgelu-lr3e-3")
     run = replace(run, preset=replace(run.preset, log_interval=2))
     whole = train(run, token_dir, tiny_indices, tmp_path / "whole", device="cuda", compile=True)
     assert whole["status"] == "completed" and whole["compile"] and whole["fused_projection"]
 
     import repro.train as train_module
+
     real_step = train_module.train_step
+
     def interrupted(*args, **kwargs):
         if args[3] == 7:  # after the checkpoint at step 5
             raise KeyboardInterrupt
         return real_step(*args, **kwargs)
+
     monkeypatch.setattr(train_module, "train_step", interrupted)
     with pytest.raises(KeyboardInterrupt):
         train(run, token_dir, tiny_indices, tmp_path / "split", device="cuda", compile=True)
     monkeypatch.setattr(train_module, "train_step", real_step)
     record = train(run, token_dir, tiny_indices, tmp_path / "split", device="cuda", compile=True)
-    assert record["status"] == "completed" and record["last_step"] == 12
+    assert record.status == "completed" and record.last_step == 12
     split, reference = read_metrics(tmp_path / "split"), read_metrics(tmp_path / "whole")
     assert [r["step"] for r in split] == [r["step"] for r in reference]
     for ours, theirs in zip(split, reference):  # the same run, up to GPU nondeterminism (atomics)
@@ -100,8 +107,27 @@ def test_a_checkpoint_written_on_gpu_resumes(token_dir, tiny_indices, tmp_path, 
 
 def test_bench_on_gpu_with_breakdown(tmp_path, capsys):
     path = tmp_path / "bench.json"
-    assert main(["bench", "--preset", "smoke", "--experiment", "baseline", "--experiment",
-                 "resgelu-lr3e-3", "--steps", "2", "--warmup", "2", "--breakdown", "--json", str(path)]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "--preset",
+                "smoke",
+                "--experiment",
+                "baseline",
+                "--experiment",
+                "resgelu-lr3e-3",
+                "--steps",
+                "2",
+                "--warmup",
+                "2",
+                "--breakdown",
+                "--json",
+                str(path),
+            ]
+        )
+        == 0
+    )
     report = json.loads(path.read_text())
     assert report["device_type"] == "cuda" and "resgelu-lr3e-3" in report["step_time_ratios"]
     for row in report["fastest"]:

@@ -1,4 +1,4 @@
-"""The model and its query projections (SPEC 1)."""
+"""The model and its query projections (docs/specification.md §1)."""
 
 import math
 
@@ -6,10 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from repro.config import load_run_config
+from repro.config import load_run
 from repro.model import GPT, ModelConfig, count_parameters
 
-# SPEC 1: exact non-embedding parameter counts of the paper-size models.
+# §1: exact non-embedding parameter counts of the paper-size models.
 PAPER_NON_EMBEDDING = {
     "baseline": 84_953_856,
     "mlp4.75": 95_570_688,
@@ -21,7 +21,7 @@ PAPER_NON_EMBEDDING = {
 
 @pytest.mark.parametrize("experiment,expected", PAPER_NON_EMBEDDING.items())
 def test_paper_non_embedding_parameters(experiment, expected):
-    config = load_run_config("paper", experiment).model_config()
+    config = load_run("paper", experiment).model
     with torch.device("meta"):
         counts = count_parameters(GPT(config))
     assert counts["non_embedding_params"] == expected
@@ -29,19 +29,29 @@ def test_paper_non_embedding_parameters(experiment, expected):
 
 
 def test_mlp_hidden_is_rounded_down_like_the_authors():
-    # SPEC 1: h = int(768 * 4.75) = 3648, int(768 * (4 + 1/3)) = 3328
-    assert load_run_config("paper", "mlp4.75").model_config().mlp_hidden == 3648
-    assert load_run_config("paper", "mlp4.33").model_config().mlp_hidden == 3328
+    # §1: h = int(768 * 4.75) = 3648, int(768 * (4 + 1/3)) = 3328
+    assert load_run("paper", "mlp4.75").model.mlp_hidden == 3648
+    assert load_run("paper", "mlp4.33").model.mlp_hidden == 3328
 
 
 def small(mode, **kw):
     torch.manual_seed(0)
-    return GPT(ModelConfig(n_layer=2, n_head=4, d_model=32, block_size=16, vocab_size=50304,
-                           mlp_hidden=128, query_mode=mode, **kw))
+    return GPT(
+        ModelConfig(
+            n_layer=2,
+            n_head=4,
+            d_model=32,
+            block_size=16,
+            vocab_size=50304,
+            mlp_hidden=128,
+            query_mode=mode,
+            **kw,
+        )
+    )
 
 
 def test_residual_gelu_query_is_the_papers_equation():
-    """q = (x + f(x)) / 2, f(x) = LN(GELU(RMSNorm(x) W1) W2), r = d/2 (eq. 2-3), computed by hand."""
+    """q = (x + f(x)) / 2, f(x) = LN(GELU(RMSNorm(x) W1) W2), r = d/2 (eq. 2-3), by hand."""
     model = small("residual_gelu")
     attn = model.transformer.h[0].attn
     with torch.no_grad():  # non-trivial norm weights, so that a skipped gain would show
@@ -64,8 +74,10 @@ def test_residual_gelu_query_is_the_papers_equation():
     torch.testing.assert_close(torch.cat([k, v], -1), kv)
 
 
-@pytest.mark.parametrize("mode,qkv_out", [("linear", 96), ("residual_linear", 96),
-                                          ("identity", 64), ("residual_gelu", 64)])
+@pytest.mark.parametrize(
+    "mode,qkv_out",
+    [("linear", 96), ("residual_linear", 96), ("identity", 64), ("residual_gelu", 64)],
+)
 def test_query_modes(mode, qkv_out):
     model = small(mode)
     attn = model.transformer.h[0].attn
@@ -90,18 +102,29 @@ def test_attention_is_causal_with_standard_scale():
 
 
 def test_init_follows_spec():
-    """N(0, 0.02), residual output projections N(0, 0.02/sqrt(2L)), query MLP plain (SPEC 1)."""
+    """N(0, 0.02), residual output projections N(0, 0.02/sqrt(2L)), query MLP plain (§1)."""
     torch.manual_seed(1337)
-    model = GPT(ModelConfig(n_layer=4, n_head=4, d_model=256, block_size=64, mlp_hidden=1024,
-                            query_mode="residual_gelu"))
+    model = GPT(
+        ModelConfig(
+            n_layer=4,
+            n_head=4,
+            d_model=256,
+            block_size=64,
+            mlp_hidden=1024,
+            query_mode="residual_gelu",
+        )
+    )
     block = model.transformer.h[0]
     assert block.attn.c_attn.weight.std().item() == pytest.approx(0.02, rel=0.05)
     assert block.attn.query_mlp.fc_out.weight.std().item() == pytest.approx(0.02, rel=0.05)
     for proj in (block.attn.c_proj, block.mlp.c_proj):
         assert proj.weight.std().item() == pytest.approx(0.02 / math.sqrt(8), rel=0.05)
     assert model.lm_head.weight is model.transformer.wte.weight
-    assert all(not hasattr(m, "bias") or m.bias is None for m in model.modules()
-               if isinstance(m, (torch.nn.Linear, torch.nn.LayerNorm)))
+    assert all(
+        not hasattr(m, "bias") or m.bias is None
+        for m in model.modules()
+        if isinstance(m, (torch.nn.Linear, torch.nn.LayerNorm))
+    )
 
 
 def test_forward_gives_logits_for_every_position_and_the_mean_loss():
@@ -140,7 +163,7 @@ def test_fused_projection_input_gradient():
     for fused in (False, True):
         attn.fused = fused
         q, k, v = attn.project(x)
-        grad, = torch.autograd.grad((q * 1.1 + k * 0.7 - v).sum(), x)
+        (grad,) = torch.autograd.grad((q * 1.1 + k * 0.7 - v).sum(), x)
         outputs.append((q, k, v, grad))
     for plain, fused in zip(*outputs):
         torch.testing.assert_close(fused, plain, rtol=1e-10, atol=1e-12)

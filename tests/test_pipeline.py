@@ -8,9 +8,9 @@ import nbformat
 import pandas as pd
 import pytest
 from PIL import Image
+from workflow_helpers import REPO, copy_workflow, snakemake
 
 from repro.config import load_experiments, load_preset
-from workflow_helpers import REPO, copy_workflow, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,7 @@ def test_table1_matches_the_runs(built):
         assert row.rel_improvement == pytest.approx((base - row.val_loss) / base, rel=1e-9)
         assert row.non_embedding_params == run["params"]["non_embedding_params"]
         assert row.paper_val_loss == experiments[row.experiment].paper_val_loss
-        assert row.lr_max == experiments[row.experiment].lr_max
+        assert row.lr_max == experiments[row.experiment].optimizer.lr_max
 
 
 def test_figures_are_images(built):
@@ -56,11 +56,18 @@ def test_figures_are_images(built):
 def test_notebooks_ran_without_error(built):
     for name in ("table1", "figure1", "figure2", "explore"):
         notebook = nbformat.read(built / "results" / "notebooks" / f"{name}.ipynb", as_version=4)
-        errors = [o for cell in notebook.cells if cell.cell_type == "code"
-                  for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        errors = [
+            o
+            for cell in notebook.cells
+            if cell.cell_type == "code"
+            for o in cell.get("outputs", [])
+            if o.get("output_type") == "error"
+        ]
         assert not errors, f"{name}: {errors}"
-        injected = [c for c in notebook.cells if "injected-parameters" in c.metadata.get("tags", [])]
-        assert injected and "preset = \"tiny\"" in injected[0].source
+        injected = [
+            c for c in notebook.cells if "injected-parameters" in c.metadata.get("tags", [])
+        ]
+        assert injected and 'preset = "tiny"' in injected[0].source
 
 
 def test_runs_are_kept_and_not_retrained(built):
@@ -72,8 +79,9 @@ def test_runs_are_kept_and_not_retrained(built):
     # Losing the declared outputs does not retrain: `repro train` finds its finished run in live/.
     checkpoint_mtime = (run / "live" / "ckpt.pt").stat().st_mtime_ns
     (run / "metrics.csv").unlink()
-    redo = snakemake(built, "results/runs/tiny/baseline/metrics.csv", "--cores", "1",
-                     "--config", "preset=tiny")
+    redo = snakemake(
+        built, "results/runs/tiny/baseline/metrics.csv", "--cores", "1", "--config", "preset=tiny"
+    )
     assert redo.returncode == 0, redo.stderr[-3000:]
     assert (run / "live" / "ckpt.pt").stat().st_mtime_ns == checkpoint_mtime
     assert (run / "metrics.csv").read_text() == (run / "live" / "metrics.csv").read_text()

@@ -2,11 +2,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+from conftest import write_run
 from PIL import Image
 
 from repro import plots, results
-
-from conftest import write_run
 
 
 def test_figure1(tiny_runs, tmp_path):

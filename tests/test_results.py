@@ -2,11 +2,12 @@ import math
 
 import pandas as pd
 import pytest
+from conftest import write_run
 
 from repro import results
+from repro.claims import check_claims
 from repro.config import load_preset
-
-from conftest import write_run
+from repro.rundir import RunError
 
 
 def test_read_run(tiny_runs):
@@ -17,15 +18,20 @@ def test_read_run(tiny_runs):
 
 
 def test_read_run_missing(tmp_path):
-    with pytest.raises(FileNotFoundError, match="metrics.csv"):
+    with pytest.raises(RunError, match="run.json: no such file"):
         results.read_run(tmp_path)
 
 
 def test_table1(tiny_runs):
     table = results.table1(tiny_runs, "tiny")
     assert list(table.columns) == results.TABLE1_COLUMNS
-    assert list(table["experiment"]) == ["baseline", "mlp4.75", "mlp4.75-scaled",
-                                         "resgelu-lr2.6e-3", "resgelu-lr3e-3"]
+    assert list(table["experiment"]) == [
+        "baseline",
+        "mlp4.75",
+        "mlp4.75-scaled",
+        "resgelu-lr2.6e-3",
+        "resgelu-lr3e-3",
+    ]
     row = table.set_index("experiment").loc["resgelu-lr3e-3"]
     assert row["val_loss"] == pytest.approx(4.93)
     assert row["rel_improvement"] == pytest.approx((5.0 - 4.93) / 5.0)
@@ -37,9 +43,16 @@ def test_table1(tiny_runs):
 
 
 def test_table1_missing_and_diverged(tiny_runs):
-    write_run(tiny_runs / "mlp4.75", "mlp4.75", {0: 10.0, 4: 8.0}, last_step=5,
-              status="diverged", diverged_step=5)
+    write_run(
+        tiny_runs / "mlp4.75",
+        "mlp4.75",
+        {0: 10.0, 4: 8.0},
+        last_step=5,
+        status="diverged",
+        diverged_step=5,
+    )
     import shutil
+
     shutil.rmtree(tiny_runs / "mlp4.75-scaled")
     table = results.table1(tiny_runs, "tiny").set_index("experiment")
     assert table.loc["mlp4.75", "status"] == "diverged"
@@ -50,17 +63,17 @@ def test_table1_missing_and_diverged(tiny_runs):
 
 def test_relative_improvement_curves(tiny_runs):
     runs = results.read_runs(tiny_runs, ["baseline", "resgelu-lr3e-3", "mlp4.75"])
-    curves = results.relative_improvement_curves(runs)
+    curves = results.relative_improvement_curves(runs, "baseline")
     assert set(curves["experiment"]) == {"resgelu-lr3e-3", "mlp4.75"}
     ours = curves[curves["experiment"] == "resgelu-lr3e-3"].set_index("step")
     assert list(ours.index) == [4, 8, 12]  # step 0 (the untrained model) left out
     assert ours.at[4, "rel_improvement"] == pytest.approx(0.4 / 8.0)
-    train = results.relative_improvement_curves(runs, split="train", last_step=8)
+    train = results.relative_improvement_curves(runs, "baseline", split="train", last_step=8)
     assert train["step"].max() == 8
 
 
 def test_claims(tiny_runs):
-    claims = results.check_claims(tiny_runs, "tiny")
+    claims = check_claims(tiny_runs, "tiny")
     by = {(c, e): h for c, e, h in claims[["claim", "experiment", "holds"]].itertuples(index=False)}
     for name in ("resgelu-lr2.6e-3", "resgelu-lr3e-3"):
         assert by[("beats baseline at every evaluation", name)] is True
@@ -70,11 +83,21 @@ def test_claims(tiny_runs):
 
 
 def test_claims_fail(tiny_runs):
-    write_run(tiny_runs / "resgelu-lr3e-3", "resgelu-lr3e-3", {0: 10, 4: 8.1, 8: 5.9, 12: 4.0},
-              last_step=12)
-    write_run(tiny_runs / "baseline-wd0.05", "baseline-wd0.05", {0: 10}, last_step=2,
-              status="diverged", diverged_step=2)
-    claims = results.check_claims(tiny_runs, load_preset("tiny"))
+    write_run(
+        tiny_runs / "resgelu-lr3e-3",
+        "resgelu-lr3e-3",
+        {0: 10, 4: 8.1, 8: 5.9, 12: 4.0},
+        last_step=12,
+    )
+    write_run(
+        tiny_runs / "baseline-wd0.05",
+        "baseline-wd0.05",
+        {0: 10},
+        last_step=2,
+        status="diverged",
+        diverged_step=2,
+    )
+    claims = check_claims(tiny_runs, load_preset("tiny"))
     by = {(c, e): h for c, e, h in claims[["claim", "experiment", "holds"]].itertuples(index=False)}
     assert by[("beats baseline at every evaluation", "resgelu-lr3e-3")] is False
     assert by[("largest relative gain early", "resgelu-lr3e-3")] is False

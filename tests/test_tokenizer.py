@@ -1,11 +1,18 @@
-"""The offline GPT-2 encoding is tiktoken's; BPE files other than the pinned ones are refused (SPEC 5)."""
+"""The offline GPT-2 encoding is tiktoken's; BPE files other than the pinned ones are refused.
+
+docs/specification.md §5 names the files and their hashes."""
 
 import shutil
 
 import pytest
 
-from repro.tokenizer import (GPT2_FILE_HASHES, TokenizerError, bundled_data_dir, gpt2_encoding,
-                             tokenizer_identity)
+from repro.tokenizer import (
+    GPT2_FILE_HASHES,
+    TokenizerError,
+    bundled_data_dir,
+    gpt2_encoding,
+    tokenizer_identity,
+)
 
 
 def test_known_encodings():

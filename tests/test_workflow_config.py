@@ -1,7 +1,6 @@
 """Bad input stops the workflow before any job runs, with a message naming the key or path."""
 
 import pytest
-
 from workflow_helpers import copy_workflow, snakemake
 
 
@@ -24,14 +23,17 @@ def test_dry_run_of_the_default_config(workdir):
     assert "train" in result.stdout and "table1" in result.stdout
 
 
-@pytest.mark.parametrize("args,named", [
-    (["--config", "preset=huge"], "unknown preset 'huge'"),
-    (["--config", "extra_experiments=[nope]"], "unknown experiment 'nope'"),
-    (["results/runs/smoke/nope/metrics.csv"], "unknown experiment 'nope'"),
-    (["results/runs/huge/baseline/metrics.csv"], "unknown preset 'huge'"),
-    (["--config", "train_threads=two"], "train_threads"),  # a value of the wrong type
-    (["--config", "prest=paper"], "prest"),  # an unknown key
-])
+@pytest.mark.parametrize(
+    "args,named",
+    [
+        (["--config", "preset=huge"], "unknown preset 'huge'"),
+        (["--config", "extra_experiments=[nope]"], "unknown experiment 'nope'"),
+        (["results/runs/smoke/nope/metrics.csv"], "unknown experiment 'nope'"),
+        (["results/runs/huge/baseline/metrics.csv"], "unknown preset 'huge'"),
+        (["--config", "train_threads=two"], "train_threads"),  # a value of the wrong type
+        (["--config", "prest=paper"], "prest"),  # an unknown key
+    ],
+)
 def test_bad_input_stops_the_dag_naming_it(workdir, args, named):
     result = snakemake(workdir, "-n", "--cores", "1", *args)
     assert_stopped(result, workdir, named)

@@ -28,5 +28,11 @@ def snakemake(workdir: Path, *args: str, timeout: int = 900) -> subprocess.Compl
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), env.get("PYTHONPATH")]))
     bin_dir = str(Path(sys.executable).parent)
     env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
-    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=workdir, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", *args],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -3,38 +3,49 @@
 from __future__ import annotations
 
 import math
-import os
+import pickle
+import zipfile
 from pathlib import Path
 
 import torch
 
-from repro.model import GPT, ModelConfig
+from repro.config import ModelConfig
+from repro.files import ReproError, atomic_write
+from repro.model import GPT
 
 FORMAT = "repro/1"
+
+
+class CheckpointError(ReproError):
+    """A checkpoint file that cannot be read or used; the message names it."""
 
 
 def save_checkpoint(path: Path, model: GPT, optimizer, next_step: int, config: dict) -> None:
     """Write to a temporary name, then rename: an interrupted save never leaves a broken ckpt."""
     state = {"format": FORMAT, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
              "step": next_step, "config": config}
-    partial = path.with_name(path.name + ".partial")
-    torch.save(state, partial)
-    os.replace(partial, path)
+    with atomic_write(path, "wb") as f:
+        torch.save(state, f)
+
+
+def read_checkpoint(path: Path, map_location="cpu") -> dict:
+    """The state dict saved at `path`, whoever wrote it; an unreadable file is a CheckpointError."""
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: no such file") from None
+    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, zipfile.BadZipFile) as e:
+        reason = (str(e) or type(e).__name__).splitlines()[0]
+        raise CheckpointError(f"{path}: not a readable checkpoint (truncated or corrupt: "
+                              f"{reason})") from None
 
 
 def load_checkpoint(path: Path, map_location="cpu") -> dict:
-    state = torch.load(path, map_location=map_location, weights_only=True)
-    if state.get("format") != FORMAT:
-        raise ValueError(f"{path}: not a repro checkpoint (format {state.get('format')!r})")
+    state = read_checkpoint(path, map_location)
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        found = state.get("format") if isinstance(state, dict) else type(state).__name__
+        raise CheckpointError(f"{path}: not a repro checkpoint (format {found!r})")
     return state
-
-
-def load_model(path: Path, map_location="cpu") -> GPT:
-    """The model of one of our checkpoints (e.g. results/runs/<preset>/<experiment>/ckpt.pt), in eval mode."""
-    state = load_checkpoint(path, map_location)
-    model = GPT(ModelConfig(**state["config"]["model"]))
-    model.load_state_dict(state["model"])
-    return model.eval()
 
 
 # The authors' nanoGPT-derived checkpoints (github.com/MarkoKarbevski/beyond_query_linearity).
@@ -56,20 +67,21 @@ def authors_model_config(model_args: dict) -> ModelConfig:
     scale * sqrt(head_size), whatever the mode.
     """
     if model_args.get("bias", False):
-        raise ValueError("authors' checkpoint has bias=True; the paper's models have no biases")
+        raise CheckpointError("authors' checkpoint has bias=True; the paper's models have none")
     mode = model_args["query_mode"]
     if mode not in AUTHORS_QUERY_MODES:
-        raise ValueError(f"authors' checkpoint: unknown query_mode {mode!r} "
-                         f"(known: {', '.join(AUTHORS_QUERY_MODES)})")
+        raise CheckpointError(f"authors' checkpoint: unknown query_mode {mode!r} "
+                              f"(known: {', '.join(AUTHORS_QUERY_MODES)})")
     n_embd, n_head = model_args["n_embd"], model_args["num_heads"]
     head_size = n_embd // n_head
+    scale = model_args.get("scale", 1 / math.sqrt(head_size))
     return ModelConfig(n_layer=model_args["n_layer"], n_head=n_head, d_model=n_embd,
                        block_size=model_args.get("block_size", 1024),
                        vocab_size=model_args.get("vocab_size", 50304),
                        mlp_hidden=model_args["mlp_hidden_size"],
                        query_mode=AUTHORS_QUERY_MODES[mode],
                        tie_embeddings=model_args.get("tie_weights", True),
-                       query_scale=model_args.get("scale", 1 / math.sqrt(head_size)) * math.sqrt(head_size))
+                       query_scale=scale * math.sqrt(head_size))
 
 
 def _our_key(key: str) -> str:
@@ -81,7 +93,7 @@ def _our_key(key: str) -> str:
 
 def load_authors_checkpoint(path: Path, map_location="cpu") -> GPT:
     """A checkpoint in the authors' format -> our GPT in eval mode computing the same function."""
-    state = torch.load(path, map_location=map_location, weights_only=True)
+    state = read_checkpoint(path, map_location)
     model = GPT(authors_model_config(state["model_args"]))
     weights = {_our_key(k): v for k, v in state["model"].items()
                if not k.endswith(".attn.bias")}  # the causal-mask buffer of their non-flash path

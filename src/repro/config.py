@@ -1,91 +1,97 @@
-"""Run configuration: a preset (the scale) + an experiment (the query mode and hyperparameters).
+"""Run configuration: a preset (the scale) + an experiment (what is compared), as typed objects.
 
-Both are YAML data under config/, validated against the JSON schemas in repro/schemas on load.
-An unknown key or a bad value is a one-line ConfigError naming the file and the key.
+Both are YAML data under config/, validated against the JSON schemas in repro/schemas on load. The
+objects mirror the YAML's sections: a preset's `model`, `train`, `runtime` and `report`, and an
+experiment's query mode, MLP ratio and optimiser settings. A run's identity (what makes two runs the
+same run) is derived from exactly what training computes with: the model, the training settings and
+the optimiser settings; `runtime` (speed, logging) and `report` (what Table 1 reads) are not in it.
+This module imports no torch: the workflow imports it while it is parsed.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, replace
-from functools import cache
-from importlib import resources
 from pathlib import Path
 
-import jsonschema
-import yaml
+from repro.schema import ConfigError, load
 
-from repro.model import ModelConfig
-
-
-class ConfigError(ValueError):
-    """A configuration file or value that cannot be used; the message names the file and key."""
+QUERY_MODES = ("linear", "identity", "residual_gelu", "residual_linear")
+CORPORA = ("openwebtext", "python-docs")
 
 
-def default_config_dir() -> Path:
-    """config/ of the source checkout this package runs from, else ./config (or $REPRO_CONFIG_DIR)."""
+def config_dir(explicit: str | os.PathLike | None = None) -> Path:
+    """Where presets and experiments are read from: `explicit`, else $REPRO_CONFIG_DIR, else the
+    working directory's config/ when it has one, else the config/ of the checkout installed."""
+    if explicit is not None:
+        return Path(explicit)
     if "REPRO_CONFIG_DIR" in os.environ:
         return Path(os.environ["REPRO_CONFIG_DIR"])
-    checkout = Path(__file__).resolve().parents[2] / "config"
-    return checkout if checkout.is_dir() else Path("config")
+    if Path("config", "presets").is_dir():
+        return Path("config")
+    return Path(__file__).resolve().parents[2] / "config"
 
 
-@cache
-def _schema(name: str) -> dict:
-    return yaml.safe_load(resources.files("repro").joinpath("schemas").joinpath(name).read_text())
+@dataclass(frozen=True)
+class ModelConfig:
+    """Everything the model's shape and function depend on (docs/specification.md §1)."""
+    n_layer: int = 12
+    n_head: int = 12
+    d_model: int = 768
+    block_size: int = 1024
+    vocab_size: int = 50304
+    mlp_hidden: int = 3072
+    query_mode: str = "linear"
+    tie_embeddings: bool = True  # the paper ties; the authors' predecessor runs also untied
+    # q is multiplied by query_scale before the usual 1/sqrt(head_size) attention scale.
+    # None means the mode's own: 1/2 for the residual modes (eq. 2: q = (x + f(x)) / 2), else 1.
+    query_scale: float | None = None
+
+    def __post_init__(self):
+        if self.query_mode not in QUERY_MODES:
+            raise ConfigError(f"query_mode {self.query_mode!r} is not one of "
+                              f"{', '.join(QUERY_MODES)}")
+
+    @property
+    def head_size(self) -> int:
+        return self.d_model // self.n_head
+
+    @property
+    def query_hidden(self) -> int:
+        return self.d_model // 2  # r = d/2 (eq. 3)
+
+    @property
+    def resolved_query_scale(self) -> float:
+        if self.query_scale is not None:
+            return self.query_scale
+        return 0.5 if self.query_mode.startswith("residual") else 1.0
+
+    @property
+    def has_linear_query(self) -> bool:
+        return self.query_mode in ("linear", "residual_linear")
 
 
-def _fill_defaults(validator, properties, instance, schema):
-    # The jsonschema FAQ's recipe: validate, and fill each missing property's default.
-    for prop, subschema in properties.items():
-        if isinstance(instance, dict) and "default" in subschema:
-            instance.setdefault(prop, subschema["default"])
-    yield from jsonschema.Draft202012Validator.VALIDATORS["properties"](
-        validator, properties, instance, schema)
-
-
-_DefaultFillingValidator = jsonschema.validators.extend(
-    jsonschema.Draft202012Validator, {"properties": _fill_defaults})
-
-
-def validate(data, schema_name: str, source: str | os.PathLike) -> dict:
-    """Validate `data` (filling defaults in place); raise a one-line ConfigError naming source and key."""
-    error = jsonschema.exceptions.best_match(
-        _DefaultFillingValidator(_schema(schema_name)).iter_errors(data))
-    if error is not None:
-        where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
-        if error.validator == "additionalProperties":
-            unknown = sorted(set(error.instance) - set(error.schema.get("properties", {})))
-            message = f"unknown key {', '.join(map(repr, unknown))}"
-        else:
-            message = error.message
-        raise ConfigError(f"{source}: {where}: {message}")
-    return data
-
-
-def read_yaml(path: Path) -> dict:
-    try:
-        with open(path) as f:
-            data = yaml.safe_load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
-    return {} if data is None else data
+@dataclass(frozen=True)
+class ModelShape:
+    """A preset's `model` section: the sizes every experiment at that scale shares."""
+    n_layer: int
+    n_head: int
+    d_model: int
+    block_size: int
+    vocab_size: int
 
 
 @dataclass(frozen=True)
 class TrainSettings:
+    """A preset's `train` section: steps, batch, schedule, evaluation, AdamW constants, seeds."""
     max_step: int
-    batch_size: int
-    micro_batch: int
+    batch_size: int  # sequences per optimiser step
     warmup_steps: int
     decay_steps: int
     eval_interval: int
-    eval_sequences: int
+    eval_sequences: int  # per evaluation and split
+    eval_micro_batch: int  # sequences per evaluation forward pass (the paper's micro-batch, 12)
     eval_rows: int
-    table_step: int
-    checkpoint_interval: int
     grad_clip: float
     beta1: float
     beta2: float
@@ -95,12 +101,24 @@ class TrainSettings:
     index_seed: int
 
     @property
-    def accumulation(self) -> int:
-        return self.batch_size // self.micro_batch
-
-    @property
     def eval_batches(self) -> int:
-        return self.eval_sequences // self.micro_batch
+        return self.eval_sequences // self.eval_micro_batch
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """A preset's `runtime` section: how this machine runs, never what is computed."""
+    device: str
+    compile: str | bool
+    train_micro_batch: int | None  # sequences per training forward pass; None = eval_micro_batch
+    log_interval: int
+    checkpoint_interval: int
+
+
+@dataclass(frozen=True)
+class Report:
+    """A preset's `report` section: what the tables read from the runs."""
+    table_step: int
 
 
 @dataclass(frozen=True)
@@ -108,63 +126,78 @@ class Preset:
     name: str
     source: str
     corpus: str
-    n_layer: int
-    n_head: int
-    d_model: int
-    block_size: int
-    vocab_size: int
+    model: ModelShape
     train: TrainSettings
-    device: str
-    compile: str | bool
-    train_micro_batch: int  # sequences per training forward pass: speed only, the update is the same
-    log_interval: int
+    runtime: Runtime
+    report: Report
     description: str = ""
 
     @property
     def tokens_per_step(self) -> int:
-        return self.train.batch_size * self.block_size
+        return self.train.batch_size * self.model.block_size
 
     @property
-    def train_accumulation(self) -> int:
+    def train_micro_batch(self) -> int:
+        return self.runtime.train_micro_batch or self.train.eval_micro_batch
+
+    @property
+    def accumulation(self) -> int:
         """Micro-batches per optimiser step at this machine's train_micro_batch."""
         return self.train.batch_size // self.train_micro_batch
 
-    def with_micro_batch(self, micro_batch: int) -> "Preset":
-        """This preset with another training micro-batch (`repro train --micro-batch`, `repro bench`)."""
-        _check_divides(f"preset {self.name}", "micro_batch", micro_batch, "train.batch_size", self.train.batch_size)
-        return replace(self, train_micro_batch=micro_batch)
+    def with_train_micro_batch(self, micro_batch: int) -> "Preset":
+        """This preset with another training micro-batch (`repro train --train-micro-batch`)."""
+        _check_divides(f"preset {self.name}", "train_micro_batch", micro_batch,
+                       "train.batch_size", self.train.batch_size)
+        return replace(self, runtime=replace(self.runtime, train_micro_batch=micro_batch))
 
 
 def _check_divides(source, key: str, value: int, other_key: str, other: int) -> None:
-    if other % value:
+    if value < 1 or other % value:
         raise ConfigError(f"{source}: {key}: {value} does not divide {other_key} = {other}")
 
 
-def _preset_path(name_or_path: str, config_dir: Path) -> Path:
+def _preset_path(name_or_path: str, directory: Path) -> Path:
     if name_or_path.endswith((".yaml", ".yml")) or os.sep in name_or_path:
         return Path(name_or_path)
-    path = config_dir / "presets" / f"{name_or_path}.yaml"
+    path = directory / "presets" / f"{name_or_path}.yaml"
     if not path.exists():
-        known = sorted(p.stem for p in (config_dir / "presets").glob("*.yaml"))
+        known = sorted(p.stem for p in (directory / "presets").glob("*.yaml"))
         raise ConfigError(f"unknown preset {name_or_path!r} (no {path}; known: {', '.join(known)})")
     return path
 
 
-def load_preset(name_or_path: str, config_dir: Path | None = None) -> Preset:
-    """Load a preset by name (config/presets/NAME.yaml) or by path to a YAML file."""
-    path = _preset_path(name_or_path, config_dir or default_config_dir())
-    data = validate(read_yaml(path), "preset.schema.yaml", path)
-    train = TrainSettings(**data["train"])
-    for field in ("batch_size", "eval_sequences"):
-        _check_divides(path, "train.micro_batch", train.micro_batch, f"train.{field}", getattr(train, field))
-    _check_divides(path, "model.n_head", data["model"]["n_head"], "model.d_model", data["model"]["d_model"])
-    runtime = data.get("runtime", {})
-    micro_batch = runtime["micro_batch"] or train.micro_batch
-    _check_divides(path, "runtime.micro_batch", micro_batch, "train.batch_size", train.batch_size)
-    return Preset(name=path.stem, source=str(path), corpus=data["corpus"], train=train,
-                  device=runtime["device"], compile=runtime["compile"], train_micro_batch=micro_batch,
-                  log_interval=runtime["log_interval"], description=data.get("description", ""),
-                  **data["model"])
+def load_preset(name_or_path: str, directory: str | os.PathLike | None = None) -> Preset:
+    """A preset by name (<config dir>/presets/NAME.yaml) or by path to a YAML file."""
+    path = _preset_path(name_or_path, config_dir(directory))
+    data = load(path, "preset.schema.yaml")
+    preset = Preset(name=path.stem, source=str(path), corpus=data["corpus"],
+                    model=ModelShape(**data["model"]), train=TrainSettings(**data["train"]),
+                    runtime=Runtime(**data["runtime"]), report=Report(**data["report"]),
+                    description=data.get("description", ""))
+    t = preset.train
+    for key in ("batch_size", "eval_sequences"):
+        _check_divides(path, "train.eval_micro_batch", t.eval_micro_batch, f"train.{key}",
+                       getattr(t, key))
+    _check_divides(path, "model.n_head", preset.model.n_head, "model.d_model", preset.model.d_model)
+    _check_divides(path, "runtime.train_micro_batch", preset.train_micro_batch,
+                   "train.batch_size", t.batch_size)
+    return preset
+
+
+@dataclass(frozen=True)
+class OptimizerSettings:
+    """An experiment's learning-rate endpoints and weight decay (docs/specification.md §2)."""
+    lr_max: float
+    lr_min: float
+    weight_decay: float
+
+
+@dataclass(frozen=True)
+class PaperResult:
+    """What the paper reports for an experiment at step 59,000 (docs/specification.md §3)."""
+    val_loss: float
+    rel_improvement: float
 
 
 @dataclass(frozen=True)
@@ -172,20 +205,19 @@ class Experiment:
     name: str
     query_mode: str
     mlp_ratio: float
-    lr_max: float
-    lr_min: float
-    weight_decay: float
+    optimizer: OptimizerSettings
     description: str = ""
-    paper_val_loss: float | None = None
-    paper_rel_improvement: float | None = None
+    paper: PaperResult | None = None
 
 
 @dataclass(frozen=True)
 class Experiments:
-    """Every experiment of config/experiments.yaml, and its named groups (table1, figure2, ...)."""
+    """Every experiment of the experiments file, its groups, the baseline and the claims' roles."""
     source: str
     by_name: dict[str, Experiment]
     groups: dict[str, list[str]]
+    baseline: str
+    claims: dict[str, str]
 
     def __getitem__(self, name: str) -> Experiment:
         try:
@@ -201,20 +233,26 @@ class Experiments:
         return [self[n] for n in self.groups[name]]
 
 
-def load_experiments(path: Path | None = None) -> Experiments:
-    path = Path(path) if path else default_config_dir() / "experiments.yaml"
-    data = validate(read_yaml(path), "experiments.schema.yaml", path)
+def load_experiments(path: str | os.PathLike | None = None,
+                     directory: str | os.PathLike | None = None) -> Experiments:
+    """The experiments file: `path`, else <config dir>/experiments.yaml."""
+    path = Path(path) if path else config_dir(directory) / "experiments.yaml"
+    data = load(path, "experiments.schema.yaml")
     by_name = {}
-    for name, fields in data["experiments"].items():
-        paper = fields.pop("paper", {})
-        by_name[name] = Experiment(name=name, paper_val_loss=paper.get("val_loss"),
-                                   paper_rel_improvement=paper.get("rel_improvement"), **fields)
-    experiments = Experiments(source=str(path), by_name=by_name, groups=data["groups"])
-    for group, names in data["groups"].items():
-        for name in names:
-            if name not in by_name:
-                raise ConfigError(f"{path}: groups.{group}: unknown experiment {name!r}")
-    return experiments
+    for name, e in data["experiments"].items():
+        paper = PaperResult(**e["paper"]) if "paper" in e else None
+        by_name[name] = Experiment(
+            name=name, query_mode=e["query_mode"], mlp_ratio=e["mlp_ratio"], paper=paper,
+            optimizer=OptimizerSettings(e["lr_max"], e["lr_min"], e["weight_decay"]),
+            description=e.get("description", ""))
+    named = [(f"groups.{g}", n) for g, names in data["groups"].items() for n in names]
+    named += [("baseline", data["baseline"])]
+    named += [(f"claims.{role}", name) for role, name in data["claims"].items()]
+    for where, name in named:
+        if name not in by_name:
+            raise ConfigError(f"{path}: {where}: unknown experiment {name!r}")
+    return Experiments(source=str(path), by_name=by_name, groups=data["groups"],
+                       baseline=data["baseline"], claims=data["claims"])
 
 
 @dataclass(frozen=True)
@@ -223,18 +261,38 @@ class RunConfig:
     preset: Preset
     experiment: Experiment
 
-    def model_config(self) -> ModelConfig:
-        p = self.preset
-        return ModelConfig(n_layer=p.n_layer, n_head=p.n_head, d_model=p.d_model,
-                           block_size=p.block_size, vocab_size=p.vocab_size,
-                           mlp_hidden=int(p.d_model * self.experiment.mlp_ratio),
-                           query_mode=self.experiment.query_mode)
+    @property
+    def model(self) -> ModelConfig:
+        shape, e = self.preset.model, self.experiment
+        return ModelConfig(**asdict(shape), mlp_hidden=int(shape.d_model * e.mlp_ratio),
+                           query_mode=e.query_mode)
+
+    @property
+    def train(self) -> TrainSettings:
+        return self.preset.train
+
+    @property
+    def optimizer(self) -> OptimizerSettings:
+        return self.experiment.optimizer
+
+    def identity(self) -> dict:
+        """What makes two runs the same run: what the training computes with, nothing else."""
+        return {"model": asdict(self.model), "train": asdict(self.train),
+                "optimizer": asdict(self.optimizer)}
 
     def to_dict(self) -> dict:
-        return {"preset": asdict(self.preset), "experiment": asdict(self.experiment),
-                "model": asdict(self.model_config())}
+        return {"preset": asdict(self.preset), "experiment": asdict(self.experiment)}
 
 
-def load_run_config(preset: str, experiment: str, experiments_file: Path | None = None,
-                    config_dir: Path | None = None) -> RunConfig:
-    return RunConfig(load_preset(preset, config_dir), load_experiments(experiments_file)[experiment])
+def load_run(preset: str, experiment: str, experiments_file: str | os.PathLike | None = None,
+             directory: str | os.PathLike | None = None) -> RunConfig:
+    experiments = load_experiments(experiments_file, directory)
+    return RunConfig(load_preset(preset, directory), experiments[experiment])
+
+
+def load_config(preset: str | Preset, directory: str | os.PathLike | None = None
+                ) -> tuple[Preset, Experiments]:
+    """The preset (a name, a YAML path or a Preset) and the experiments of a config directory."""
+    if not isinstance(preset, Preset):
+        preset = load_preset(preset, directory)
+    return preset, load_experiments(directory=directory)

@@ -1,4 +1,6 @@
-"""What a run costs: parameters, tokens and FLOPs per step, and estimated GPU-hours (SPEC 7)."""
+"""What a run costs: parameters, tokens and FLOPs per step, estimated GPU-hours.
+
+docs/specification.md §7 gives the paper's scale."""
 
 from __future__ import annotations
 
@@ -6,8 +8,9 @@ from dataclasses import asdict
 
 import torch
 
-from repro.config import ConfigError, RunConfig
+from repro.config import RunConfig
 from repro.model import GPT, ModelConfig, count_parameters, flops_per_token
+from repro.schema import ConfigError
 
 H100_BF16_PEAK_FLOPS = 989e12  # dense bf16, H100 and H200 SXM
 
@@ -39,7 +42,7 @@ def bench_throughput(report: dict, run: RunConfig) -> tuple[float, str]:
     experiments that share the model); one it did not (an MLP width of the sweep) gets the FLOP
     rate measured for the same model with another MLP width.
     """
-    config = asdict(run.model_config())
+    config = asdict(run.model)
     fastest = lambda rows: max(rows, key=lambda r: r["tokens_per_s"])
     same = [r for r in report["fastest"] if r["model"] == config]
     if same:
@@ -48,11 +51,12 @@ def bench_throughput(report: dict, run: RunConfig) -> tuple[float, str]:
     but_mlp = lambda model: {k: v for k, v in model.items() if k != "mlp_hidden"}
     similar = [r for r in report["fastest"] if but_mlp(r["model"]) == but_mlp(config)]
     if not similar:
-        raise ConfigError(f"the bench report ({report['preset']} on {report['device']}) timed no model "
-                          f"like {run.experiment.name}'s ({run.preset.name}, {config['query_mode']})")
+        raise ConfigError(f"the bench report ({report['preset']} on {report['device']}) timed no "
+                          f"model like {run.experiment.name}'s ({run.preset.name}, "
+                          f"{config['query_mode']})")
     r = fastest(similar)
     flop_rate = r["tokens_per_s"] * r["flops_per_token"]
-    return (flop_rate / model_size(run.model_config())["flops_per_token"],
+    return (flop_rate / model_size(run.model)["flops_per_token"],
             f"FLOP/s measured for {r['experiment']} ({report['device']})")
 
 
@@ -60,7 +64,7 @@ def describe(run: RunConfig, mfu: float = 0.4, peak_flops: float = H100_BF16_PEA
              tokens_per_s: float | None = None, bench: dict | None = None) -> dict:
     """Sizes and costs of one run. GPU-hours from a `repro bench` report or a measured throughput
     when given, else from MFU."""
-    size = model_size(run.model_config())
+    size = model_size(run.model)
     steps = run.preset.train.max_step + 1
     tokens_per_step = run.preset.tokens_per_step
     per_token = size["flops_per_token"]
@@ -69,7 +73,8 @@ def describe(run: RunConfig, mfu: float = 0.4, peak_flops: float = H100_BF16_PEA
     elif tokens_per_s:
         throughput, source = tokens_per_s, "measured"
     else:
-        throughput, source = mfu * peak_flops / per_token, f"{mfu:.0%} MFU of {peak_flops / 1e12:.0f} TFLOP/s"
+        throughput = mfu * peak_flops / per_token
+        source = f"{mfu:.0%} MFU of {peak_flops / 1e12:.0f} TFLOP/s"
     return {
         "preset": run.preset.name, "experiment": run.experiment.name,
         "total_params": size["total_params"], "non_embedding_params": size["non_embedding_params"],

@@ -1,4 +1,4 @@
-"""The GPT-2-style model of the paper and its query projections (SPEC 1).
+"""The GPT-2-style model of the paper and its query projections (docs/specification.md §1).
 
 Module names follow nanoGPT (c_attn, c_proj, c_fc, ln_1, ...) so that the authors' checkpoints map
 onto ours with a short rename table (repro.checkpoint).
@@ -7,50 +7,12 @@ onto ours with a short rename table (repro.checkpoint).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-QUERY_MODES = ("linear", "identity", "residual_gelu", "residual_linear")
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    n_layer: int = 12
-    n_head: int = 12
-    d_model: int = 768
-    block_size: int = 1024
-    vocab_size: int = 50304
-    mlp_hidden: int = 3072
-    query_mode: str = "linear"
-    tie_embeddings: bool = True  # the paper ties; the authors' predecessor runs also untied
-    # q is multiplied by query_scale before the usual 1/sqrt(head_size) attention scale.
-    # None means the mode's own: 1/2 for the residual modes (eq. 2: q = (x + f(x)) / 2), else 1.
-    query_scale: float | None = None
-
-    def __post_init__(self):
-        if self.query_mode not in QUERY_MODES:
-            raise ValueError(f"query_mode {self.query_mode!r} is not one of {', '.join(QUERY_MODES)}")
-
-    @property
-    def head_size(self) -> int:
-        return self.d_model // self.n_head
-
-    @property
-    def query_hidden(self) -> int:
-        return self.d_model // 2  # r = d/2 (eq. 3)
-
-    @property
-    def resolved_query_scale(self) -> float:
-        if self.query_scale is not None:
-            return self.query_scale
-        return 0.5 if self.query_mode.startswith("residual") else 1.0
-
-    @property
-    def has_linear_query(self) -> bool:
-        return self.query_mode in ("linear", "residual_linear")
+from repro.config import ModelConfig
 
 
 class QueryMLP(nn.Module):
@@ -72,7 +34,7 @@ class QueryMLP(nn.Module):
         return self.norm_out(self.fc_out(F.gelu(h)))
 
     def folded_weight(self):
-        """W1 with the RMSNorm gain g folded in: RMSNorm(x) W1 = (x (g * W1)) / rms(x), per token."""
+        """W1 with the RMSNorm gain g folded in: RMSNorm(x) W1 = (x (g * W1)) / rms(x)."""
         return self.fc_in.weight * self.norm_in.weight
 
     def inv_rms(self, x):
@@ -89,7 +51,8 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(d, (3 if config.has_linear_query else 2) * d, bias=False)
         self.c_proj = nn.Linear(d, d, bias=False)
         self.query_mlp = QueryMLP(config) if config.query_mode == "residual_gelu" else None
-        # A speed switch, not part of the model: same parameters, same function (GPT.fuse_projections).
+        # A speed switch, not part of the model: same parameters, same function
+        # (GPT.fuse_projections).
         self.fused = False
 
     def project(self, x):
@@ -178,7 +141,7 @@ class GPT(nn.Module):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
     def forward(self, idx, targets=None):
-        """Token ids (B, T) -> logits (B, T, vocab) for every position, and the mean loss if targets."""
+        """Token ids (B, T) -> logits (B, T, vocab), and the mean loss if targets are given."""
         pos = torch.arange(idx.shape[1], device=idx.device)
         x = self.transformer.wte(idx) + self.transformer.wpe(pos)
         for block in self.transformer.h:
@@ -186,7 +149,8 @@ class GPT(nn.Module):
         logits = self.lm_head(self.transformer.ln_f(x))
         if targets is None:
             return logits, None
-        return logits, F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
+        return logits, loss
 
 
 def count_parameters(model: GPT) -> dict[str, int]:
@@ -197,7 +161,7 @@ def count_parameters(model: GPT) -> dict[str, int]:
 
 
 def flops_per_token(config: ModelConfig, total_params: int) -> int:
-    """Training FLOPs per token, 6 N + 12 L H Q T (SPEC 7; PaLM appendix B, as nanoGPT counts it).
+    """Training FLOPs per token, 6 N + 12 L H Q T (§7; PaLM appendix B, as nanoGPT counts it).
 
     N is every parameter but the position embeddings: the tied token embedding is a real matmul
     in the LM head. 0.86 GFLOP for the 124M baseline.

@@ -1,4 +1,6 @@
-"""The figures (SPEC 4), drawn from runs read by repro.results. The notebooks call these.
+"""The figures (docs/specification.md §4), drawn from runs read by repro.results.
+
+The notebooks call these.
 
 Every figure titles its preset: a smoke figure and a paper figure are never mistaken for each other.
 Solid lines are validation, dashed lines training (the periodic evaluation losses), as in the paper.
@@ -10,14 +12,13 @@ from collections import Counter
 from pathlib import Path
 
 import matplotlib
-
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import FuncFormatter, PercentFormatter
 
 from repro import results
-from repro.config import Preset
+from repro.config import Preset, load_config
 
 SPLIT_STYLE = {"val": "-", "train": "--"}
 
@@ -29,25 +30,30 @@ def _style():
 
 def _steps_axis(ax, preset: Preset):
     """Steps as 'k' on the paper's scale (thousands of optimiser steps), plain otherwise."""
-    if preset.train.table_step >= 10_000:
+    if preset.report.table_step >= 10_000:
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:g}k"))
     ax.set_xlabel("optimiser step")
 
 
 def _window(preset: Preset) -> tuple[int, int]:
     """Steps 1k..59k on the paper preset: from the first evaluation after 0 to the table step."""
-    return preset.train.eval_interval, preset.train.table_step
+    return preset.train.eval_interval, preset.report.table_step
+
+
+def _require_baseline(runs: dict, runs_dir, baseline: str) -> str:
+    if baseline not in runs:
+        raise FileNotFoundError(f"{Path(runs_dir) / baseline}: the baseline run is missing")
+    return baseline
 
 
 def figure1(runs_dir: str | Path, preset: str | Preset, config_dir: str | Path | None = None):
     """Figure 1: training dynamics of the Table 1 runs. Top: evaluation losses (solid val, dashed
     train). Bottom: relative improvement over the baseline per evaluation step."""
     _style()
-    preset, experiments = results.load_config(preset, config_dir)
+    preset, experiments = load_config(preset, config_dir)
     names = [e.name for e in experiments.group("table1")]
     runs = results.read_runs(runs_dir, names)
-    if results.BASELINE not in runs:
-        raise FileNotFoundError(f"{Path(runs_dir) / results.BASELINE}: the baseline run is missing")
+    baseline = _require_baseline(runs, runs_dir, experiments.baseline)
     first, last = _window(preset)
     colors = dict(zip(names, sns.color_palette("colorblind", len(names))))
 
@@ -62,12 +68,12 @@ def figure1(runs_dir: str | Path, preset: str | Preset, config_dir: str | Path |
     top.legend(title="solid: validation, dashed: training", fontsize="small")
 
     for split in ("val", "train"):
-        curves = results.relative_improvement_curves(runs, split=split, first_step=first,
-                                                     last_step=last)
+        curves = results.relative_improvement_curves(runs, baseline, split=split,
+                                                     first_step=first, last_step=last)
         for name, curve in curves.groupby("experiment", sort=False):
             bottom.plot(curve["step"], curve["rel_improvement"], SPLIT_STYLE[split],
                         color=colors[name])
-    bottom.axhline(0, color=colors[results.BASELINE], lw=1)
+    bottom.axhline(0, color=colors[baseline], lw=1)
     bottom.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=1))
     bottom.set_ylabel("relative improvement\nover baseline (%)")
     _steps_axis(bottom, preset)
@@ -80,29 +86,29 @@ def figure2(runs_dir: str | Path, preset: str | Preset, config_dir: str | Path |
     nonlinear configurations in one colour family (by learning rate), MLP-widened linear
     controls in grey dashes."""
     _style()
-    preset, experiments = results.load_config(preset, config_dir)
+    preset, experiments = load_config(preset, config_dir)
     members = experiments.group("figure2")
     runs = results.read_runs(runs_dir, [e.name for e in members])
-    if results.BASELINE not in runs:
-        raise FileNotFoundError(f"{Path(runs_dir) / results.BASELINE}: the baseline run is missing")
+    baseline = _require_baseline(runs, runs_dir, experiments.baseline)
     first, last = _window(preset)
-    curves = results.relative_improvement_curves(runs, first_step=first, last_step=last)
+    curves = results.relative_improvement_curves(runs, baseline, first_step=first, last_step=last)
     nonlinear = [e for e in members if e.query_mode != "linear" and e.name in runs]
-    controls = [e for e in members if e.query_mode == "linear" and e.name != results.BASELINE
+    controls = [e for e in members if e.query_mode == "linear" and e.name != baseline
                 and e.name in runs]
-    palette = dict(zip([e.name for e in sorted(nonlinear, key=lambda e: e.lr_max)],
+    palette = dict(zip([e.name for e in sorted(nonlinear, key=lambda e: e.optimizer.lr_max)],
                        sns.color_palette("viridis", len(nonlinear))))
     greys = dict(zip([e.name for e in sorted(controls, key=lambda e: e.mlp_ratio)],
                      sns.color_palette("Greys", len(controls) + 2)[2:]))
 
     fig, ax = plt.subplots(figsize=(10, 6))
     # the weight decay most of the sweep uses (2^-5) gets solid lines
-    decays = [wd for wd, _ in Counter(e.weight_decay for e in nonlinear).most_common()]
+    decays = [wd for wd, _ in Counter(e.optimizer.weight_decay for e in nonlinear).most_common()]
     dash = dict(zip(decays, ["-", "-.", ":", (0, (5, 1, 1, 1, 1, 1))]))
     for e in nonlinear:
         curve = curves[curves["experiment"] == e.name]
-        ax.plot(curve["step"], curve["rel_improvement"], linestyle=dash.get(e.weight_decay, "-"),
-                color=palette[e.name], label=f"{e.name} (lr {e.lr_max:g}, wd {e.weight_decay:g})")
+        lr, wd = e.optimizer.lr_max, e.optimizer.weight_decay
+        ax.plot(curve["step"], curve["rel_improvement"], linestyle=dash.get(wd, "-"),
+                color=palette[e.name], label=f"{e.name} (lr {lr:g}, wd {wd:g})")
     for e in controls:
         curve = curves[curves["experiment"] == e.name]
         ax.plot(curve["step"], curve["rel_improvement"], "--", color=greys[e.name],
@@ -132,8 +138,7 @@ def run_curves(run: results.Run, title: str | None = None):
                      label=f"evaluation, {split}")
     loss_ax.set_ylabel("loss (nats per token)")
     loss_ax.legend(fontsize="small")
-    loss_ax.set_title(title or f"{run.name} (preset: {run.info.get('preset', '?')}, "
-                               f"status: {run.status})")
+    loss_ax.set_title(title or f"{run.name} (preset: {run.record.preset}, status: {run.status})")
     lr_ax.plot(m["step"], m["lr"])
     lr_ax.set_ylabel("learning rate")
     lr_ax.set_xlabel("optimiser step")

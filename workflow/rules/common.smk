@@ -5,11 +5,11 @@ import glob
 import os
 from pathlib import Path
 
-from repro.config import ConfigError, load_experiments, load_preset
+from repro.config import CORPORA, load_experiments, load_preset
+from repro.schema import ConfigError
 
 # The rules and notebooks read presets and experiments from this workflow's config/.
 CONFIG_DIR = Path("config")
-EXPERIMENTS_FILE = CONFIG_DIR / "experiments.yaml"
 
 
 def checked(load, *args):
@@ -21,7 +21,7 @@ def checked(load, *args):
 
 
 PRESET = checked(load_preset, config["preset"], CONFIG_DIR)
-EXPERIMENTS = checked(load_experiments, EXPERIMENTS_FILE)
+EXPERIMENTS = checked(load_experiments, None, CONFIG_DIR)
 for _name in config["extra_experiments"]:
     checked(EXPERIMENTS.__getitem__, _name)
 TABLE1 = [e.name for e in checked(EXPERIMENTS.group, "table1")]
@@ -51,16 +51,20 @@ def token_files(corpus):
     return [f"{DATA}/{corpus}/{name}" for name in ("train.bin", "val.bin", "manifest.json")]
 
 
-def indices_files(preset):
-    """What `repro indices` writes for a preset, next to its corpus's token files."""
-    return [f"{DATA}/{preset.corpus}/indices/{preset.name}/{name}"
+def indices_files(corpus, preset):
+    """What `repro indices` writes for a preset (names or wildcards), next to its corpus's tokens."""
+    return [f"{DATA}/{corpus}/indices/{preset}/{name}"
             for name in ("train.npy", "eval_train.npy", "eval_val.npy", "indices.json")]
+
+
+def runs_dir(preset=None):
+    """Where the runs of a preset (default: the configured one) are, one folder per experiment."""
+    return f"results/runs/{(preset or PRESET).name}"
 
 
 def run_files(names, preset=None):
     """metrics.csv and run.json of each named run of a preset (default: the configured one)."""
-    return [f"results/runs/{(preset or PRESET).name}/{name}/{file}"
-            for name in names for file in ("metrics.csv", "run.json")]
+    return [f"{runs_dir(preset)}/{name}/{file}" for name in names for file in ("metrics.csv", "run.json")]
 
 
 def prepare_source(wildcards):
@@ -72,7 +76,7 @@ def prepare_source(wildcards):
         if owt["data_files"]:
             return f"--data-files '{owt['data_files']}'"
         return f"--hub-id {owt['hub_id']}"
-    raise ValueError(f"unknown corpus {wildcards.corpus!r} (python-docs, openwebtext)")
+    raise ValueError(f"unknown corpus {wildcards.corpus!r} ({', '.join(CORPORA)})")
 
 
 def indices_input(wildcards):
@@ -87,13 +91,17 @@ def indices_input(wildcards):
 def train_input(wildcards):
     preset = preset_of(wildcards)
     checked(EXPERIMENTS.__getitem__, wildcards.experiment)
-    return {"tokens": token_files(preset.corpus), "indices": indices_files(preset)}
+    return {"tokens": token_files(preset.corpus), "indices": indices_files(preset.corpus, preset.name)}
 
 
 def device_flag(wildcards):
     return "" if config["device"] == "auto" else f"--device {config['device']}"
 
 
-def runs_dir(wildcards, input):
-    """results/runs/<preset>, from a notebook rule's inputs."""
-    return os.path.dirname(os.path.dirname(input.runs[0]))
+# The one papermill command of every notebook job: the preset, its runs and the config
+# directory as parameters, plus the output paths of that notebook (params.outputs).
+PAPERMILL = (
+    "papermill --no-progress-bar --cwd . {input.notebook} {output.notebook} "
+    "-p preset {params.preset} -p runs_dir {params.runs} -p config_dir {params.config} "
+    "{params.outputs} > {log} 2>&1"
+)

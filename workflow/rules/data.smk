@@ -1,4 +1,4 @@
-# Corpus -> token files (train.bin, val.bin, manifest.json), then the fixed batch indices (SPEC 6).
+# Corpus -> token files (train.bin, val.bin, manifest.json), then the fixed batch indices (docs/specification.md §6).
 
 
 rule prepare:
@@ -20,10 +20,7 @@ rule indices:
     input:
         unpack(indices_input),
     output:
-        f"{DATA}/{{corpus}}/indices/{{preset}}/train.npy",
-        f"{DATA}/{{corpus}}/indices/{{preset}}/eval_train.npy",
-        f"{DATA}/{{corpus}}/indices/{{preset}}/eval_val.npy",
-        f"{DATA}/{{corpus}}/indices/{{preset}}/indices.json",
+        indices_files("{corpus}", "{preset}"),
     params:
         data=lambda wildcards, input: os.path.dirname(input.tokens[0]),
         out=lambda wildcards, output: os.path.dirname(output[0]),

@@ -1,7 +1,9 @@
-# Notebooks -> outputs. papermill executes each notebook with the configured preset's paths as
-# parameters; the executed copy (with its plots and tables) is kept under results/notebooks/.
-# The outputs are those of the configured preset: results/table1.csv has a `preset` column and
-# every figure names its preset in the title; the runs themselves stay in results/runs/<preset>/.
+# Notebooks -> outputs. papermill executes each notebook (one command, PAPERMILL in common.smk)
+# with the configured preset's paths as parameters; the executed copy (with its plots and tables)
+# is kept under results/notebooks/. The outputs are those of the configured preset:
+# results/table1.csv has a `preset` column and every figure names its preset in the title; the
+# runs themselves stay in results/runs/<preset>/.
+
 
 rule table1:
     input:
@@ -12,16 +14,15 @@ rule table1:
         notebook="results/notebooks/table1.ipynb",
     params:
         preset=PRESET.name,
-        runs=runs_dir,
+        runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
-    conda:
-        "../../environment.yml"
+        outputs=lambda wildcards, output: f"-p out_csv {output.table}",
     log:
         "results/notebooks/table1.log",
+    conda:
+        "../../environment.yml"
     shell:
-        "papermill --no-progress-bar --cwd . {input.notebook} {output.notebook} "
-        "-p preset {params.preset} -p runs_dir {params.runs} -p config_dir {params.config} "
-        "-p out_csv {output.table} > {log} 2>&1"
+        PAPERMILL
 
 
 rule figure1:
@@ -34,16 +35,15 @@ rule figure1:
         notebook="results/notebooks/figure1.ipynb",
     params:
         preset=PRESET.name,
-        runs=runs_dir,
+        runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
-    conda:
-        "../../environment.yml"
+        outputs=lambda wildcards, output: f"-p out_png {output.png} -p out_pdf {output.pdf}",
     log:
         "results/notebooks/figure1.log",
+    conda:
+        "../../environment.yml"
     shell:
-        "papermill --no-progress-bar --cwd . {input.notebook} {output.notebook} "
-        "-p preset {params.preset} -p runs_dir {params.runs} -p config_dir {params.config} "
-        "-p out_png {output.png} -p out_pdf {output.pdf} > {log} 2>&1"
+        PAPERMILL
 
 
 rule figure2:
@@ -56,16 +56,15 @@ rule figure2:
         notebook="results/notebooks/figure2.ipynb",
     params:
         preset=PRESET.name,
-        runs=runs_dir,
+        runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
-    conda:
-        "../../environment.yml"
+        outputs=lambda wildcards, output: f"-p out_png {output.png} -p out_pdf {output.pdf}",
     log:
         "results/notebooks/figure2.log",
+    conda:
+        "../../environment.yml"
     shell:
-        "papermill --no-progress-bar --cwd . {input.notebook} {output.notebook} "
-        "-p preset {params.preset} -p runs_dir {params.runs} -p config_dir {params.config} "
-        "-p out_png {output.png} -p out_pdf {output.pdf} > {log} 2>&1"
+        PAPERMILL
 
 
 rule explore:
@@ -76,20 +75,12 @@ rule explore:
         notebook="results/notebooks/explore.ipynb",
     params:
         preset=PRESET.name,
-        runs=runs_dir,
+        runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
-    conda:
-        "../../environment.yml"
+        outputs="-p experiment baseline",
     log:
         "results/notebooks/explore.log",
+    conda:
+        "../../environment.yml"
     shell:
-        "papermill --no-progress-bar --cwd . {input.notebook} {output.notebook} "
-        "-p preset {params.preset} -p runs_dir {params.runs} -p config_dir {params.config} "
-        "-p experiment baseline > {log} 2>&1"
-
-
-rule main:
-    input:
-        rules.table1.output,
-        rules.figure1.output,
-        rules.explore.output,
+        PAPERMILL

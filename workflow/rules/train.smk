@@ -16,7 +16,7 @@ rule train:
         run="results/runs/{preset}/{experiment}/run.json",
     params:
         preset=lambda wildcards: preset_of(wildcards).source,
-        experiments=EXPERIMENTS_FILE,
+        config=CONFIG_DIR,
         data=lambda wildcards, input: os.path.dirname(input.tokens[0]),
         indices=lambda wildcards, input: os.path.dirname(input.indices[0]),
         live=lambda wildcards, output: os.path.join(os.path.dirname(output.metrics), "live"),
@@ -30,6 +30,6 @@ rule train:
         "../../environment.yml"
     shell:
         "repro train --preset {params.preset} --experiment {wildcards.experiment} "
-        "--experiments-file {params.experiments} --data {params.data} "
+        "--config-dir {params.config} --data {params.data} "
         "--indices {params.indices} --out {params.live} {params.device} > {log} 2>&1 "
         "&& cp {params.live}/metrics.csv {output.metrics} && cp {params.live}/run.json {output.run}"

@@ -1,0 +1,149 @@
+"""A run directory: run.json (what was run, on what, how it ended) and metrics.csv (one row a step).
+
+Training writes both through this module and the results read them back through it, so the record's
+fields and the metrics' columns are defined once. Directories written by earlier versions of the
+package (run.json without `format`) are read too: their identity is translated to today's layout.
+"""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import repro
+from repro.files import ReproError, atomic_write, read_json, write_json
+
+RUN_JSON, METRICS_CSV, CHECKPOINT = "run.json", "metrics.csv", "ckpt.pt"
+RECORD_FORMAT = "repro-run/2"
+METRICS_COLUMNS = ["step", "lr", "train_loss", "eval_train_loss", "eval_train_std",
+                   "eval_val_loss", "eval_val_std", "tokens_seen", "step_time_s", "tokens_per_s"]
+FINISHED = ("completed", "diverged")
+
+
+class RunError(ReproError):
+    """A run directory that cannot be (re)started or read as asked; the message names it."""
+
+
+@dataclass
+class RunRecord:
+    """run.json. `identity` is RunConfig.identity(); `config` the whole preset and experiment."""
+    status: str  # running, completed or diverged
+    preset: str
+    experiment: str
+    identity: dict
+    config: dict
+    params: dict  # total_params, non_embedding_params
+    tokens_per_step: int
+    last_step: int | None = None
+    diverged_step: int | None = None
+    data: dict = field(default_factory=dict)  # token files: dir, source, counts and hashes
+    indices: dict = field(default_factory=dict)  # dir and the index files' hashes
+    package_version: str | None = None
+    git_commit: str | None = None
+    git_dirty: bool | None = None
+    torch_version: str | None = None
+    python_version: str | None = None
+    device: str | None = None
+    compile: bool | None = None
+    fused_projection: bool | None = None
+    train_micro_batch: int | None = None
+    started: str | None = None
+    finished: str | None = None
+    format: str = RECORD_FORMAT
+
+    @property
+    def finished_training(self) -> bool:
+        return self.status in FINISHED
+
+    def write(self, run_dir: Path) -> None:
+        write_json(Path(run_dir) / RUN_JSON, asdict(self))
+
+
+def read_record(run_dir: str | Path) -> RunRecord:
+    """run.json of a run directory, in today's layout whatever version of the package wrote it."""
+    path = Path(run_dir) / RUN_JSON
+    data = read_json(path, RunError, "has this run been trained?")
+    if "format" not in data:
+        data = _legacy_record(data)
+    known = {f.name for f in fields(RunRecord)}
+    try:
+        return RunRecord(**{k: v for k, v in data.items() if k in known})
+    except TypeError as e:
+        raise RunError(f"{path}: not a run record ({e})") from None
+
+
+def _legacy_record(data: dict) -> dict:
+    """run.json as the package wrote it before `format` (up to commit 0d4add5)."""
+    data = dict(data)
+    data["train_micro_batch"] = data.pop("micro_batch", None)
+    eval_micro_batch = data["config"]["preset"]["train"]["micro_batch"]
+    data["identity"] = legacy_identity(data["identity"], eval_micro_batch)
+    return data | {"format": RECORD_FORMAT}
+
+
+def legacy_identity(identity: dict, eval_micro_batch: int) -> dict:
+    """An identity of the old layout (preset/experiment/model) in today's (model/train/optimizer).
+
+    The old one left out the micro-batch, which sets how evaluation batches; it is passed in."""
+    if "preset" not in identity:
+        return identity
+    train = {k: v for k, v in identity["preset"]["train"].items()
+             if k not in ("table_step", "checkpoint_interval")}  # now report and runtime settings
+    e = identity["experiment"]
+    return {"model": identity["model"], "train": train | {"eval_micro_batch": eval_micro_batch},
+            "optimizer": {"lr_max": e["lr_max"], "lr_min": e["lr_min"],
+                          "weight_decay": e["weight_decay"]}}
+
+
+def identity_differences(old: dict, new: dict, prefix: str = "") -> list[str]:
+    """The dotted keys whose values differ between two identities (or exist in only one)."""
+    keys = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            keys += identity_differences(a, b, f"{prefix}{key}.")
+        elif a != b or (key in old) != (key in new):
+            keys.append(f"{prefix}{key}: {a!r} -> {b!r}")
+    return keys
+
+
+def code_version() -> dict:
+    """The package version and, in a git checkout, the commit and whether the tree was dirty."""
+    src = Path(__file__).resolve().parent
+
+    def git(*args):
+        try:
+            return subprocess.run(["git", "-C", str(src), *args], capture_output=True, text=True,
+                                  timeout=10, check=True).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return None
+    commit = git("rev-parse", "HEAD")
+    return {"package_version": repro.__version__, "git_commit": commit,
+            "git_dirty": bool(git("status", "--porcelain")) if commit else None}
+
+
+class MetricsLog:
+    """metrics.csv, one row per optimiser step; rows at or past a resume point dropped."""
+
+    def __init__(self, path: Path, resume_step: int):
+        self.path = path
+        rows = []
+        if path.exists() and resume_step > 0:
+            with open(path, newline="") as f:
+                rows = [r for r in csv.DictReader(f) if int(r["step"]) < resume_step]
+        # Rewrite the kept rows atomically: a crash here loses no finished row.
+        with atomic_write(path, newline="") as f:
+            writer = csv.DictWriter(f, METRICS_COLUMNS)
+            writer.writeheader()
+            writer.writerows(rows)
+        self.file = open(path, "a", newline="")
+        self.writer = csv.DictWriter(self.file, METRICS_COLUMNS)
+
+    def append(self, row: dict) -> None:
+        self.writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in METRICS_COLUMNS})
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
