@@ -12,6 +12,7 @@ from repro.batches import DeviceBatches, inputs_targets
 from repro.bench import random_batches
 from repro.cli import main
 from repro.config import load_run
+from repro.fit import fits_on_gpu, largest_fitting
 from repro.train import build, train, train_step
 
 pytestmark = [
@@ -133,3 +134,12 @@ def test_bench_on_gpu_with_breakdown(tmp_path, capsys):
     for row in report["fastest"]:
         assert row["compile"] and math.isfinite(row["loss"])
         assert row["breakdown"].get("matmul", 0) > 0
+
+
+def test_auto_micro_batch_probes_the_paper_model():
+    """The probe of `runtime.train_micro_batch: auto` on the paper's model: a divisor of 480."""
+    run = load_run("paper", "resgelu-lr3e-3")
+    model, _, _, autocast = build(run, CUDA, compile=False)
+    chosen = largest_fitting(480, lambda n: fits_on_gpu(model, n, 1024, autocast))
+    assert 480 % chosen == 0 and 12 <= chosen <= 96
+    assert all(p.grad is None for p in model.parameters())  # the probe leaves no gradients

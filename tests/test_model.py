@@ -127,12 +127,43 @@ def test_init_follows_spec():
     )
 
 
-def test_forward_gives_logits_for_every_position_and_the_mean_loss():
+def test_forward_gives_logits_for_every_position_or_the_mean_loss():
     model = small("residual_gelu")
     idx = torch.randint(50257, (2, 16))
-    logits, loss = model(idx, idx)
-    assert logits.shape == (2, 16, 50304)
+    logits, loss = model(idx), model(idx, idx)
+    assert logits.shape == (2, 16, 50304) and loss.shape == ()
     torch.testing.assert_close(loss, F.cross_entropy(logits.reshape(-1, 50304), idx.reshape(-1)))
+
+
+def test_the_loss_only_forward_has_the_gradients_of_the_logits_forward():
+    """Training's loss-only forward is the same function as computing the loss from the logits."""
+    model = small("residual_gelu").double()
+    idx = torch.randint(50257, (2, 16))
+    grads = []
+    for loss_of in (lambda: model(idx, idx),
+                    lambda: F.cross_entropy(model(idx).reshape(-1, 50304), idx.reshape(-1))):
+        model.zero_grad()
+        loss_of().backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+    for name in grads[0]:
+        torch.testing.assert_close(grads[0][name], grads[1][name], rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("chunks", [2, 3, 32])
+def test_chunked_loss_equals_the_full_loss_and_its_gradients(chunks):
+    model = small("residual_gelu").double()
+    idx = torch.randint(50257, (2, 16))
+    results = []
+    for loss_chunks in (1, chunks):
+        model.loss_chunks = loss_chunks
+        model.zero_grad()
+        loss = model(idx, idx)
+        loss.backward()
+        results.append((loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (full, full_grads), (chunked, chunked_grads) = results
+    torch.testing.assert_close(chunked, full, rtol=1e-12, atol=0)
+    for name in full_grads:
+        torch.testing.assert_close(chunked_grads[name], full_grads[name], rtol=1e-9, atol=1e-12)
 
 
 def test_fused_projection_is_the_same_function_with_the_same_gradients():
@@ -146,8 +177,8 @@ def test_fused_projection_is_the_same_function_with_the_same_gradients():
     for fused in (False, True):
         model.zero_grad()
         model.fuse_projections(fused)
-        logits, loss = model(idx, idx)
-        loss.backward()
+        logits = model(idx)
+        model(idx, idx).backward()
         results.append((logits, {n: p.grad.clone() for n, p in model.named_parameters()}))
     (plain, plain_grads), (fused, fused_grads) = results
     torch.testing.assert_close(fused, plain, rtol=1e-10, atol=1e-10)

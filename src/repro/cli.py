@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from repro import config, corpus
@@ -32,6 +33,9 @@ def _add_speed_arguments(p: argparse.ArgumentParser) -> None:
                    help="torch.compile the model (default: the preset's; auto = on CUDA)")
     p.add_argument("--fused", action=argparse.BooleanOptionalAction, default=None,
                    help="the fused K,V,W1 projection of residual_gelu (default: on CUDA)")
+    p.add_argument("--loss-chunks", type=int, default=None,
+                   help="compute the LM head and loss over this many slices of the positions "
+                        "(default: the preset's runtime.loss_chunks, 1)")
 
 
 def _experiments(args) -> config.Experiments:
@@ -79,6 +83,7 @@ def cmd_train(args) -> None:
         raise ReproError("train: --experiment is required")
     print(f"config: {config.config_dir(args.config_dir).resolve()}", flush=True)
     run = config.load_run(args.preset, args.experiment, args.experiments_file, args.config_dir)
+    run = replace(run, preset=run.preset.with_runtime(loss_chunks=args.loss_chunks))
     record = train.train(run, args.data, args.indices, args.out, device=args.device,
                          compile=args.compile, train_micro_batch=args.train_micro_batch,
                          fused=args.fused)
@@ -116,7 +121,7 @@ def cmd_bench(args) -> None:
     from repro import bench, train
     device = train.resolve_device(args.device)
     preset = config.load_preset(args.preset or ("paper" if device.type == "cuda" else "smoke"),
-                                args.config_dir)
+                                args.config_dir).with_runtime(loss_chunks=args.loss_chunks)
     experiments = _experiments(args)
     chosen = ([experiments[e] for e in args.experiment] if args.experiment
               else experiments.group(args.group))

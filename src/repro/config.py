@@ -110,9 +110,10 @@ class Runtime:
     """A preset's `runtime` section: how this machine runs, never what is computed."""
     device: str
     compile: str | bool
-    train_micro_batch: int | None  # sequences per training forward pass; None = eval_micro_batch
+    train_micro_batch: int | str | None  # per training forward pass; None = eval_micro_batch
     log_interval: int
     checkpoint_interval: int
+    loss_chunks: int
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,9 @@ class Preset:
 
     @property
     def train_micro_batch(self) -> int:
-        return self.runtime.train_micro_batch or self.train.eval_micro_batch
+        """This machine's micro-batch; the evaluation's until `auto` is resolved on a GPU."""
+        chosen = self.runtime.train_micro_batch
+        return chosen if isinstance(chosen, int) else self.train.eval_micro_batch
 
     @property
     def accumulation(self) -> int:
@@ -149,7 +152,12 @@ class Preset:
         """This preset with another training micro-batch (`repro train --train-micro-batch`)."""
         _check_divides(f"preset {self.name}", "train_micro_batch", micro_batch,
                        "train.batch_size", self.train.batch_size)
-        return replace(self, runtime=replace(self.runtime, train_micro_batch=micro_batch))
+        return self.with_runtime(train_micro_batch=micro_batch)
+
+    def with_runtime(self, **settings) -> "Preset":
+        """This preset with other runtime settings (command-line overrides); None keeps one."""
+        changed = {k: v for k, v in settings.items() if v is not None}
+        return replace(self, runtime=replace(self.runtime, **changed))
 
 
 def _check_divides(source, key: str, value: int, other_key: str, other: int) -> None:

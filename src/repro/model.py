@@ -11,6 +11,7 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 from repro.config import ModelConfig
 
@@ -121,6 +122,9 @@ class GPT(nn.Module):
             ln_f=nn.LayerNorm(config.d_model, eps=1e-5, bias=False),
         ))
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        # A speed switch like the fused projection: the loss over this many slices of the
+        # positions (chunked_cross_entropy), so that the whole logits never exist at once.
+        self.loss_chunks = 1
         if config.tie_embeddings:
             self.transformer.wte.weight = self.lm_head.weight
         self.apply(self._init_weights)
@@ -141,16 +145,46 @@ class GPT(nn.Module):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
     def forward(self, idx, targets=None):
-        """Token ids (B, T) -> logits (B, T, vocab), and the mean loss if targets are given."""
+        """Token ids (B, T) -> logits (B, T, vocab); with targets, the mean loss alone.
+
+        Training gets no logits back: a compiled forward that returned them would make its backward
+        materialise a zero gradient the size of the logits at every micro-batch."""
         pos = torch.arange(idx.shape[1], device=idx.device)
         x = self.transformer.wte(idx) + self.transformer.wpe(pos)
         for block in self.transformer.h:
             x = block(x)
-        logits = self.lm_head(self.transformer.ln_f(x))
+        x = self.transformer.ln_f(x)
         if targets is None:
-            return logits, None
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
-        return logits, loss
+            return self.lm_head(x)
+        if self.loss_chunks > 1:
+            return chunked_cross_entropy(x, self.lm_head.weight, targets, self.loss_chunks)
+        return cross_entropy(self.lm_head(x), targets)
+
+
+def cross_entropy(logits, targets):
+    """Mean cross-entropy over every position, in float32 at least (bf16 logits are upcast)."""
+    return F.cross_entropy(_at_least_float32(logits.reshape(-1, logits.size(-1))),
+                           targets.reshape(-1))
+
+
+def _at_least_float32(t):
+    return t.to(torch.promote_types(t.dtype, torch.float32))
+
+
+def chunked_cross_entropy(x, weight, targets, chunks: int):
+    """The LM head and the mean cross-entropy, `chunks` slices of the positions at a time.
+
+    Each slice's logits are recomputed in the backward pass instead of kept (activation
+    checkpointing), so at most one slice of the (positions x vocab) logits exists at a time. The
+    same function as cross_entropy(x @ weight.T, targets), up to the order of the float sums."""
+    x, targets = x.reshape(-1, x.size(-1)), targets.reshape(-1)
+    sums = [checkpoint(_summed_cross_entropy, xs, weight, ts, use_reentrant=False)
+            for xs, ts in zip(x.chunk(chunks), targets.chunk(chunks))]
+    return torch.stack(sums).sum() / targets.numel()
+
+
+def _summed_cross_entropy(x, weight, targets):
+    return F.cross_entropy(_at_least_float32(F.linear(x, weight)), targets, reduction="sum")
 
 
 def count_parameters(model: GPT) -> dict[str, int]:

@@ -20,6 +20,7 @@ import torch
 from repro.batches import Batches, DeviceBatches
 from repro.checkpoint import load_checkpoint, save_checkpoint
 from repro.config import RunConfig
+from repro.fit import fits_on_gpu, largest_fitting
 from repro.model import GPT, count_parameters
 from repro.rundir import (
     CHECKPOINT,
@@ -77,6 +78,7 @@ def build(run: RunConfig, device: torch.device, compile: bool | str | None = Non
     torch.manual_seed(run.train.init_seed)
     model = GPT(run.model).to(device)
     model.fuse_projections(cuda if fused is None else fused)
+    model.loss_chunks = run.preset.runtime.loss_chunks
     optimizer = make_optimizer(model, run, fused=cuda)
     compile = run.preset.runtime.compile if compile is None else compile
     # Static shapes: the train and eval micro-batches each get their own specialised graph.
@@ -97,7 +99,7 @@ def eval_losses(model, batches: Batches, row: int, n_batches: int, autocast) -> 
         for k in range(n_batches):
             x, y = (t.to(device) for t in batches.get(stream, row, k))
             with autocast:
-                losses.append(model(x, y)[1].float())
+                losses.append(model(x, y).float())
         losses = torch.stack(losses)
         result[f"{stream}_loss"] = losses.mean().item()
         result[f"{stream}_std"] = losses.std().item()
@@ -114,7 +116,7 @@ def train_step(model, optimizer, batches: DeviceBatches, step: int, accumulation
     total = torch.zeros((), device=batches.device)
     for x, y in batches.step(step, accumulation):
         with autocast:
-            loss = model(x, y)[1] / accumulation
+            loss = model(x, y) / accumulation
         loss.backward()
         total += loss.detach()
     torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
@@ -160,8 +162,13 @@ def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path,
             return previous
 
     dev = resolve_device(device or run.preset.runtime.device)
-    batches = Batches.open(data_dir, indices_dir, run.preset)
     model, step_model, optimizer, autocast = build(run, dev, compile, fused)
+    if run.preset.runtime.train_micro_batch == "auto" and dev.type == "cuda":
+        chosen = largest_fitting(run.train.batch_size, lambda n: fits_on_gpu(
+            model, n, run.preset.model.block_size, autocast))
+        print(f"{out_dir}: training micro-batch {chosen} (auto)", flush=True)
+        run = replace(run, preset=run.preset.with_train_micro_batch(chosen))
+    batches = Batches.open(data_dir, indices_dir, run.preset)
     start = _resume(out_dir / CHECKPOINT, model, optimizer, run, previous)
     record = RunRecord(
         status="running", preset=run.preset.name, experiment=run.experiment.name,
