@@ -76,11 +76,13 @@ def test_inference_bench_reports_ratios_to_the_baseline(tmp_path, capsys):
     assert report["baseline"] == "baseline" and report["device_type"] == "cpu" and report["torch_version"]
     rows = {r["query_mode"]: r for r in report["results"]}
     assert set(rows) == set(QUERY_MODES)
-    assert rows["linear"]["prefill_time_ratio"] == rows["linear"]["decode_time_ratio"] == {"median": 1.0, "min": 1.0}
+    for key in ("prefill_time_ratio", "decode_time_ratio", "prefill_cpu_time_ratio", "decode_cpu_time_ratio"):
+        assert rows["linear"][key] == {"median": 1.0, "min": 1.0}
     for r in rows.values():
         assert r["prefill_tokens_per_s"] == pytest.approx(16 / r["prefill_s"])
         assert r["decode_ms_per_token"] >= r["decode_ms_per_token_min"] > 0
-        assert r["prefill_time_ratio"]["median"] > 0 and r["decode_time_ratio"]["min"] > 0
+        assert r["prefill_time_ratio"]["median"] > 0 and r["decode_cpu_time_ratio"]["min"] > 0
+        assert len(r["rounds"]["decode_cpu_s"]) == 2
         # keys and values only: the query mode does not change the cache (2 x layers x block x d x 4 bytes)
         assert r["cache_bytes"] == 2 * 2 * 32 * 32 * 4
     out = capsys.readouterr().out

@@ -116,19 +116,29 @@ def default_experiments(experiments: Experiments, group: str = "table1") -> list
     return [chosen[mode] for mode in QUERY_MODES]
 
 
+def _clocks(device: torch.device) -> tuple[float, float]:
+    """Wall time, and this process's CPU time: on a shared CPU the latter leaves out other jobs' turns."""
+    _synchronize(device)
+    return time.perf_counter(), time.process_time()
+
+
 def _time_round(model: GPT, idx: torch.Tensor, decode_tokens: int, device: torch.device):
-    """Seconds of a prefill of idx, seconds per token of decoding its last tokens, and the cache's bytes."""
-    _synchronize(device)
-    began = time.perf_counter()
+    """Seconds (wall and CPU) of a prefill of idx and per token of decoding its last tokens; the cache's bytes."""
+    began = _clocks(device)
     _, cache = prefill(model, idx)
-    _synchronize(device)
-    prefilled = time.perf_counter()
+    prefilled = _clocks(device)
     # Rewind to context - decode_tokens: those keys and values are exactly a prefill of the shorter
     # prompt (causality), so the decoded tokens end at the full context.
     cache.length = start = idx.shape[1] - decode_tokens
     decode(model, idx[:, start:start + 1], cache, decode_tokens)
-    _synchronize(device)
-    return prefilled - began, (time.perf_counter() - prefilled) / decode_tokens, cache.nbytes()
+    decoded = _clocks(device)
+    seconds = {f"{phase}_{clock}": (b[i] - a[i]) / n
+               for phase, a, b, n in (("prefill", began, prefilled, 1), ("decode", prefilled, decoded, decode_tokens))
+               for i, clock in enumerate(("s", "cpu_s"))}
+    return seconds, cache.nbytes()
+
+
+TIMES = ("prefill_s", "decode_s", "prefill_cpu_s", "decode_cpu_s")
 
 
 def _model(run: RunConfig, device: torch.device, fused: bool | None) -> GPT:
@@ -154,14 +164,14 @@ def inference_bench(runs: list[RunConfig], device: torch.device, context: int | 
     models = [_model(run, device, fused) for run in runs]
     idx = torch.randint(0, 50257, (batch, context), generator=torch.Generator().manual_seed(0)).to(device)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
-    times = [{"prefill_s": [], "decode_s": []} for _ in runs]
+    times = [{key: [] for key in TIMES} for _ in runs]
     with torch.inference_mode(), autocast:
         for round in range(repeats + 1):
             for model, t in zip(models, times):
-                prefill_s, decode_s, t["cache_bytes"] = _time_round(model, idx, decode_tokens, device)
+                seconds, t["cache_bytes"] = _time_round(model, idx, decode_tokens, device)
                 if round > 0:  # round 0 warms up the allocator and the kernels
-                    t["prefill_s"].append(prefill_s)
-                    t["decode_s"].append(decode_s)
+                    for key in TIMES:
+                        t[key].append(seconds[key])
     return _report(runs, models, times, device, context, decode_tokens, repeats, batch)
 
 
@@ -181,10 +191,9 @@ def _report(runs, models, times, device, context, decode_tokens, repeats, batch)
                "prefill_tokens_per_s": batch * context / prefill_s,
                "decode_ms_per_token": 1e3 * statistics.median(t["decode_s"]),
                "decode_ms_per_token_min": 1e3 * min(t["decode_s"]), "cache_bytes": t["cache_bytes"],
-               "rounds_prefill_s": t["prefill_s"], "rounds_decode_s": t["decode_s"]}
-        if base is not None:  # > 1: slower than the linear query
-            row["prefill_time_ratio"] = _ratios(t["prefill_s"], times[base]["prefill_s"])
-            row["decode_time_ratio"] = _ratios(t["decode_s"], times[base]["decode_s"])
+               "rounds": {key: t[key] for key in TIMES}}
+        for key in TIMES if base is not None else ():  # > 1: slower than the linear query
+            row[key.replace("_s", "_time_ratio")] = _ratios(t[key], times[base][key])
         rows.append(row)
     name = device_name(device) if device.type == "cuda" else cpu_model() or device_name(device)
     return {"preset": runs[0].preset.name, "device": name, "device_type": device.type,
@@ -211,4 +220,7 @@ def format_report(report: dict) -> str:
                      f"{_format_ratio(row, 'prefill_time_ratio')}   "
                      f"decode {row['decode_ms_per_token']:8.2f} ({row['decode_ms_per_token_min']:.2f}) ms/token "
                      f"{_format_ratio(row, 'decode_time_ratio')}   cache {row['cache_bytes'] / 2**20:.2f} MiB")
+        if r["device_type"] == "cpu":
+            lines.append(f"  {'':<24} {'':<15} CPU time over the baseline's: prefill "
+                         f"{_format_ratio(row, 'prefill_cpu_time_ratio')}  decode {_format_ratio(row, 'decode_cpu_time_ratio')}")
     return "\n".join(lines)
