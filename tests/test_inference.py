@@ -1,12 +1,13 @@
 """The key/value-cached forward of repro.inference and `repro bench --inference`."""
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
 
 from repro.cli import main
-from repro.config import load_experiments, load_run_config
+from repro.config import QUERY_MODES, load_experiments, load_run
 from repro.inference import (
     KVCache,
     decode,
@@ -14,28 +15,37 @@ from repro.inference import (
     forward_cached,
     prefill,
 )
-from repro.model import GPT, QUERY_MODES
+from repro.model import GPT
 
 
 def tiny_model(mode: str, fused: bool) -> GPT:
-    config = load_run_config("tiny", "baseline").model_config()
+    config = replace(load_run("tiny", "baseline").model, query_mode=mode)
     torch.manual_seed(0)
-    model = GPT(config.__class__(**{**config.__dict__, "query_mode": mode})).double().eval()
-    for p in model.parameters():  # away from init's exact values: LayerNorm gains 1, so norms matter
+    model = GPT(config).double().eval()
+    for (
+        p
+    ) in model.parameters():  # away from init's exact values: LayerNorm gains 1, so norms matter
         p.data += 0.05 * torch.randn_like(p)
     return model.fuse_projections(fused)
 
 
-@pytest.mark.parametrize("mode,fused", [(m, False) for m in QUERY_MODES] + [("residual_gelu", True)])
+@pytest.mark.parametrize(
+    "mode,fused", [(m, False) for m in QUERY_MODES] + [("residual_gelu", True)]
+)
 def test_cached_forward_gives_the_full_forwards_logits(mode, fused):
     model = tiny_model(mode, fused)
-    idx = torch.randint(0, 50257, (2, model.config.block_size), generator=torch.Generator().manual_seed(1))
+    idx = torch.randint(
+        0, 50257, (2, model.config.block_size), generator=torch.Generator().manual_seed(1)
+    )
     with torch.no_grad():
         full, _ = model(idx)
         cache = KVCache(model.config.n_layer)
         # a first chunk, a later chunk (the masked path), then one token at a time
-        pieces = [forward_cached(model, idx[:, :10], cache), forward_cached(model, idx[:, 10:15], cache)]
-        pieces += [forward_cached(model, idx[:, t:t + 1], cache) for t in range(15, idx.shape[1])]
+        pieces = [
+            forward_cached(model, idx[:, :10], cache),
+            forward_cached(model, idx[:, 10:15], cache),
+        ]
+        pieces += [forward_cached(model, idx[:, t : t + 1], cache) for t in range(15, idx.shape[1])]
     torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=0, atol=1e-10)
     assert cache.length == idx.shape[1]
 
@@ -65,30 +75,66 @@ def test_cache_overflow_is_refused():
 def test_default_experiments_are_one_per_query_mode():
     chosen = default_experiments(load_experiments())
     assert [e.query_mode for e in chosen] == list(QUERY_MODES)
-    assert [e.name for e in chosen] == ["baseline", "identity", "resgelu-lr2.6e-3", "baseline-residual_linear"]
+    assert [e.name for e in chosen] == [
+        "baseline",
+        "identity",
+        "resgelu-lr2.6e-3",
+        "baseline-residual_linear",
+    ]
 
 
 def test_inference_bench_reports_ratios_to_the_baseline(tmp_path, capsys):
     path = tmp_path / "inference.json"
-    assert main(["bench", "--inference", "--preset", "tiny", "--device", "cpu", "--context", "16",
-                 "--decode-tokens", "4", "--repeats", "2", "--json", str(path)]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "--inference",
+                "--preset",
+                "tiny",
+                "--device",
+                "cpu",
+                "--context",
+                "16",
+                "--decode-tokens",
+                "4",
+                "--repeats",
+                "2",
+                "--json",
+                str(path),
+            ]
+        )
+        == 0
+    )
     report = json.loads(path.read_text())
-    assert report["baseline"] == "baseline" and report["device_type"] == "cpu" and report["torch_version"]
+    assert (
+        report["baseline"] == "baseline"
+        and report["device_type"] == "cpu"
+        and report["torch_version"]
+    )
     rows = {r["query_mode"]: r for r in report["results"]}
     assert set(rows) == set(QUERY_MODES)
-    for key in ("prefill_time_ratio", "decode_time_ratio", "prefill_cpu_time_ratio", "decode_cpu_time_ratio"):
+    for key in (
+        "prefill_time_ratio",
+        "decode_time_ratio",
+        "prefill_cpu_time_ratio",
+        "decode_cpu_time_ratio",
+    ):
         assert rows["linear"][key] == {"median": 1.0, "min": 1.0}
     for r in rows.values():
         assert r["prefill_tokens_per_s"] == pytest.approx(16 / r["prefill_s"])
         assert r["decode_ms_per_token"] >= r["decode_ms_per_token_min"] > 0
         assert r["prefill_time_ratio"]["median"] > 0 and r["decode_cpu_time_ratio"]["min"] > 0
         assert len(r["rounds"]["decode_cpu_s"]) == 2
-        # keys and values only: the query mode does not change the cache (2 x layers x block x d x 4 bytes)
+        # keys and values only: the query mode leaves the cache (2 x layers x block x d x 4 bytes)
         assert r["cache_bytes"] == 2 * 2 * 32 * 32 * 4
     out = capsys.readouterr().out
     assert "ms/token" in out and "tokens/s" in out and report["device"] in out
 
 
 def test_inference_bench_refuses_a_context_longer_than_the_block(capsys):
-    assert main(["bench", "--inference", "--preset", "tiny", "--device", "cpu", "--context", "64"]) == 2
+    assert (
+        main(["bench", "--inference", "--preset", "tiny", "--device", "cpu", "--context", "64"])
+        == 2
+    )
     assert "block size" in capsys.readouterr().err
