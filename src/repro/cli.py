@@ -125,12 +125,23 @@ def cmd_bench(args) -> None:
     experiments = _experiments(args)
     chosen = ([experiments[e] for e in args.experiment] if args.experiment
               else experiments.group(args.group))
-    runs = [config.RunConfig(preset, e) for e in chosen]
-    report = bench.bench(runs, device, experiments.baseline, micro_batches=args.train_micro_batch,
-                         steps=args.steps, warmup=args.warmup, compile=args.compile,
-                         fused=args.fused, peak=args.peak_tflops and args.peak_tflops * 1e12,
-                         breakdown=args.breakdown)
-    print(bench.format_report(report))
+    if args.inference:
+        from repro import inference
+        if not args.experiment:
+            chosen = inference.default_experiments(experiments, args.group)
+        runs = [config.RunConfig(preset, e) for e in chosen]
+        report = inference.inference_bench(runs, device, experiments.baseline, context=args.context,
+                                           decode_tokens=args.decode_tokens, repeats=args.repeats,
+                                           fused=args.fused)
+        print(inference.format_report(report))
+    else:
+        runs = [config.RunConfig(preset, e) for e in chosen]
+        report = bench.bench(runs, device, experiments.baseline,
+                             micro_batches=args.train_micro_batch, steps=args.steps,
+                             warmup=args.warmup, compile=args.compile, fused=args.fused,
+                             peak=args.peak_tflops and args.peak_tflops * 1e12,
+                             breakdown=args.breakdown)
+        print(bench.format_report(report))
     if args.json:
         write_json(args.json, report)
 
@@ -194,6 +205,17 @@ def _bench_parser(p: argparse.ArgumentParser) -> None:
                    help="profile one step: time by kernel category")
     p.add_argument("--json", type=Path, default=None,
                    help="also write the report here (for describe --bench)")
+    p.add_argument("--inference", action="store_true",
+                   help="time inference instead: prefill tokens/s and cached decode ms/token of "
+                        "each query mode (default: one experiment per mode of --group, identity)")
+    p.add_argument("--context", type=int, default=None,
+                   help="with --inference: prefill tokens (default: the preset's block size)")
+    p.add_argument("--decode-tokens", type=int, default=32,
+                   help="with --inference: tokens decoded one at a time, ending at the context "
+                        "(default 32)")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="with --inference: timed rounds, interleaved over the models, after one "
+                        "warm-up round (default 3)")
     p.set_defaults(func=cmd_bench)
 
 
