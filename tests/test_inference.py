@@ -38,7 +38,7 @@ def test_cached_forward_gives_the_full_forwards_logits(mode, fused):
         0, 50257, (2, model.config.block_size), generator=torch.Generator().manual_seed(1)
     )
     with torch.no_grad():
-        full, _ = model(idx)
+        full = model(idx)
         cache = KVCache(model.config.n_layer)
         # a first chunk, a later chunk (the masked path), then one token at a time
         pieces = [
@@ -55,13 +55,13 @@ def test_decode_is_greedy_generation_and_prefill_gives_the_last_logits():
     idx = torch.randint(0, 50257, (1, 8), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         logits, cache = prefill(model, idx)
-        torch.testing.assert_close(logits, model(idx)[0][:, -1:], rtol=0, atol=1e-10)
+        torch.testing.assert_close(logits, model(idx)[:, -1:], rtol=0, atol=1e-10)
         # rewound by one position, the cache decodes from the prompt's last token
         cache.length = 7
         generated = decode(model, idx[:, 7:], cache, 3)
         seq = idx  # greedy generation by full forwards
         for _ in range(3):
-            seq = torch.cat([seq, model(seq)[0][:, -1:].argmax(-1)], dim=1)
+            seq = torch.cat([seq, model(seq)[:, -1:].argmax(-1)], dim=1)
     assert torch.equal(generated, seq[:, 8:])
 
 

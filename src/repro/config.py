@@ -1,11 +1,8 @@
 """Run configuration: a preset (the scale) + an experiment (what is compared), as typed objects.
 
-Both are YAML data under config/, validated against the JSON schemas in repro/schemas on load. The
-objects mirror the YAML's sections: a preset's `model`, `train`, `runtime` and `report`, and an
-experiment's query mode, MLP ratio and optimiser settings. A run's identity (what makes two runs the
-same run) is derived from exactly what training computes with: the model, the training settings and
-the optimiser settings; `runtime` (speed, logging) and `report` (what Table 1 reads) are not in it.
-This module imports no torch: the workflow imports it while it is parsed.
+YAML data under config/, validated by repro/schemas on load; the objects mirror the YAML's sections.
+A run's identity is derived from what training computes with (model, train and optimiser settings);
+`runtime` and `report` are not in it. No torch here: the workflow imports this while it is parsed.
 """
 
 from __future__ import annotations
