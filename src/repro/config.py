@@ -2,7 +2,7 @@
 
 YAML data under config/, validated by repro/schemas on load; the objects mirror the YAML's sections.
 A run's identity is derived from what training computes with (model, train and optimiser settings);
-`runtime` and `report` are not in it. No torch here: the workflow imports this while it is parsed.
+`runtime`, `report` and `resources` are not in it. No torch here: the workflow imports this while it is parsed.
 """
 
 from __future__ import annotations
@@ -120,6 +120,13 @@ class Report:
 
 
 @dataclass(frozen=True)
+class Resources:
+    """A preset's `resources` section: what one training job asks a cluster scheduler for."""
+    mem_mb: int
+    runtime: int  # minutes
+
+
+@dataclass(frozen=True)
 class Preset:
     name: str
     source: str
@@ -128,6 +135,7 @@ class Preset:
     train: TrainSettings
     runtime: Runtime
     report: Report
+    resources: Resources
     description: str = ""
 
     @property
@@ -179,6 +187,7 @@ def load_preset(name_or_path: str, directory: str | os.PathLike | None = None) -
     preset = Preset(name=path.stem, source=str(path), corpus=data["corpus"],
                     model=ModelShape(**data["model"]), train=TrainSettings(**data["train"]),
                     runtime=Runtime(**data["runtime"]), report=Report(**data["report"]),
+                    resources=Resources(**data["resources"]),
                     description=data.get("description", ""))
     t = preset.train
     for key in ("batch_size", "eval_sequences"):

@@ -24,6 +24,8 @@ rule train:
     threads: config["train_threads"]
     resources:
         gpu=lambda wildcards: int(wildcards.preset in config["gpu_presets"]),
+        mem_mb=lambda wildcards: preset_of(wildcards).resources.mem_mb,  # for profiles/slurm/
+        runtime=lambda wildcards: preset_of(wildcards).resources.runtime,
     log:
         "results/runs/{preset}/{experiment}/train.log",
     conda:
