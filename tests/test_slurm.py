@@ -16,9 +16,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
-from repro.config import ConfigError, load_experiments, load_preset
 from workflow_helpers import REPO, copy_workflow, snakemake
+
+from repro.config import load_experiments, load_preset
+from repro.schema import ConfigError
 
 pytestmark = pytest.mark.slurm
 
@@ -77,7 +78,7 @@ SlurmdParameters=config_overrides
 ReturnToService=2
 # Finished jobs stay visible to squeue (the plugin's status command here) for 10 minutes.
 MinJobAge=600
-NodeName=localhost NodeAddr=127.0.0.1 CPUs={max(4, os.cpu_count() or 1)} RealMemory=32000 State=UNKNOWN
+NodeName=localhost NodeAddr=127.0.0.1 CPUs={max(4, os.cpu_count() or 1)} RealMemory=32000
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 """
 
@@ -235,7 +236,8 @@ def test_tiny_dag_through_slurm(cluster, tmp_path):
     assert result.returncode == 0, output[-6000:]
 
     table = pd.read_csv(workdir / "results" / "table1.csv")
-    table1 = [e.name for e in load_experiments(REPO / "config" / "experiments.yaml").group("table1")]
+    experiments = load_experiments(REPO / "config" / "experiments.yaml")
+    table1 = [e.name for e in experiments.group("table1")]
     assert list(table["experiment"]) == table1
     assert set(table["preset"]) == {"tiny"} and set(table["status"]) == {"completed"}
 
