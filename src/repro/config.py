@@ -2,7 +2,8 @@
 
 YAML data under config/, validated by repro/schemas on load; the objects mirror the YAML's sections.
 A run's identity is derived from what training computes with (model, train and optimiser settings);
-`runtime`, `report` and `resources` are not in it. No torch here: the workflow imports this while it is parsed.
+`runtime`, `report` and `resources` are not in it. No torch here: the workflow imports this while
+it is parsed.
 """
 
 from __future__ import annotations
