@@ -28,12 +28,12 @@ def test_table1_matches_the_runs(built):
     experiments = load_experiments(REPO / "config" / "experiments.yaml")
     table = pd.read_csv(built / "results" / "table1.csv")
     assert list(table["experiment"]) == [e.name for e in experiments.group("table1")]
-    assert set(table["preset"]) == {"tiny"} and set(table["step"]) == {preset.train.table_step}
+    assert set(table["preset"]) == {"tiny"} and set(table["step"]) == {preset.report.table_step}
     assert set(table["status"]) == {"completed"}
 
     def val_loss(name):
         metrics = pd.read_csv(built / "results" / "runs" / "tiny" / name / "metrics.csv")
-        return metrics.set_index("step").at[preset.train.table_step, "eval_val_loss"]
+        return metrics.set_index("step").at[preset.report.table_step, "eval_val_loss"]
 
     base = val_loss("baseline")
     for row in table.itertuples():
