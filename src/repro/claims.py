@@ -6,13 +6,14 @@ is data: `baseline` and `claims` in the experiments file.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from repro.config import Experiments, Preset, load_config
-from repro.results import Run, read_runs, relative_improvement_curves
+from repro.results import relative_improvement, relative_improvement_curves
+from repro.seeds import BySeed, losses_at, over_seeds, paired, read_seed_runs, summarise
 
 CLAIM_COLUMNS = ["claim", "experiment", "holds", "detail"]
 
@@ -23,46 +24,89 @@ def _early_limit(preset: Preset) -> int:
     return max(preset.train.warmup_steps, preset.train.eval_interval)
 
 
-def _nonlinear_claims(name: str, runs: dict[str, Run], experiments: Experiments,
+def _standing(summary: pd.DataFrame, value: str) -> np.ndarray:
+    """Per row: 'ahead' (the interval above zero), 'not ahead' (at or below zero) or 'not
+    distinguishable' (across zero). One seed has no interval: its value's sign decides."""
+    mean = summary[f"{value}_mean"]
+    low, high = summary[f"{value}_ci_low"].fillna(mean), summary[f"{value}_ci_high"].fillna(mean)
+    return np.select([low > 0, high <= 0], ["ahead", "not ahead"], "not distinguishable")
+
+
+def _verdict(standing, n_seeds: int, detail: str) -> tuple[bool | None, str]:
+    """Holds where every interval is above zero, fails where one is below; otherwise the claim
+    is neither: not distinguishable at this many seeds."""
+    if all(s == "ahead" for s in standing):
+        return True, detail
+    if any(s == "not ahead" for s in standing):
+        return False, detail
+    return None, f"not distinguishable at {n_seeds} seeds: {detail}"
+
+
+def _beats_baseline(curve: pd.DataFrame) -> tuple[bool | None, str]:
+    standing = pd.Series(_standing(curve, "rel_improvement"), index=curve["step"])
+    n = int(curve["n_seeds"].min())
+    where = [f"{s} at steps {list(standing.index[standing == s])}"
+             for s in ("not ahead", "not distinguishable") if (standing == s).any()]
+    detail = (f"{len(curve)} evaluations, steps {curve['step'].min()}..{curve['step'].max()}, "
+              f"{n} seed{'s' * (n > 1)}; " + ("; ".join(where) or "ahead at all"))
+    return _verdict(standing, n, detail)
+
+
+def _beats_control(name: str, control: str, by_seed: BySeed, step: int) -> tuple[bool | None, str]:
+    losses = losses_at(by_seed, [name, control], step).pivot(
+        index="seed", columns="experiment", values="val_loss")
+    gains = relative_improvement(losses[name], losses[control]).rename("rel_improvement")
+    summary = summarise(gains.to_frame().groupby(lambda _: name), "rel_improvement")
+    n, (ours, theirs) = int(summary["n_seeds"].iloc[0]), losses[[name, control]].mean()
+    detail = f"val loss at step {step}: {ours:.4f} vs {control} {theirs:.4f}"
+    if n == 0:
+        return None, detail
+    if n > 1:
+        low, high = summary.iloc[0][["rel_improvement_ci_low", "rel_improvement_ci_high"]]
+        detail += (f" (means of {n} seeds; paired improvement "
+                   f"{summary['rel_improvement_mean'].iloc[0]:.2%}, 95% CI {low:.2%}..{high:.2%})")
+    return _verdict(_standing(summary, "rel_improvement"), n, detail)
+
+
+def _nonlinear_claims(name: str, by_seed: BySeed, experiments: Experiments,
                       preset: Preset) -> list[tuple]:
-    """(claim, holds, detail) for one nonlinear experiment of Table 1."""
+    """(claim, holds, detail) for one nonlinear experiment of Table 1, over the seeds that have
+    both it and the baseline (or the control)."""
     base, control = experiments.baseline, experiments.claims["larger_control"]
     beats, beats_control, early = ("beats baseline at every evaluation", f"beats {control}",
                                    "largest relative gain early")
-    if name not in runs or base not in runs:
+    pairs = paired(by_seed, base, name)
+    if not pairs:
         return [(claim, None, "run missing") for claim in (beats, beats_control, early)]
     table_step = preset.report.table_step
-    curve = relative_improvement_curves({base: runs[base], name: runs[name]}, base,
-                                        last_step=table_step)
-    rows = []
-    if curve.empty:
-        rows.append((beats, None, "no common evaluation steps"))
-    else:
-        losing = curve.loc[curve["rel_improvement"] <= 0, "step"].tolist()
-        steps = f"steps {curve['step'].min()}..{curve['step'].max()}"
-        rows.append((beats, not losing, f"{len(curve)} evaluations, {steps}; "
-                     + (f"not ahead at steps {losing}" if losing else "ahead at all")))
-    if control in runs:
-        ours, theirs = runs[name].loss_at(table_step), runs[control].loss_at(table_step)
-        holds = None if math.isnan(ours) or math.isnan(theirs) else ours < theirs
-        rows.append((beats_control, holds,
-                     f"val loss at step {table_step}: {ours:.4f} vs {control} {theirs:.4f}"))
+    curve = over_seeds(pairs, lambda runs: relative_improvement_curves(
+        {base: runs[base], name: runs[name]}, base, last_step=table_step),
+        ["experiment", "step"], "rel_improvement")
+    rows = [(beats, None, "no common evaluation steps") if curve.empty
+            else (beats, *_beats_baseline(curve))]
+    if paired(by_seed, name, control):
+        rows.append((beats_control,
+                     *_beats_control(name, control, paired(by_seed, name, control), table_step)))
     else:
         rows.append((beats_control, None, f"{control} run missing"))
     if curve.empty:
         rows.append((early, None, "no common evaluation steps"))
     else:
-        best, limit = curve.loc[curve["rel_improvement"].idxmax()], _early_limit(preset)
+        best, limit = curve.loc[curve["rel_improvement_mean"].idxmax()], _early_limit(preset)
         rows.append((early, bool(best["step"] <= limit),
-                     f"largest gain {best['rel_improvement']:.2%} at step {int(best['step'])} "
+                     f"largest gain {best['rel_improvement_mean']:.2%} at step {int(best['step'])} "
                      f"(early: step <= {limit})"))
     return rows
 
 
 def check_claims(runs_dir: str | Path, preset: str | Preset, config_dir: str | Path | None = None,
-                 divergence_step: int | None = None) -> pd.DataFrame:
+                 divergence_step: int | None = None, seeds: int = 1) -> pd.DataFrame:
     """One row per (claim, experiment): holds (True/False, or None when the runs needed are
-    missing) and a detail line. The claims, for each residual_gelu experiment of Table 1:
+    missing or, over several seeds, when the paired 95% interval includes zero: "not
+    distinguishable at N seeds") and a detail line. Over seeds 0..seeds-1 a comparison holds only
+    where the interval of its paired relative improvement excludes zero; with one seed, where the
+    improvement is positive (the paper's single run). The claims, for each residual_gelu
+    experiment of Table 1:
       - it beats the baseline at every evaluation from the first after step 0 to the table step;
       - it beats the larger linear control at the table step;
       - its largest relative gain over the baseline comes early (by the end of warm-up).
@@ -72,10 +116,11 @@ def check_claims(runs_dir: str | Path, preset: str | Preset, config_dir: str | P
     preset, experiments = load_config(preset, config_dir)
     nonlinear = [e.name for e in experiments.group("table1") if e.query_mode == "residual_gelu"]
     unstable = experiments.claims["unstable"]
-    runs = read_runs(runs_dir, [experiments.baseline, experiments.claims["larger_control"],
-                                unstable, *nonlinear])
+    by_seed = read_seed_runs(runs_dir, [experiments.baseline, experiments.claims["larger_control"],
+                                        unstable, *nonlinear], seeds)
     rows = [(claim, name, holds, detail) for name in nonlinear
-            for claim, holds, detail in _nonlinear_claims(name, runs, experiments, preset)]
+            for claim, holds, detail in _nonlinear_claims(name, by_seed, experiments, preset)]
+    runs = by_seed[0]  # the divergence claim: seed 0's run
 
     limit = divergence_step if divergence_step is not None else preset.train.max_step // 3
     claim = "baseline diverges at weight decay 0.05"

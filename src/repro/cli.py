@@ -28,6 +28,12 @@ def _add_config_arguments(p: argparse.ArgumentParser, experiment: bool = True) -
                         "./config if it exists, else the installed checkout's config/)")
 
 
+def _add_seed_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed", type=int, default=0, metavar="K",
+                   help="seed K: indices drawn with the preset's index_seed + K, the model "
+                        "initialised with init_seed + K (default 0: the paper's 42 and 1337)")
+
+
 def _add_speed_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                    help="torch.compile the model (default: the preset's; auto = on CUDA)")
@@ -71,7 +77,7 @@ def cmd_prepare(args) -> None:
 
 def cmd_indices(args) -> None:
     from repro import indices
-    preset = config.load_preset(args.preset, args.config_dir)
+    preset = config.load_preset(args.preset, args.config_dir).with_seed(args.seed)
     sidecar = indices.write_indices(preset, args.data, args.out)
     print(f"{args.out}: {sidecar['train_rows']} x {sidecar['sequences_per_step']} train starts, "
           f"2 x {sidecar['eval_rows']} x {sidecar['eval_sequences']} eval starts")
@@ -82,7 +88,8 @@ def cmd_train(args) -> None:
     if args.experiment is None:
         raise ReproError("train: --experiment is required")
     print(f"config: {config.config_dir(args.config_dir).resolve()}", flush=True)
-    run = config.load_run(args.preset, args.experiment, args.experiments_file, args.config_dir)
+    run = config.load_run(args.preset, args.experiment, args.experiments_file, args.config_dir,
+                          seed=args.seed)
     run = replace(run, preset=run.preset.with_runtime(loss_chunks=args.loss_chunks))
     record = train.train(run, args.data, args.indices, args.out, device=args.device,
                          compile=args.compile, train_micro_batch=args.train_micro_batch,
@@ -100,7 +107,7 @@ def cmd_describe(args) -> None:
     report = read_json(args.bench, hint="a `repro bench --json` report") if args.bench else None
     peak = args.peak_tflops * 1e12 if args.peak_tflops else cost.H100_BF16_PEAK_FLOPS
     rows = [cost.describe(config.RunConfig(preset, e), mfu=args.mfu, peak_flops=peak,
-                          tokens_per_s=args.tokens_per_s, bench=report)
+                          tokens_per_s=args.tokens_per_s, bench=report, seeds=args.seeds)
             for e in chosen]
     if args.json:
         print(json.dumps(rows[0] if args.experiment else rows, indent=2))
@@ -111,10 +118,12 @@ def cmd_describe(args) -> None:
               f"{r['flops_per_token'] / 1e9:.3f} GFLOP/token  {r['gpu_hours']:8.1f} GPU-hours"
               + (f"  ({r['tokens_per_s']:,.0f} tokens/s, {r['throughput_source']})"
                  if report else ""))
-    if args.group:
+    if args.group or args.seeds > 1:
         source = f"the throughputs of {args.bench}" if report else rows[0]["throughput_source"]
-        hours = sum(r["gpu_hours"] for r in rows)
-        print(f"{args.group}: {len(rows)} runs, {hours:.1f} GPU-hours at {source}")
+        hours = sum(r["gpu_hours_all_seeds"] for r in rows)
+        seeds = f" x {args.seeds} seeds" if args.seeds > 1 else ""
+        print(f"{args.group or args.experiment}: {len(rows)} runs{seeds}, {hours:.1f} GPU-hours "
+              f"at {source}")
 
 
 def cmd_bench(args) -> None:
@@ -173,6 +182,7 @@ def _train_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, required=True, help="token files dir")
     p.add_argument("--indices", type=Path, required=True, help="indices dir from `repro indices`")
     p.add_argument("--out", type=Path, required=True, help="the run's directory")
+    _add_seed_argument(p)
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: the preset's, auto)")
     _add_speed_arguments(p)
     p.add_argument("--train-micro-batch", type=int, default=None,
@@ -223,6 +233,8 @@ def _describe_parser(p: argparse.ArgumentParser) -> None:
     _add_config_arguments(p)
     p.add_argument("--group", help="a group of the experiments file (table1, figure2, ...)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--seeds", type=int, default=1, metavar="N",
+                   help="the GPU-hours of N seeds of each run (default 1)")
     p.add_argument("--mfu", type=float, default=0.4,
                    help="model FLOPs utilisation assumed (default 0.4)")
     p.add_argument("--peak-tflops", type=float, default=None,
@@ -246,6 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="token files dir (train.bin, val.bin, manifest.json)")
     p.add_argument("--out", type=Path, required=True,
                    help="where the index files and indices.json go")
+    _add_seed_argument(p)
     p.set_defaults(func=cmd_indices)
     _train_parser(sub.add_parser(
         "train", help="train one configuration (resumes from its checkpoint)"))

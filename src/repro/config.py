@@ -138,6 +138,7 @@ class Preset:
     report: Report
     resources: Resources
     description: str = ""
+    seed: int = 0  # train's seeds are this seed's (with_seed); 0: the YAML's, the paper's
 
     @property
     def tokens_per_step(self) -> int:
@@ -164,6 +165,20 @@ class Preset:
         """This preset with other runtime settings (command-line overrides); None keeps one."""
         changed = {k: v for k, v in settings.items() if v is not None}
         return replace(self, runtime=replace(self.runtime, **changed))
+
+    def with_seed(self, seed: int) -> "Preset":
+        """This preset at seed k: indices drawn with index_seed + k, the model initialised with
+        init_seed + k (seed 0: the YAML's, the paper's 42 and 1337). The one place seeds derive."""
+        if seed < 0:
+            raise ConfigError(f"seed {seed}: seeds are 0, 1, 2, ...")
+        t, shift = self.train, seed - self.seed
+        return replace(self, seed=seed, train=replace(
+            t, init_seed=t.init_seed + shift, index_seed=t.index_seed + shift))
+
+
+def seed_dir(base: str | os.PathLike, seed: int | str) -> str:
+    """Where seed k's runs (or indices) of a preset are: `base` for seed 0, base/seed<k> else."""
+    return str(base) if str(seed) == "0" else os.path.join(base, f"seed{seed}")
 
 
 def _check_divides(source, key: str, value: int, other_key: str, other: int) -> None:
@@ -284,7 +299,11 @@ class RunConfig:
 
     @property
     def train(self) -> TrainSettings:
-        return self.preset.train
+        return self.preset.train  # the preset's seeds are this run's seed's (Preset.with_seed)
+
+    @property
+    def seed(self) -> int:
+        return self.preset.seed
 
     @property
     def optimizer(self) -> OptimizerSettings:
@@ -300,9 +319,9 @@ class RunConfig:
 
 
 def load_run(preset: str, experiment: str, experiments_file: str | os.PathLike | None = None,
-             directory: str | os.PathLike | None = None) -> RunConfig:
+             directory: str | os.PathLike | None = None, seed: int = 0) -> RunConfig:
     experiments = load_experiments(experiments_file, directory)
-    return RunConfig(load_preset(preset, directory), experiments[experiment])
+    return RunConfig(load_preset(preset, directory).with_seed(seed), experiments[experiment])
 
 
 def load_config(preset: str | Preset, directory: str | os.PathLike | None = None

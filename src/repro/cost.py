@@ -61,9 +61,11 @@ def bench_throughput(report: dict, run: RunConfig) -> tuple[float, str]:
 
 
 def describe(run: RunConfig, mfu: float = 0.4, peak_flops: float = H100_BF16_PEAK_FLOPS,
-             tokens_per_s: float | None = None, bench: dict | None = None) -> dict:
-    """Sizes and costs of one run. GPU-hours from a `repro bench` report or a measured throughput
-    when given, else from MFU."""
+             tokens_per_s: float | None = None, bench: dict | None = None, seeds: int = 1) -> dict:
+    """Sizes and costs of one run (and of `seeds` seeds of it). GPU-hours from a `repro bench`
+    report or a measured throughput when given, else from MFU."""
+    if seeds < 1:
+        raise ConfigError(f"seeds {seeds}: at least 1")
     size = model_size(run.model)
     steps = run.preset.train.max_step + 1
     tokens_per_step = run.preset.tokens_per_step
@@ -87,4 +89,6 @@ def describe(run: RunConfig, mfu: float = 0.4, peak_flops: float = H100_BF16_PEA
         "mfu": per_token * throughput / peak_flops,
         "throughput_source": source,
         "gpu_hours": tokens_per_step * steps / throughput / 3600,
+        "seeds": seeds,
+        "gpu_hours_all_seeds": seeds * tokens_per_step * steps / throughput / 3600,
     }

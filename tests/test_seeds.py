@@ -1,0 +1,110 @@
+"""Seeds: the derivation of a seed's seeds, its paths, and the intervals over seeds, checked
+against hand computations."""
+
+import math
+
+import pandas as pd
+import pytest
+from conftest import write_run
+
+from repro import seeds
+from repro.claims import check_claims
+from repro.config import load_preset, load_run, seed_dir
+from repro.schema import ConfigError
+
+# t(0.975, df) from a printed t table (df = 1, 2, 3)
+T_TABLE = {1: 12.706, 2: 4.303, 3: 3.182}
+
+
+def test_seed_k_shifts_both_seeds_and_seed_0_is_the_papers():
+    paper = load_preset("paper")
+    assert paper.with_seed(0) == paper and (paper.train.index_seed, paper.train.init_seed) == (
+        42, 1337)
+    third = paper.with_seed(2)
+    assert (third.train.index_seed, third.train.init_seed, third.seed) == (44, 1339, 2)
+    assert third.with_seed(1).train == paper.with_seed(1).train  # seeds are absolute
+    base, other = load_run("tiny", "baseline"), load_run("tiny", "baseline", seed=1)
+    assert base.identity() == load_run("tiny", "baseline").identity()
+    assert base.identity()["train"]["init_seed"] != other.identity()["train"]["init_seed"]
+    assert other.seed == 1
+    with pytest.raises(ConfigError, match="seed -1"):
+        paper.with_seed(-1)
+
+
+def test_seed_0_keeps_its_paths():
+    assert seed_dir("results/runs/tiny", 0) == "results/runs/tiny"
+    assert seed_dir("results/runs/tiny", 2) == "results/runs/tiny/seed2"
+
+
+def test_interval_by_hand():
+    values = pd.DataFrame({"g": ["a"] * 4 + ["b"], "x": [1.0, 2.0, 3.0, 4.0, 7.0]})
+    out = seeds.summarise(values.groupby("g"), "x")
+    sd = math.sqrt(((1.5**2 + 0.5**2) * 2) / 3)  # sample sd of 1..4: 1.29099
+    half = T_TABLE[3] * sd / math.sqrt(4)  # 2.0543
+    a = out.loc["a"]
+    assert (a["n_seeds"], a["x_mean"]) == (4, 2.5)
+    assert a["x_sd"] == pytest.approx(sd)
+    assert (a["x_ci_low"], a["x_ci_high"]) == pytest.approx((2.5 - half, 2.5 + half), abs=1e-3)
+    b = out.loc["b"]  # one value: a mean, no interval
+    assert b["n_seeds"] == 1 and b["x_mean"] == 7.0 and math.isnan(b["x_ci_low"])
+
+
+GAINS = {  # experiment: per-seed val loss at the table step (12); baseline 5.0, 5.2, 4.9
+    "baseline": [5.0, 5.2, 4.9],
+    "mlp4.75": [4.96, 5.21, 4.85],
+    "mlp4.75-scaled": [4.97, 5.15, None],  # seed 2 missing
+    "resgelu-lr2.6e-3": [4.94, 5.13, 4.85],
+    "resgelu-lr3e-3": [4.93, 5.12, 4.84],
+}
+
+
+@pytest.fixture
+def seed_runs(tmp_path):
+    """Table 1 runs of tiny at seeds 0, 1, 2 under runs/tiny, runs/tiny/seed1, runs/tiny/seed2."""
+    runs = tmp_path / "runs" / "tiny"
+    for name, losses in GAINS.items():
+        for k, loss in enumerate(losses):
+            if loss is not None:
+                gain = GAINS["baseline"][k] - loss
+                write_run(runs / seed_dir("", k) / name, name,
+                          {0: 10.0, 4: 8.0 - gain, 8: 6.0 - gain, 12: loss}, last_step=12)
+    return runs
+
+
+def test_table1_seeds_by_hand(seed_runs):
+    table = seeds.table1_seeds(seed_runs, "tiny", 3).set_index("experiment")
+    assert list(table.index) == list(GAINS)
+    row = table.loc["resgelu-lr3e-3"]
+    losses = [4.93, 5.12, 4.84]
+    mean = sum(losses) / 3
+    sd = math.sqrt(sum((v - mean) ** 2 for v in losses) / 2)
+    assert (row["n_seeds"], row["seeds"], row["step"]) == (3, 3, 12)
+    assert row["val_loss_mean"] == pytest.approx(mean)
+    assert row["val_loss_ci_high"] == pytest.approx(mean + T_TABLE[2] * sd / math.sqrt(3), abs=1e-3)
+    gains = [(b - v) / b for b, v in zip(GAINS["baseline"], losses)]  # paired, seed by seed
+    g_mean = sum(gains) / 3
+    g_sd = math.sqrt(sum((g - g_mean) ** 2 for g in gains) / 2)
+    assert row["rel_improvement_mean"] == pytest.approx(g_mean)
+    assert row["rel_improvement_ci_low"] == pytest.approx(
+        g_mean - T_TABLE[2] * g_sd / math.sqrt(3), rel=1e-3)
+    assert row["paper_val_loss"] == 2.915 and row["preset"] == "tiny"
+    # two seeds of mlp4.75-scaled: two pairs, t with one degree of freedom
+    scaled = table.loc["mlp4.75-scaled"]
+    gains = [(5.0 - 4.97) / 5.0, (5.2 - 5.15) / 5.2]
+    half = T_TABLE[1] * abs(gains[0] - gains[1]) / math.sqrt(2) / math.sqrt(2)
+    assert (scaled["n_seeds"], scaled["n_pairs"]) == (2, 2)
+    assert scaled["rel_improvement_ci_high"] == pytest.approx(sum(gains) / 2 + half, rel=1e-3)
+    assert table.loc["baseline", "rel_improvement_ci_low"] == 0.0
+
+
+def test_claims_use_the_paired_intervals(seed_runs):
+    claims = check_claims(seed_runs, "tiny", seeds=3).set_index(["claim", "experiment"])
+    beats = claims.loc[("beats baseline at every evaluation", "resgelu-lr3e-3")]
+    # gains at step 4 (0.07, 0.08, 0.06) and 12 are all above zero, by intervals that exclude it
+    assert beats["holds"] is True, beats["detail"]
+    control = claims.loc[("beats mlp4.75", "resgelu-lr2.6e-3")]
+    # 4.94 vs 4.96, 5.13 vs 5.21, 4.85 vs 4.85: ahead at 3 seeds, but the interval spans zero
+    assert control["holds"] is None
+    assert control["detail"].startswith("not distinguishable at 3 seeds"), control["detail"]
+    one = check_claims(seed_runs, "tiny").set_index(["claim", "experiment"])  # seed 0 only
+    assert one.loc[("beats mlp4.75", "resgelu-lr2.6e-3"), "holds"] is True
