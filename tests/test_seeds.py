@@ -108,3 +108,17 @@ def test_claims_use_the_paired_intervals(seed_runs):
     assert control["detail"].startswith("not distinguishable at 3 seeds"), control["detail"]
     one = check_claims(seed_runs, "tiny").set_index(["claim", "experiment"])  # seed 0 only
     assert one.loc[("beats mlp4.75", "resgelu-lr2.6e-3"), "holds"] is True
+
+
+def test_figure1_draws_means_and_bands(seed_runs):
+    from repro import plots
+
+    fig = plots.figure1(seed_runs, "tiny", seeds=3)
+    top, bottom = fig.axes
+    assert len(top.collections) == 5 and len(bottom.collections) == 4  # a band per val curve
+    ours = next(line for line in top.lines if line.get_label() == "resgelu-lr3e-3")
+    assert ours.get_ydata()[-1] == pytest.approx((4.93 + 5.12 + 4.84) / 3)
+    assert "mean of 3 seeds" in top.get_title()
+    one = plots.figure1(seed_runs, "tiny").axes[0]  # seed 0 alone: its own curve, no band
+    ours = next(line for line in one.lines if line.get_label() == "resgelu-lr3e-3")
+    assert ours.get_ydata()[-1] == 4.93 and "seeds" not in one.get_title()

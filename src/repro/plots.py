@@ -19,6 +19,7 @@ from matplotlib.ticker import FuncFormatter, PercentFormatter
 
 from repro import results
 from repro.config import Preset, load_config
+from repro.seeds import over_seeds, paired, read_seed_runs
 
 SPLIT_STYLE = {"val": "-", "train": "--"}
 
@@ -46,33 +47,51 @@ def _require_baseline(runs: dict, runs_dir, baseline: str) -> str:
     return baseline
 
 
-def figure1(runs_dir: str | Path, preset: str | Preset, config_dir: str | Path | None = None):
+def _band(ax, curve: pd.DataFrame, value: str, color) -> None:
+    """The 95% interval over seeds around a mean curve (nothing with one seed: NaN bounds)."""
+    ax.fill_between(curve["step"], curve[f"{value}_ci_low"], curve[f"{value}_ci_high"],
+                    color=color, alpha=0.2, lw=0)
+
+
+def figure1(runs_dir: str | Path, preset: str | Preset, config_dir: str | Path | None = None,
+            seeds: int = 1):
     """Figure 1: training dynamics of the Table 1 runs. Top: evaluation losses (solid val, dashed
-    train). Bottom: relative improvement over the baseline per evaluation step."""
+    train). Bottom: relative improvement over the baseline per evaluation step. Over several
+    seeds: mean curves, with the 95% t-interval over seeds as a band around validation's (and
+    the relative improvement paired with the baseline seed by seed, repro.seeds)."""
     _style()
     preset, experiments = load_config(preset, config_dir)
     names = [e.name for e in experiments.group("table1")]
-    runs = results.read_runs(runs_dir, names)
-    baseline = _require_baseline(runs, runs_dir, experiments.baseline)
+    by_seed = read_seed_runs(runs_dir, names, seeds)
+    baseline = _require_baseline(by_seed[0], runs_dir, experiments.baseline)
     first, last = _window(preset)
     colors = dict(zip(names, sns.color_palette("colorblind", len(names))))
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 8), sharex=True,
                                       gridspec_kw={"height_ratios": [3, 2]})
-    losses = results.loss_curves(runs, first_step=first, last_step=last)
+    losses = over_seeds(by_seed, lambda runs: results.loss_curves(runs, first, last),
+                        ["experiment", "split", "step"], "loss")
     for (name, split), curve in losses.groupby(["experiment", "split"], sort=False):
-        top.plot(curve["step"], curve["loss"], SPLIT_STYLE[split], color=colors[name],
+        top.plot(curve["step"], curve["loss_mean"], SPLIT_STYLE[split], color=colors[name],
                  label=name if split == "val" else None)
+        if split == "val":
+            _band(top, curve, "loss", colors[name])
     top.set_ylabel("loss (nats per token)")
-    top.set_title(f"Training dynamics, steps {first:,}-{last:,} (preset: {preset.name})")
+    n = int(losses["n_seeds"].max())
+    top.set_title(f"Training dynamics, steps {first:,}-{last:,} (preset: {preset.name})"
+                  + (f"\nmean of {n} seeds, bands: 95% t-interval" if n > 1 else ""))
     top.legend(title="solid: validation, dashed: training", fontsize="small")
 
     for split in ("val", "train"):
-        curves = results.relative_improvement_curves(runs, baseline, split=split,
-                                                     first_step=first, last_step=last)
+        curves = over_seeds(paired(by_seed, baseline), lambda runs: (
+            results.relative_improvement_curves(runs, baseline, split=split, first_step=first,
+                                                last_step=last)),
+            ["experiment", "step"], "rel_improvement")
         for name, curve in curves.groupby("experiment", sort=False):
-            bottom.plot(curve["step"], curve["rel_improvement"], SPLIT_STYLE[split],
+            bottom.plot(curve["step"], curve["rel_improvement_mean"], SPLIT_STYLE[split],
                         color=colors[name])
+            if split == "val":
+                _band(bottom, curve, "rel_improvement", colors[name])
     bottom.axhline(0, color=colors[baseline], lw=1)
     bottom.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=1))
     bottom.set_ylabel("relative improvement\nover baseline (%)")

@@ -5,7 +5,7 @@ import glob
 import os
 from pathlib import Path
 
-from repro.config import CORPORA, load_experiments, load_preset
+from repro.config import CORPORA, load_experiments, load_preset, seed_dir
 from repro.schema import ConfigError
 
 # The rules and notebooks read presets and experiments from this workflow's config/.
@@ -27,6 +27,8 @@ for _name in config["extra_experiments"]:
 TABLE1 = [e.name for e in checked(EXPERIMENTS.group, "table1")]
 SWEEP = [e.name for e in checked(EXPERIMENTS.group, "figure2")]
 DATA = config["data_dir"]
+# Seed 0's runs and indices are at the preset's paths; seed k's in a seed<k>/ folder below them.
+SEEDS = range(config["seeds"])
 
 if PRESET.corpus == "openwebtext" and config["openwebtext"]["data_files"]:
     if not glob.glob(config["openwebtext"]["data_files"], recursive=True):
@@ -39,6 +41,7 @@ wildcard_constraints:
     preset=r"[A-Za-z0-9_-]+",
     experiment=r"[A-Za-z0-9][A-Za-z0-9._-]*",
     corpus=r"[A-Za-z0-9_-]+",
+    seed=r"[1-9][0-9]*",
 
 
 def preset_of(wildcards):
@@ -51,9 +54,10 @@ def token_files(corpus):
     return [f"{DATA}/{corpus}/{name}" for name in ("train.bin", "val.bin", "manifest.json")]
 
 
-def indices_files(corpus, preset):
-    """What `repro indices` writes for a preset (names or wildcards), next to its corpus's tokens."""
-    return [f"{DATA}/{corpus}/indices/{preset}/{name}"
+def indices_files(corpus, preset, seed=0):
+    """What `repro indices` writes for a preset and seed (names or wildcards), next to its
+    corpus's tokens."""
+    return [f"{seed_dir(f'{DATA}/{corpus}/indices/{preset}', seed)}/{name}"
             for name in ("train.npy", "eval_train.npy", "eval_val.npy", "indices.json")]
 
 
@@ -62,9 +66,16 @@ def runs_dir(preset=None):
     return f"results/runs/{(preset or PRESET).name}"
 
 
-def run_files(names, preset=None):
-    """metrics.csv and run.json of each named run of a preset (default: the configured one)."""
-    return [f"{runs_dir(preset)}/{name}/{file}" for name in names for file in ("metrics.csv", "run.json")]
+def run_files(names, preset=None, seeds=(0,)):
+    """metrics.csv and run.json of each named run of a preset (default: the configured one), at
+    each of `seeds`."""
+    return [f"{seed_dir(runs_dir(preset), seed)}/{name}/{file}"
+            for seed in seeds for name in names for file in ("metrics.csv", "run.json")]
+
+
+def seed_of(wildcards):
+    """The seed a path names: k for a seed<k>/ folder, else 0."""
+    return int(wildcards.get("seed", 0))
 
 
 def prepare_source(wildcards):
@@ -91,7 +102,8 @@ def indices_input(wildcards):
 def train_input(wildcards):
     preset = preset_of(wildcards)
     checked(EXPERIMENTS.__getitem__, wildcards.experiment)
-    return {"tokens": token_files(preset.corpus), "indices": indices_files(preset.corpus, preset.name)}
+    return {"tokens": token_files(preset.corpus),
+            "indices": indices_files(preset.corpus, preset.name, seed_of(wildcards))}
 
 
 def device_flag(wildcards):
@@ -99,7 +111,8 @@ def device_flag(wildcards):
 
 
 # The one papermill command of every notebook job: the preset, its runs and the config
-# directory as parameters, plus the output paths of that notebook (params.outputs).
+# directory as parameters, plus that notebook's own (params.outputs: its output paths, and the
+# number of seeds where it reads them).
 PAPERMILL = (
     "papermill --no-progress-bar --cwd . {input.notebook} {output.notebook} "
     "-p preset {params.preset} -p runs_dir {params.runs} -p config_dir {params.config} "

@@ -1,4 +1,5 @@
-# Corpus -> token files (train.bin, val.bin, manifest.json), then the fixed batch indices (docs/specification.md §6).
+# Corpus -> token files (train.bin, val.bin, manifest.json), then the fixed batch indices (docs/specification.md §6),
+# one set per seed: seed 0's in indices/<preset>/, seed k's in indices/<preset>/seed<k>/.
 
 
 rule prepare:
@@ -24,9 +25,18 @@ rule indices:
     params:
         data=lambda wildcards, input: os.path.dirname(input.tokens[0]),
         out=lambda wildcards, output: os.path.dirname(output[0]),
+        seed=seed_of,
     log:
         f"{DATA}/{{corpus}}/indices/{{preset}}.log",
     conda:
         "../../environment.yml"
     shell:
-        "repro indices --preset {input.preset} --data {params.data} --out {params.out} > {log} 2>&1"
+        "repro indices --preset {input.preset} --seed {params.seed} --data {params.data} "
+        "--out {params.out} > {log} 2>&1"
+
+
+use rule indices as indices_seed with:
+    output:
+        indices_files("{corpus}", "{preset}", "{seed}"),
+    log:
+        f"{DATA}/{{corpus}}/indices/{{preset}}/seed{{seed}}.log",

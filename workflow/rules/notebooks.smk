@@ -2,13 +2,14 @@
 # with the configured preset's paths as parameters; the executed copy (with its plots and tables)
 # is kept under results/notebooks/. The outputs are those of the configured preset:
 # results/table1.csv has a `preset` column and every figure names its preset in the title; the
-# runs themselves stay in results/runs/<preset>/.
+# runs themselves stay in results/runs/<preset>/. Table 1's claims, Figure 1 and Table 1 over seeds
+# read seeds 0..seeds-1 (config `seeds`); Figure 2 and the explorer read seed 0.
 
 
 rule table1:
     input:
         notebook="notebooks/table1.ipynb",
-        runs=run_files(TABLE1),
+        runs=run_files(TABLE1, seeds=SEEDS),
     output:
         table="results/table1.csv",
         notebook="results/notebooks/table1.ipynb",
@@ -16,7 +17,7 @@ rule table1:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
-        outputs=lambda wildcards, output: f"-p out_csv {output.table}",
+        outputs=lambda wildcards, output: f"-p out_csv {output.table} -p seeds {len(SEEDS)}",
     log:
         "results/notebooks/table1.log",
     conda:
@@ -28,7 +29,7 @@ rule table1:
 rule figure1:
     input:
         notebook="notebooks/figure1.ipynb",
-        runs=run_files(TABLE1),
+        runs=run_files(TABLE1, seeds=SEEDS),
     output:
         png="results/figures/figure1.png",
         pdf="results/figures/figure1.pdf",
@@ -37,9 +38,30 @@ rule figure1:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
-        outputs=lambda wildcards, output: f"-p out_png {output.png} -p out_pdf {output.pdf}",
+        outputs=lambda wildcards, output: (
+            f"-p out_png {output.png} -p out_pdf {output.pdf} -p seeds {len(SEEDS)}"),
     log:
         "results/notebooks/figure1.log",
+    conda:
+        "../../environment.yml"
+    shell:
+        PAPERMILL
+
+
+rule table1_seeds:
+    input:
+        notebook="notebooks/table1_seeds.ipynb",
+        runs=run_files(TABLE1, seeds=SEEDS),
+    output:
+        table="results/table1_seeds.csv",
+        notebook="results/notebooks/table1_seeds.ipynb",
+    params:
+        preset=PRESET.name,
+        runs=lambda wildcards: runs_dir(),
+        config=CONFIG_DIR,
+        outputs=lambda wildcards, output: f"-p out_csv {output.table} -p seeds {len(SEEDS)}",
+    log:
+        "results/notebooks/table1_seeds.log",
     conda:
         "../../environment.yml"
     shell:

@@ -1,4 +1,5 @@
-# One `repro train` per (preset, experiment).
+# One `repro train` per (preset, experiment, seed): seed 0 in results/runs/<preset>/<experiment>/,
+# seed k in results/runs/<preset>/seed<k>/<experiment>/ (its own indices, repro.config.Preset.with_seed).
 #
 # Runs are precious. `repro train` works in results/runs/<preset>/<experiment>/live/ (ckpt.pt,
 # metrics.csv and run.json as they grow), which is never a declared output, so Snakemake never
@@ -21,6 +22,7 @@ rule train:
         indices=lambda wildcards, input: os.path.dirname(input.indices[0]),
         live=lambda wildcards, output: os.path.join(os.path.dirname(output.metrics), "live"),
         device=device_flag,
+        seed=seed_of,
     threads: config["train_threads"]
     resources:
         gpu=lambda wildcards: int(wildcards.preset in config["gpu_presets"]),
@@ -31,7 +33,15 @@ rule train:
     conda:
         "../../environment.yml"
     shell:
-        "repro train --preset {params.preset} --experiment {wildcards.experiment} "
+        "repro train --preset {params.preset} --experiment {wildcards.experiment} --seed {params.seed} "
         "--config-dir {params.config} --data {params.data} "
         "--indices {params.indices} --out {params.live} {params.device} > {log} 2>&1 "
         "&& cp {params.live}/metrics.csv {output.metrics} && cp {params.live}/run.json {output.run}"
+
+
+use rule train as train_seed with:
+    output:
+        metrics=seed_dir("results/runs/{preset}", "{seed}") + "/{experiment}/metrics.csv",
+        run=seed_dir("results/runs/{preset}", "{seed}") + "/{experiment}/run.json",
+    log:
+        seed_dir("results/runs/{preset}", "{seed}") + "/{experiment}/train.log",
