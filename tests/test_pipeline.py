@@ -1,6 +1,7 @@
 """End to end: the real DAG (Snakemake + `repro` + papermill) on the tiny preset, in a scratch
-copy of the workflow. Checks Table 1 against the runs' metrics, the figures, the executed
-notebooks, and that asking again neither reruns nor retrains anything."""
+copy of the workflow, at two seeds. Checks Table 1 (seed 0) and Table 1 over seeds against the
+runs' metrics, the figures, the executed notebooks (the claims over seeds), and that asking again
+neither reruns nor retrains anything."""
 
 import json
 
@@ -13,12 +14,13 @@ from workflow_helpers import REPO, copy_workflow, snakemake
 from repro.config import load_experiments, load_preset
 
 pytestmark = pytest.mark.slow
+CONFIG = ("--config", "preset=tiny", "seeds=2")
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     workdir = copy_workflow(tmp_path_factory.mktemp("e2e"))
-    result = snakemake(workdir, "all", "--cores", "2", "--config", "preset=tiny")
+    result = snakemake(workdir, "all", "--cores", "2", *CONFIG)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     return workdir
 
@@ -31,8 +33,8 @@ def test_table1_matches_the_runs(built):
     assert set(table["preset"]) == {"tiny"} and set(table["step"]) == {preset.report.table_step}
     assert set(table["status"]) == {"completed"}
 
-    def val_loss(name):
-        metrics = pd.read_csv(built / "results" / "runs" / "tiny" / name / "metrics.csv")
+    def val_loss(name, seed_dir="."):
+        metrics = pd.read_csv(built / "results/runs/tiny" / seed_dir / name / "metrics.csv")
         return metrics.set_index("step").at[preset.report.table_step, "eval_val_loss"]
 
     base = val_loss("baseline")
@@ -41,8 +43,19 @@ def test_table1_matches_the_runs(built):
         assert row.val_loss == pytest.approx(val_loss(row.experiment), rel=1e-12)
         assert row.rel_improvement == pytest.approx((base - row.val_loss) / base, rel=1e-9)
         assert row.non_embedding_params == run["params"]["non_embedding_params"]
-        assert row.paper_val_loss == experiments[row.experiment].paper_val_loss
+        assert row.paper_val_loss == experiments[row.experiment].paper.val_loss
         assert row.lr_max == experiments[row.experiment].optimizer.lr_max
+
+    # over seeds 0 and 1: means, and the improvement paired seed by seed
+    seeds = pd.read_csv(built / "results" / "table1_seeds.csv").set_index("experiment")
+    assert list(seeds.index) == list(table["experiment"]) and set(seeds["n_seeds"]) == {2}
+    bases = [base, val_loss("baseline", "seed1")]
+    for name, row in seeds.iterrows():
+        losses = [val_loss(name), val_loss(name, "seed1")]
+        assert row.val_loss_mean == pytest.approx(sum(losses) / 2, rel=1e-12)
+        gains = [(b - v) / b for b, v in zip(bases, losses)]
+        assert row.rel_improvement_mean == pytest.approx(sum(gains) / 2, rel=1e-9, abs=1e-15)
+        assert row.val_loss_ci_low < row.val_loss_mean < row.val_loss_ci_high
 
 
 def test_figures_are_images(built):
@@ -54,7 +67,7 @@ def test_figures_are_images(built):
 
 
 def test_notebooks_ran_without_error(built):
-    for name in ("table1", "figure1", "figure2", "explore"):
+    for name in ("table1", "figure1", "figure2", "explore", "table1_seeds"):
         notebook = nbformat.read(built / "results" / "notebooks" / f"{name}.ipynb", as_version=4)
         errors = [
             o
@@ -68,19 +81,21 @@ def test_notebooks_ran_without_error(built):
             c for c in notebook.cells if "injected-parameters" in c.metadata.get("tags", [])
         ]
         assert injected and 'preset = "tiny"' in injected[0].source
+    claims = nbformat.read(built / "results/notebooks/table1.ipynb", as_version=4).cells[-1]
+    assert "at every evaluation" in str(claims.outputs) and "2 seeds" in str(claims.outputs)
 
 
 def test_runs_are_kept_and_not_retrained(built):
     run = built / "results" / "runs" / "tiny" / "baseline"
     assert (run / "live" / "ckpt.pt").exists()
-    again = snakemake(built, "all", "--cores", "2", "--config", "preset=tiny")
+    again = snakemake(built, "all", "--cores", "2", *CONFIG)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
     # Losing the declared outputs does not retrain: `repro train` finds its finished run in live/.
     checkpoint_mtime = (run / "live" / "ckpt.pt").stat().st_mtime_ns
     (run / "metrics.csv").unlink()
     redo = snakemake(
-        built, "results/runs/tiny/baseline/metrics.csv", "--cores", "1", "--config", "preset=tiny"
+        built, "results/runs/tiny/baseline/metrics.csv", "--cores", "1", *CONFIG
     )
     assert redo.returncode == 0, redo.stderr[-3000:]
     assert (run / "live" / "ckpt.pt").stat().st_mtime_ns == checkpoint_mtime

@@ -1,6 +1,7 @@
 """Seeds: the derivation of a seed's seeds, its paths, and the intervals over seeds, checked
 against hand computations."""
 
+import json
 import math
 
 import pandas as pd
@@ -122,3 +123,46 @@ def test_figure1_draws_means_and_bands(seed_runs):
     one = plots.figure1(seed_runs, "tiny").axes[0]  # seed 0 alone: its own curve, no band
     ours = next(line for line in one.lines if line.get_label() == "resgelu-lr3e-3")
     assert ours.get_ydata()[-1] == 4.93 and "seeds" not in one.get_title()
+
+
+def test_cli_seed_draws_and_trains_its_own(token_dir, tmp_path, capsys):
+    from repro.cli import main
+
+    data = ["--data", str(token_dir)]
+    for k in (0, 1):
+        out = str(tmp_path / f"ix{k}")
+        assert main(["indices", "--preset", "tiny", *data, "--out", out, "--seed", str(k)]) == 0
+        assert json.loads((tmp_path / f"ix{k}" / "indices.json").read_text())["seed"] == 42 + k
+    train = ["train", "--preset", "tiny", "--experiment", "identity", *data]
+    run = ["--out", str(tmp_path / "run")]
+    # seed 1 refuses seed 0's indices, and the seed-0 run directory refuses seed 1
+    assert main([*train, "--indices", str(tmp_path / "ix0"), *run, "--seed", "1"]) == 2
+    assert "seed is 42, preset tiny needs 43" in capsys.readouterr().err
+    assert main([*train, "--indices", str(tmp_path / "ix1"), *run, "--seed", "1"]) == 0
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["identity"]["train"]["init_seed"] == 1338
+    assert main([*train, "--indices", str(tmp_path / "ix0"), *run]) == 2
+    assert "another configuration" in capsys.readouterr().err
+
+
+def test_describe_states_the_cost_of_n_seeds(capsys):
+    from repro.cli import main
+
+    group = ["describe", "--preset", "paper", "--group", "table1", "--tokens-per-s", "491520"]
+    assert main([*group, "--seeds", "3"]) == 0
+    assert "table1: 5 runs x 3 seeds, 250.0 GPU-hours at measured" in capsys.readouterr().out
+    assert main([*group[:3], "--experiment", "baseline", "--json", "--seeds", "2"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["gpu_hours_all_seeds"] == pytest.approx(2 * row["gpu_hours"])
+    assert main([*group, "--seeds", "0"]) == 2
+
+
+def test_an_experiment_cannot_be_named_like_a_seed_folder(tmp_path):
+    from repro.config import load_experiments
+
+    path = tmp_path / "experiments.yaml"
+    path.write_text("experiments:\n  seed1: {query_mode: linear, mlp_ratio: 4, lr_max: 1.0e-3, "
+                    "lr_min: 1.0e-4, weight_decay: 0.1}\ngroups: {}\nbaseline: seed1\n"
+                    "claims: {larger_control: seed1, unstable: seed1}\n")
+    with pytest.raises(ConfigError, match="seed1"):
+        load_experiments(path)

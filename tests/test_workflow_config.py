@@ -23,6 +23,16 @@ def test_dry_run_of_the_default_config(workdir):
     assert "train" in result.stdout and "table1" in result.stdout
 
 
+def test_dry_run_of_two_seeds(workdir):
+    result = snakemake(workdir, "-n", "--cores", "1", "main", "--config", "seeds=2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    for job in ("train_seed", "indices_seed", "table1_seeds"):
+        assert job in result.stdout
+    assert "results/runs/smoke/seed1/resgelu-lr3e-3/metrics.csv" in result.stdout
+    assert "--seed 1 " in result.stdout  # the seed's rule trains seed 1 on its own indices
+    assert "data/python-docs/indices/smoke/seed1/train.npy" in result.stdout
+
+
 @pytest.mark.parametrize(
     "args,named",
     [
@@ -32,6 +42,7 @@ def test_dry_run_of_the_default_config(workdir):
         (["results/runs/huge/baseline/metrics.csv"], "unknown preset 'huge'"),
         (["--config", "train_threads=two"], "train_threads"),  # a value of the wrong type
         (["--config", "prest=paper"], "prest"),  # an unknown key
+        (["--config", "seeds=0"], "seeds"),
     ],
 )
 def test_bad_input_stops_the_dag_naming_it(workdir, args, named):
