@@ -1,7 +1,9 @@
 """The text's claims (docs/specification.md §4), checked against the runs that exist.
 
 Which experiments play which role (the baseline, the larger linear control, the unstable baseline)
-is data: `baseline` and `claims` in the experiments file.
+is data: `baseline` and `claims` in the experiments file. Over several seeds (repro.seeds) one
+configuration beats another only where the 95% interval of the paired relative improvement lies
+above zero; where it spans zero the claim is "not distinguishable at N seeds".
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ def _standing(summary: pd.DataFrame, value: str) -> np.ndarray:
 
 
 def _verdict(standing, n_seeds: int, detail: str) -> tuple[bool | None, str]:
-    """Holds where every interval is above zero, fails where one is below; otherwise the claim
-    is neither: not distinguishable at this many seeds."""
+    """Holds where every interval is above zero, fails where one is at or below it; otherwise the
+    claim is neither: not distinguishable at this many seeds."""
     if all(s == "ahead" for s in standing):
         return True, detail
     if any(s == "not ahead" for s in standing):
@@ -109,7 +111,8 @@ def check_claims(runs_dir: str | Path, preset: str | Preset, config_dir: str | P
     experiment of Table 1:
       - it beats the baseline at every evaluation from the first after step 0 to the table step;
       - it beats the larger linear control at the table step;
-      - its largest relative gain over the baseline comes early (by the end of warm-up).
+      - its largest relative gain over the baseline (mean over seeds) comes early (by the end of
+        warm-up).
     And, if it was trained: the unstable baseline diverges before `divergence_step`
     (20k on the paper preset; default: a third of the preset's max_step).
     """
