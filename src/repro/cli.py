@@ -122,8 +122,8 @@ def cmd_describe(args) -> None:
         source = f"the throughputs of {args.bench}" if report else rows[0]["throughput_source"]
         hours = sum(r["gpu_hours_all_seeds"] for r in rows)
         seeds = f" x {args.seeds} seeds" if args.seeds > 1 else ""
-        print(f"{args.group or args.experiment}: {len(rows)} runs{seeds}, {hours:.1f} GPU-hours "
-              f"at {source}")
+        print(f"{args.group or args.experiment}: {len(rows)} run{'s' * (len(rows) > 1)}{seeds}, "
+              f"{hours:.1f} GPU-hours at {source}")
 
 
 def cmd_bench(args) -> None:

@@ -299,7 +299,7 @@ class RunConfig:
 
     @property
     def train(self) -> TrainSettings:
-        return self.preset.train  # the preset's seeds are this run's seed's (Preset.with_seed)
+        return self.preset.train
 
     @property
     def seed(self) -> int:
