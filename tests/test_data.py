@@ -17,7 +17,7 @@ from repro import prepare as prepare_module
 from repro.corpus import Source
 from repro.prepare import prepare
 from repro.tokenizer import gpt2_encoding
-from repro.tokens import DataError, read_manifest, token_memmap
+from repro.tokens import DataError, fingerprint, read_manifest, token_memmap
 
 TEST_SIZE = 0.1  # §5's 0.0005 would leave a 600-document corpus with no val document
 N_DOCS = 600
@@ -87,6 +87,7 @@ def test_prepare_matches_datasets_split_and_per_document_encoding(corpus, tmp_pa
         assert entry["documents"] == len(ids) and entry["tokens"] == len(tokens)
         assert np.array_equal(token_memmap(out, read_manifest(out), name), tokens)
         assert entry["sha256"] == hashlib.sha256(tokens.tobytes()).hexdigest()
+        assert entry["fingerprint"] == fingerprint(out / f"{name}.bin")
     assert manifest["splits"]["val"]["documents"] == N_DOCS // 10
     assert read_manifest(out) == json.loads((out / "manifest.json").read_text())
     assert manifest["tokenizer"]["vocab_bpe_sha256"].startswith("1ce16647")
@@ -170,8 +171,10 @@ def test_changed_file_is_refused(corpus, tmp_path):
     tokens = np.fromfile(out / "val.bin", dtype=np.uint16)
     tokens[0] ^= 1
     tokens.tofile(out / "val.bin")
-    with pytest.raises(DataError, match=r"val\.bin: SHA-256 differs from manifest\.json"):
+    with pytest.raises(DataError, match=r"val\.bin: fingerprint differs from manifest\.json"):
         read_manifest(out)
+    with pytest.raises(DataError, match=r"val\.bin: SHA-256 differs from manifest\.json"):
+        read_manifest(out, full=True)
 
 
 def test_bad_data_files_are_named(tmp_path):

@@ -75,6 +75,14 @@ def cmd_prepare(args) -> None:
               f"{entry['tokens']:,} tokens")
 
 
+def cmd_verify(args) -> None:
+    from repro import tokens
+    manifest = tokens.verify(args.data)
+    for entry in manifest["splits"].values():
+        print(f"{Path(args.data) / entry['file']}: {entry['tokens']:,} tokens, "
+              f"SHA-256 {entry['sha256'][:12]} as in {tokens.MANIFEST}")
+
+
 def cmd_indices(args) -> None:
     from repro import indices
     preset = config.load_preset(args.preset, args.config_dir).with_seed(args.seed)
@@ -251,6 +259,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _prepare_parser(sub.add_parser(
         "prepare", help="tokenize a corpus into train.bin / val.bin + manifest.json"))
+    p = sub.add_parser(
+        "verify", help="check token files against their manifest: sizes and full SHA-256 "
+                       "(training checks sizes and sampled blocks only)")
+    p.add_argument("--data", type=Path, required=True,
+                   help="token files dir (train.bin, val.bin, manifest.json)")
+    p.set_defaults(func=cmd_verify)
     p = sub.add_parser(
         "indices", help="draw the fixed batch indices (docs/specification.md §6) for a preset")
     _add_config_arguments(p, experiment=False)

@@ -35,7 +35,7 @@ from repro.corpus import (
 )
 from repro.files import write_json
 from repro.tokenizer import EOT_TOKEN, gpt2_encoding, tokenizer_identity
-from repro.tokens import MANIFEST, DataError
+from repro.tokens import MANIFEST, DataError, fingerprint
 
 _EOT = np.array([EOT_TOKEN], dtype=np.uint32)  # the dtype tiktoken's buffers have
 # A worker's task is a range of at most DOCS_PER_RANGE documents (about 9 MB of tokens for
@@ -122,7 +122,7 @@ def write_split(dataset: datasets.Dataset, path: Path, workers: int) -> tuple[Pa
         partial.unlink(missing_ok=True)
         raise
     return partial, {"file": path.name, "documents": len(dataset), "tokens": tokens,
-                     "sha256": digest.hexdigest()}
+                     "sha256": digest.hexdigest(), "fingerprint": fingerprint(partial)}
 
 
 def prepare(source: Source, out_dir: str | os.PathLike, *,
