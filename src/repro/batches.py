@@ -105,15 +105,16 @@ class DeviceBatches:
         with torch.cuda.stream(self.copy_stream):
             return window.pin_memory().to(self.device, non_blocking=True)
 
-    def step(self, row: int, accumulation: int):
-        """Yield the (inputs, targets) micro-batches of one optimiser step, fetching one ahead."""
-        ahead = self._fetch(row, 0)
-        for k in range(accumulation):
+    def step(self, row: int, micro_steps: range):
+        """Yield the (inputs, targets) micro-batches `micro_steps` of one optimiser step (all of
+        them, or a DDP rank's share), fetching one ahead."""
+        ahead = self._fetch(row, micro_steps[0])
+        for k in micro_steps:
             window = ahead
             if self.copy_stream is not None:  # compute waits for this copy only, not the next one
                 compute = torch.cuda.current_stream(self.device)
                 compute.wait_stream(self.copy_stream)
                 window.record_stream(compute)  # its memory is the compute stream's to free
-            if k + 1 < accumulation:
+            if k + 1 < micro_steps.stop:
                 ahead = self._fetch(row, k + 1)
             yield inputs_targets(window)

@@ -12,7 +12,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from repro import config, corpus
+from repro import config, corpus, preemption
 from repro.files import ReproError, read_json, write_json
 
 
@@ -96,6 +96,7 @@ def cmd_train(args) -> None:
     if args.experiment is None:
         raise ReproError("train: --experiment is required")
     print(f"config: {config.config_dir(args.config_dir).resolve()}", flush=True)
+    preemption.install(args.stop_signal or preemption.STOP_SIGNALS)
     run = config.load_run(args.preset, args.experiment, args.experiments_file, args.config_dir,
                           seed=args.seed)
     run = replace(run, preset=run.preset.with_runtime(loss_chunks=args.loss_chunks))
@@ -197,6 +198,10 @@ def _train_parser(p: argparse.ArgumentParser) -> None:
                    help="sequences per training forward pass on this machine "
                         "(default: the preset's); "
                         "must divide the batch; changes speed, not the run")
+    p.add_argument("--stop-signal", action="append", metavar="SIG",
+                   help="a signal on which to checkpoint at the next step and exit with status "
+                        f"{preemption.REQUEUE_EXIT} (run again to resume); repeatable "
+                        f"(default: {', '.join(preemption.STOP_SIGNALS)})")
     p.set_defaults(func=cmd_train)
 
 
@@ -291,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     except ReproError as e:
         print(f"repro: error: {e}", file=sys.stderr)
         return 2
+    except preemption.Preempted as e:
+        print(f"repro: {e}", file=sys.stderr)
+        return preemption.REQUEUE_EXIT
     return 0
 
 

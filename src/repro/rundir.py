@@ -49,6 +49,7 @@ class RunRecord:
     compile: bool | None = None
     fused_projection: bool | None = None
     train_micro_batch: int | None = None
+    world_size: int | None = None  # processes (torchrun ranks) of the latest session
     started: str | None = None
     finished: str | None = None
     format: str = RECORD_FORMAT
@@ -125,10 +126,14 @@ def code_version() -> dict:
 
 
 class MetricsLog:
-    """metrics.csv, one row per optimiser step; rows at or past a resume point dropped."""
+    """metrics.csv, one row per optimiser step; rows at or past a resume point dropped.
 
-    def __init__(self, path: Path, resume_step: int):
-        self.path = path
+    With path None, rows are taken and dropped: a DDP rank other than 0 writes nothing."""
+
+    def __init__(self, path: Path | None, resume_step: int):
+        self.path, self.file = path, None
+        if path is None:
+            return
         rows = []
         if path.exists() and resume_step > 0:
             with open(path, newline="") as f:
@@ -142,8 +147,11 @@ class MetricsLog:
         self.writer = csv.DictWriter(self.file, METRICS_COLUMNS)
 
     def append(self, row: dict) -> None:
+        if self.file is None:
+            return
         self.writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in METRICS_COLUMNS})
         self.file.flush()
 
     def close(self) -> None:
-        self.file.close()
+        if self.file is not None:
+            self.file.close()

@@ -17,10 +17,12 @@ from pathlib import Path
 
 import torch
 
+from repro import distributed, preemption
 from repro.batches import Batches, DeviceBatches
 from repro.checkpoint import load_checkpoint, save_checkpoint
 from repro.config import RunConfig
 from repro.fit import fits_on_gpu, largest_fitting
+from repro.gpus import claim_device
 from repro.model import GPT, count_parameters
 from repro.rundir import (
     CHECKPOINT,
@@ -83,24 +85,27 @@ def build(run: RunConfig, device: torch.device, compile: bool | str | None = Non
     compile = run.preset.runtime.compile if compile is None else compile
     # Static shapes: the train and eval micro-batches each get their own specialised graph.
     compiled = compile is True or (compile == "auto" and cuda)
-    step_model = torch.compile(model, dynamic=False) if compiled else model
+    step_model = distributed.wrap(model, device)
+    step_model = torch.compile(step_model, dynamic=False) if compiled else step_model
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else nullcontext()
     return model, step_model, optimizer, autocast
 
 
 @torch.no_grad()
 def eval_losses(model, batches: Batches, row: int, n_batches: int, autocast) -> dict:
-    """Mean and std of the micro-batch losses on the fixed eval-train and eval-val sequences."""
+    """Mean and std of the micro-batch losses on the fixed eval-train and eval-val sequences
+    (under torchrun each rank computes its share of the micro-batches)."""
     model.eval()
     device = next(model.parameters()).device
+    mine = distributed.share(n_batches)
     result = {}
     for stream in ("eval_train", "eval_val"):
         losses = []  # kept on the device: one synchronisation per stream, not per micro-batch
-        for k in range(n_batches):
+        for k in mine:
             x, y = (t.to(device) for t in batches.get(stream, row, k))
             with autocast:
                 losses.append(model(x, y).float())
-        losses = torch.stack(losses)
+        losses = distributed.gather(torch.stack(losses), n_batches, mine)
         result[f"{stream}_loss"] = losses.mean().item()
         result[f"{stream}_std"] = losses.std().item()
     model.train()
@@ -112,13 +117,18 @@ def train_step(model, optimizer, batches: DeviceBatches, step: int, accumulation
     """One optimiser step over `accumulation` micro-batches; returns the mean loss (on device).
 
     Nothing here waits for the device: the loss stays a device tensor until the caller logs it.
+    Under torchrun each rank takes its share of the micro-batches; DDP averages the ranks'
+    gradients, hence the scale, on the share's last micro-batch only.
     """
     total = torch.zeros((), device=batches.device)
-    for x, y in batches.step(step, accumulation):
-        with autocast:
-            loss = model(x, y) / accumulation
-        loss.backward()
+    mine, ranks = distributed.share(accumulation), distributed.size()
+    for k, (x, y) in zip(mine, batches.step(step, mine)):
+        with distributed.no_sync(model, last=k == mine[-1]):
+            with autocast:
+                loss = model(x, y) / (accumulation / ranks)
+            loss.backward()
         total += loss.detach()
+    total = distributed.mean(total)
     torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
@@ -162,10 +172,14 @@ def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path,
             return previous
 
     dev = resolve_device(device or run.preset.runtime.device)
+    if dev.type == "cuda" and dev.index is None:  # a GPU no other job on this node holds
+        dev = claim_device()
+    distributed.init(dev)
     model, step_model, optimizer, autocast = build(run, dev, compile, fused)
     if run.preset.runtime.train_micro_batch == "auto" and dev.type == "cuda":
         chosen = largest_fitting(run.train.batch_size, lambda n: fits_on_gpu(
             model, n, run.preset.model.block_size, autocast))
+        chosen = distributed.smallest(chosen)  # one micro-batch for every rank
         print(f"{out_dir}: training micro-batch {chosen} (auto)", flush=True)
         run = replace(run, preset=run.preset.with_train_micro_batch(chosen))
     batches = Batches.open(data_dir, indices_dir, run.preset)
@@ -180,18 +194,22 @@ def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path,
         **code_version(), torch_version=torch.__version__,
         python_version=platform.python_version(),
         device=torch.cuda.get_device_name(dev) if dev.type == "cuda" else str(dev),
-        compile=step_model is not model, fused_projection=model.transformer.h[0].attn.fused,
+        compile=hasattr(step_model, "_orig_mod"),  # torch.compile's wrapper
+        world_size=distributed.size(), fused_projection=model.transformer.h[0].attn.fused,
         train_micro_batch=run.preset.train_micro_batch,
         started=previous.started if previous else now())
-    record.write(out_dir)
+    main = distributed.is_main()  # the one process that writes the run's files
+    if main:
+        record.write(out_dir)
     session = Session(run, model, step_model, optimizer, autocast, batches,
-                      MetricsLog(out_dir / METRICS_CSV, start), out_dir)
+                      MetricsLog(out_dir / METRICS_CSV if main else None, start), out_dir)
     try:
         record = run_steps(session, start, record)
     finally:
         session.metrics.close()
     record.finished = now()
-    record.write(out_dir)
+    if main:
+        record.write(out_dir)
     return record
 
 
@@ -220,8 +238,10 @@ def run_steps(s: Session, start: int, record: RunRecord) -> RunRecord:
     t, opt, runtime = s.run.train, s.run.optimizer, s.run.preset.runtime
     checkpoint_config = {"identity": record.identity, "model": record.identity["model"]}
     device_batches = DeviceBatches(s.batches, next(s.model.parameters()).device)
-    pending = []  # (row, loss on the device) of the steps since the last flush
+    pending, began = [], time.perf_counter()  # (row, device loss) of the steps since a flush
     for step in range(start, t.max_step + 1):
+        if distributed.any_rank(preemption.requested()):
+            return _stop(s, step, pending, began, record, checkpoint_config)
         lr = learning_rate(step, opt.lr_max, opt.lr_min, t.warmup_steps, t.decay_steps)
         for group in s.optimizer.param_groups:
             group["lr"] = lr
@@ -245,10 +265,24 @@ def run_steps(s: Session, start: int, record: RunRecord) -> RunRecord:
                 return replace(record, status="diverged", diverged_step=diverged,
                                last_step=diverged)
             record.last_step, pending = step, []
-        if checkpoint:
+        if checkpoint and distributed.is_main():
             save_checkpoint(s.out_dir / CHECKPOINT, s.model, s.optimizer, step + 1,
                             checkpoint_config)
     return replace(record, status="completed")
+
+
+def _stop(s: Session, step: int, pending, began: float, record: RunRecord,
+          checkpoint_config: dict) -> RunRecord:
+    """On a stop signal: log the steps taken, checkpoint at `step`, raise Preempted (or return
+    the diverged record if the last steps diverged)."""
+    if pending:
+        diverged = _flush(pending, s.metrics, began, s.run)
+        if diverged is not None:
+            return replace(record, status="diverged", diverged_step=diverged, last_step=diverged)
+    if distributed.is_main():
+        save_checkpoint(s.out_dir / CHECKPOINT, s.model, s.optimizer, step, checkpoint_config)
+        replace(record, last_step=step - 1).write(s.out_dir)
+    raise preemption.Preempted(step)
 
 
 def _flush(pending, metrics: MetricsLog, began: float, run: RunConfig) -> int | None:

@@ -1,0 +1,65 @@
+"""GPU slots: each training process on a node takes a GPU that no other repro process holds.
+
+Snakemake's `--resources gpu=N` caps how many GPUs the running jobs ask for, not which GPU each
+one gets. A process that trains on `cuda` without an index (every DDP rank included) takes an
+exclusive fcntl lock on one file per GPU, named by the GPU's UUID, in a directory the node's
+processes share ($REPRO_GPU_LOCK_DIR, default <tmp>/repro-gpu-locks); it uses the first GPU whose
+lock it gets. The kernel releases a lock when its process ends, however it ends, so a finished,
+failed or killed job frees its GPU for the next one. UUIDs, not indices, name the GPUs: jobs that
+see different CUDA_VISIBLE_DEVICES (a scheduler's cgroups renumber them from 0) still agree.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+
+from repro.files import ReproError
+
+LOCK_DIR_ENV = "REPRO_GPU_LOCK_DIR"
+_held: list[int] = []  # the open lock files: closing one would free its GPU
+
+
+class GPUError(ReproError):
+    """No GPU can be given to this process; the message says why."""
+
+
+def lock_dir() -> Path:
+    return Path(os.environ.get(LOCK_DIR_ENV) or Path(tempfile.gettempdir()) / "repro-gpu-locks")
+
+
+def claim_gpu(gpu_ids: list[str], directory: Path) -> int:
+    """Lock the first free GPU of `gpu_ids`; return its index there. Held until the process ends."""
+    directory.mkdir(parents=True, exist_ok=True)
+    try:  # every user's jobs share the directory (sticky, like /tmp)
+        directory.chmod(0o1777)
+    except PermissionError:
+        pass  # another user created it, and made it so
+    for index, gpu in enumerate(gpu_ids):
+        # Read-only: a lock file another user created can still be opened and locked.
+        fd = os.open(directory / f"gpu-{gpu}.lock", os.O_RDONLY | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        _held.append(fd)
+        return index
+    raise GPUError(f"all {len(gpu_ids)} visible GPUs are held by other repro processes (locks in "
+                   f"{directory}): give Snakemake at most --resources gpu={len(gpu_ids)}, "
+                   f"or pass --device cuda:N")
+
+
+def claim_device() -> torch.device:
+    """A CUDA device of this process's own: the first visible GPU no other repro process holds."""
+    count = torch.cuda.device_count()
+    if count == 0:
+        raise GPUError("--device cuda: no CUDA GPU is visible")
+    uuids = [str(torch.cuda.get_device_properties(i).uuid) for i in range(count)]
+    index = claim_gpu(uuids, lock_dir())
+    print(f"GPU {index} of {count} ({uuids[index]}) is this process's", flush=True)
+    return torch.device("cuda", index)
