@@ -66,10 +66,9 @@ def wrap(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     """The model the steps call: under torchrun, DDP (which averages gradients across ranks)."""
     if not dist.is_initialized():
         return model
-    # No buffers to broadcast (the model has none), so that a forward pass is never a collective:
-    # the ranks' evaluation shares may differ in length.
-    return DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None,
-                                   broadcast_buffers=False)
+    # The model has no buffers for DDP to broadcast, so a forward pass is never a collective:
+    # the ranks' evaluation shares may differ in length (tests/test_distributed.py checks).
+    return DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
 
 
 def no_sync(model: torch.nn.Module, last: bool):
