@@ -106,6 +106,19 @@ def train_input(wildcards):
             "indices": indices_files(preset.corpus, preset.name, seed_of(wildcards))}
 
 
+def train_gpus(wildcards):
+    """The `gpu` resources a training job claims: gpus_per_run for a GPU preset, else none."""
+    return config["gpus_per_run"] if wildcards.preset in config["gpu_presets"] else 0
+
+
+def train_command(wildcards):
+    """`repro train`, or torchrun starting gpus_per_run ranks of it (src/repro/distributed.py)."""
+    ranks = config["gpus_per_run"]
+    if ranks == 1:
+        return "repro train"
+    return f"torchrun --standalone --nproc_per_node {ranks} -m repro train"
+
+
 def device_flag(wildcards):
     return "" if config["device"] == "auto" else f"--device {config['device']}"
 

@@ -23,9 +23,10 @@ rule train:
         live=lambda wildcards, output: os.path.join(os.path.dirname(output.metrics), "live"),
         device=device_flag,
         seed=seed_of,
+        command=train_command,
     threads: config["train_threads"]
     resources:
-        gpu=lambda wildcards: int(wildcards.preset in config["gpu_presets"]),
+        gpu=train_gpus,
         mem_mb=lambda wildcards: preset_of(wildcards).resources.mem_mb,  # for profiles/slurm/
         runtime=lambda wildcards: preset_of(wildcards).resources.runtime,
     log:
@@ -33,7 +34,7 @@ rule train:
     conda:
         "../../environment.yml"
     shell:
-        "repro train --preset {params.preset} --experiment {wildcards.experiment} --seed {params.seed} "
+        "{params.command} --preset {params.preset} --experiment {wildcards.experiment} --seed {params.seed} "
         "--config-dir {params.config} --data {params.data} "
         "--indices {params.indices} --out {params.live} {params.device} > {log} 2>&1 "
         "&& cp {params.live}/metrics.csv {output.metrics} && cp {params.live}/run.json {output.run}"

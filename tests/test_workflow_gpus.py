@@ -1,0 +1,50 @@
+"""The training jobs' GPUs in the workflow: claimed per run, capped by the profile, torchrun for
+gpus_per_run above 1."""
+
+import re
+
+import pytest
+from workflow_helpers import copy_workflow, snakemake
+
+TARGET = "results/runs/paper/baseline/metrics.csv"
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return copy_workflow(tmp_path_factory.mktemp("workflow"))
+
+
+def train_job(workdir, *args):
+    """The resources and shell command of the paper baseline's training job (dry run)."""
+    result = snakemake(workdir, "-n", "-p", "--cores", "8", *args, "--", TARGET)
+    assert result.returncode == 0, result.stdout + result.stderr
+    job = result.stdout[result.stdout.index("rule train:"):]
+    resources = re.search(r"resources: (.*)", job).group(1)
+    command = re.search(r"Shell command: (.*)", job).group(1)
+    return resources, command
+
+
+def test_a_gpu_run_claims_one_gpu_and_runs_repro_train(workdir):
+    resources, command = train_job(workdir, "--resources", "gpu=4", "--config", "preset=paper")
+    assert "gpu=1" in resources
+    assert command.startswith("repro train --preset config/presets/paper.yaml")
+
+
+def test_gpus_per_run_launches_torchrun_and_claims_as_many(workdir):
+    resources, command = train_job(workdir, "--resources", "gpu=4", "--config", "preset=paper",
+                                   "gpus_per_run=2")
+    assert "gpu=2" in resources
+    assert command.startswith("torchrun --standalone --nproc_per_node 2 -m repro train --preset")
+
+
+def test_without_a_gpu_resource_the_profile_allows_one_gpu(workdir):
+    """The default profile's `resources: gpu=1`: GPU jobs run one at a time unless told more."""
+    resources, _ = train_job(workdir, "--config", "preset=paper", "gpus_per_run=2")
+    assert "gpu=1" in resources  # Snakemake caps the job's claim at the 1 available
+
+
+def test_a_cpu_preset_claims_no_gpu(workdir):
+    result = snakemake(workdir, "-n", "-p", "--cores", "1", "results/runs/smoke/baseline/run.json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    job = result.stdout[result.stdout.index("rule train:"):]
+    assert "gpu=0" in re.search(r"resources: (.*)", job).group(1)
