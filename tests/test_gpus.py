@@ -1,44 +1,48 @@
 """GPU slots (repro.gpus) with fake devices: concurrent processes each get their own GPU."""
 
-import multiprocessing
 import os
-import signal
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
 import torch
+from conftest import REPO
 
 from repro import gpus
-from repro.gpus import GPUError, claim_gpu
+from repro.gpus import GPUError
 
 FAKE_GPUS = ["GPU-aaaa", "GPU-bbbb", "GPU-cccc"]
 
 
-def _hold(ids, directory, claimed, release):
-    """A training job: take a GPU, report which, keep it until told to end."""
-    try:
-        claimed.put(claim_gpu(ids, directory))
-    except GPUError:
-        claimed.put("none free")
-        return
-    release.wait()
+# A training job: take a GPU, say which, keep it until stdin closes (or the process is killed).
+HOLD = """
+import sys
+from pathlib import Path
+from repro.gpus import GPUError, claim_gpu
+try:
+    print(claim_gpu(sys.argv[1].split(","), Path(sys.argv[2])), flush=True)
+except GPUError:
+    print("none free", flush=True)
+    sys.exit()
+sys.stdin.read()
+"""
 
 
 class Job:
-    context = multiprocessing.get_context("fork")
-
     def __init__(self, directory):
-        self.claimed, self.release = self.context.Queue(), self.context.Event()
-        self.process = self.context.Process(
-            target=_hold, args=(FAKE_GPUS, directory, self.claimed, self.release))
-        self.process.start()
+        env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", HOLD, ",".join(FAKE_GPUS), str(directory)], env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def gpu(self):
-        return self.claimed.get(timeout=60)
+        line = self.process.stdout.readline().strip()
+        return int(line) if line.isdigit() else line
 
     def end(self):
-        self.release.set()
-        self.process.join(60)
+        self.process.stdin.close()
+        self.process.wait(60)
 
 
 def test_concurrent_jobs_get_distinct_gpus_and_freed_ones_are_reused(tmp_path):
@@ -49,10 +53,11 @@ def test_concurrent_jobs_get_distinct_gpus_and_freed_ones_are_reused(tmp_path):
     held[1].end()  # a job that finishes frees its GPU ...
     again = Job(tmp_path)
     assert again.gpu() == 1
-    os.kill(held[0].process.pid, signal.SIGKILL)  # ... and so does one that is killed
-    held[0].process.join(60)
-    assert Job(tmp_path).gpu() == 0
-    for job in (held[2], again):
+    held[0].process.kill()  # ... and so does one that is killed
+    held[0].process.wait(60)
+    last = Job(tmp_path)
+    assert last.gpu() == 0
+    for job in (held[2], again, last):
         job.end()
 
 
@@ -61,6 +66,7 @@ def test_a_cuda_device_without_index_is_this_process_own(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda i: SimpleNamespace(uuid=FAKE_GPUS[i]))
+    monkeypatch.setattr(torch.cuda, "set_device", lambda i: None)
     monkeypatch.setattr(gpus, "_held", [])
     try:
         assert gpus.claim_device() == torch.device("cuda", 0)

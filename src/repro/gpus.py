@@ -16,8 +16,6 @@ import os
 import tempfile
 from pathlib import Path
 
-import torch
-
 from repro.files import ReproError
 
 LOCK_DIR_ENV = "REPRO_GPU_LOCK_DIR"
@@ -54,12 +52,14 @@ def claim_gpu(gpu_ids: list[str], directory: Path) -> int:
                    f"or pass --device cuda:N")
 
 
-def claim_device() -> torch.device:
+def claim_device():
     """A CUDA device of this process's own: the first visible GPU no other repro process holds."""
+    import torch  # here, so that the slots above work (and are tested) without torch
     count = torch.cuda.device_count()
     if count == 0:
         raise GPUError("--device cuda: no CUDA GPU is visible")
     uuids = [str(torch.cuda.get_device_properties(i).uuid) for i in range(count)]
     index = claim_gpu(uuids, lock_dir())
     print(f"GPU {index} of {count} ({uuids[index]}) is this process's", flush=True)
+    torch.cuda.set_device(index)  # for what takes the current device (NCCL, compiled kernels)
     return torch.device("cuda", index)
