@@ -20,8 +20,9 @@ HOLD = """
 import sys
 from pathlib import Path
 from repro.gpus import GPUError, claim_gpu
+wait = float(sys.argv[3]) if len(sys.argv) > 3 else None
 try:
-    print(claim_gpu(sys.argv[1].split(","), Path(sys.argv[2])), flush=True)
+    print(claim_gpu(sys.argv[1].split(","), Path(sys.argv[2]), wait), flush=True)
 except GPUError:
     print("none free", flush=True)
     sys.exit()
@@ -30,14 +31,17 @@ sys.stdin.read()
 
 
 class Job:
-    def __init__(self, directory):
+    def __init__(self, directory, *wait):
         env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
         self.process = subprocess.Popen(
-            [sys.executable, "-c", HOLD, ",".join(FAKE_GPUS), str(directory)], env=env,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            [sys.executable, "-c", HOLD, ",".join(FAKE_GPUS), str(directory), *map(str, wait)],
+            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def line(self):
+        return self.process.stdout.readline().strip()
 
     def gpu(self):
-        line = self.process.stdout.readline().strip()
+        line = self.line()
         return int(line) if line.isdigit() else line
 
     def end(self):
@@ -61,6 +65,18 @@ def test_concurrent_jobs_get_distinct_gpus_and_freed_ones_are_reused(tmp_path):
         job.end()
 
 
+def test_a_job_waits_while_every_gpu_is_held(tmp_path):
+    """Without --resources gpu=N, surplus GPU jobs queue for a GPU instead of sharing one."""
+    held = {job.gpu(): job for job in [Job(tmp_path) for _ in FAKE_GPUS]}
+    assert sorted(held) == [0, 1, 2]
+    waiting = Job(tmp_path, 0.05)
+    assert waiting.line().startswith("all 3 visible GPUs are held by other repro processes: wait")
+    held[2].end()
+    assert waiting.gpu() == 2
+    for job in (held[0], held[1], waiting):
+        job.end()
+
+
 def test_a_cuda_device_without_index_is_this_process_own(tmp_path, monkeypatch):
     monkeypatch.setenv(gpus.LOCK_DIR_ENV, str(tmp_path / "locks"))
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
@@ -71,8 +87,8 @@ def test_a_cuda_device_without_index_is_this_process_own(tmp_path, monkeypatch):
     try:
         assert gpus.claim_device() == torch.device("cuda", 0)
         assert gpus.claim_device() == torch.device("cuda", 1)  # another lock, as another job's
-        with pytest.raises(GPUError, match=r"all 2 visible GPUs are held .* --resources gpu=2"):
-            gpus.claim_device()
+        with pytest.raises(GPUError, match=r"all 2 visible GPUs are held .* --resources gpu=N"):
+            gpus.claim_device(wait=False)  # a torchrun rank's claim
         assert sorted(p.name for p in (tmp_path / "locks").iterdir()) == [
             f"gpu-{uuid}.lock" for uuid in FAKE_GPUS[:2]]
     finally:

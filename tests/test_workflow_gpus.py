@@ -1,5 +1,5 @@
-"""The training jobs' GPUs in the workflow: claimed per run, capped by the profile, torchrun for
-gpus_per_run above 1."""
+"""The training jobs' GPUs in the workflow: gpus_per_run `gpu` resources per GPU run, torchrun
+for gpus_per_run above 1."""
 
 import re
 
@@ -35,12 +35,6 @@ def test_gpus_per_run_launches_torchrun_and_claims_as_many(workdir):
                                    "gpus_per_run=2")
     assert "gpu=2" in resources
     assert command.startswith("torchrun --standalone --nproc_per_node 2 -m repro train --preset")
-
-
-def test_without_a_gpu_resource_the_profile_allows_one_gpu(workdir):
-    """The default profile's `resources: gpu=1`: GPU jobs run one at a time unless told more."""
-    resources, _ = train_job(workdir, "--config", "preset=paper", "gpus_per_run=2")
-    assert "gpu=1" in resources  # Snakemake caps the job's claim at the 1 available
 
 
 def test_a_cpu_preset_claims_no_gpu(workdir):

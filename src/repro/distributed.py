@@ -29,10 +29,15 @@ class DistributedError(ReproError):
     """A run that cannot be shared by this many ranks; the message says why."""
 
 
+def launched() -> bool:
+    """Whether torchrun started this process as one of several ranks."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
 def init(device: torch.device) -> None:
     """Join torchrun's process group (from its environment variables), once per process."""
     global _control
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
+    if not launched() or dist.is_initialized():
         return
     cuda = device.type == "cuda"
     dist.init_process_group("nccl" if cuda else "gloo", device_id=device if cuda else None)

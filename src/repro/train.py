@@ -173,7 +173,7 @@ def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path,
 
     dev = resolve_device(device or run.preset.runtime.device)
     if dev.type == "cuda" and dev.index is None:  # a GPU no other job on this node holds
-        dev = claim_device()
+        dev = claim_device(wait=not distributed.launched())
     distributed.init(dev)
     model, step_model, optimizer, autocast = build(run, dev, compile, fused)
     if run.preset.runtime.train_micro_batch == "auto" and dev.type == "cuda":
