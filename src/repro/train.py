@@ -93,8 +93,7 @@ def build(run: RunConfig, device: torch.device, compile: bool | str | None = Non
 
 @torch.no_grad()
 def eval_losses(model, batches: Batches, row: int, n_batches: int, autocast) -> dict:
-    """Mean and std of the micro-batch losses on the fixed eval-train and eval-val sequences
-    (under torchrun each rank computes its share of the micro-batches)."""
+    """Mean and std of the micro-batch losses on the fixed eval-train and eval-val sequences."""
     model.eval()
     device = next(model.parameters()).device
     mine = distributed.share(n_batches)
@@ -105,7 +104,7 @@ def eval_losses(model, batches: Batches, row: int, n_batches: int, autocast) -> 
             x, y = (t.to(device) for t in batches.get(stream, row, k))
             with autocast:
                 losses.append(model(x, y).float())
-        losses = distributed.gather(torch.stack(losses), n_batches, mine)
+        losses = distributed.gather(torch.stack(losses), n_batches, mine)  # each rank's share
         result[f"{stream}_loss"] = losses.mean().item()
         result[f"{stream}_std"] = losses.std().item()
     model.train()
@@ -117,8 +116,7 @@ def train_step(model, optimizer, batches: DeviceBatches, step: int, accumulation
     """One optimiser step over `accumulation` micro-batches; returns the mean loss (on device).
 
     Nothing here waits for the device: the loss stays a device tensor until the caller logs it.
-    Under torchrun each rank takes its share of the micro-batches; DDP averages the ranks'
-    gradients, hence the scale, on the share's last micro-batch only.
+    Under torchrun a rank takes its share of the micro-batches; DDP averages (hence the scale).
     """
     total = torch.zeros((), device=batches.device)
     mine, ranks = distributed.share(accumulation), distributed.size()
@@ -273,11 +271,10 @@ def run_steps(s: Session, start: int, record: RunRecord) -> RunRecord:
 
 def _stop(s: Session, step: int, pending, began: float, record: RunRecord,
           checkpoint_config: dict) -> RunRecord:
-    """On a stop signal: log the steps taken, checkpoint at `step`, raise Preempted (or return
-    the diverged record if the last steps diverged)."""
+    """On a stop signal: log the steps taken, checkpoint at `step`, raise Preempted."""
     if pending:
         diverged = _flush(pending, s.metrics, began, s.run)
-        if diverged is not None:
+        if diverged is not None:  # a diverged run ends as diverged, signal or not
             return replace(record, status="diverged", diverged_step=diverged, last_step=diverged)
     if distributed.is_main():
         save_checkpoint(s.out_dir / CHECKPOINT, s.model, s.optimizer, step, checkpoint_config)
