@@ -36,7 +36,6 @@ def _rank(rank, world, port, data, indices, out, stop_at):
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)  # as torchrun sets OMP_NUM_THREADS
     if stop_at is not None and rank == 0:
-        preemption.install()
         real_step = train_module.train_step
 
         def step_signalled(*args, **kwargs):
@@ -46,7 +45,8 @@ def _rank(rank, world, port, data, indices, out, stop_at):
 
         train_module.train_step = step_signalled
     try:
-        train(load_run("tiny", EXPERIMENT), data, indices, out, train_micro_batch=MICRO)
+        with preemption.stop_signals():
+            train(load_run("tiny", EXPERIMENT), data, indices, out, train_micro_batch=MICRO)
     except preemption.Preempted:
         pass
 

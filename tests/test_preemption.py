@@ -17,16 +17,6 @@ from repro.rundir import read_record
 from repro.train import train
 
 
-@pytest.fixture
-def fresh_signals(monkeypatch):
-    """Stop-signal handlers installed by a test are the test's only."""
-    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGUSR1)}
-    monkeypatch.setattr(preemption, "_received", [])
-    yield
-    for number, handler in saved.items():
-        signal.signal(number, handler)
-
-
 def signal_during(monkeypatch, step, signum):
     """Send `signum` to this process during step `step`'s training step."""
     real_step = train_module.train_step
@@ -40,7 +30,7 @@ def signal_during(monkeypatch, step, signum):
 
 
 def test_a_stop_signal_checkpoints_and_the_next_attempt_resumes(
-        token_dir, tiny_indices, tmp_path, monkeypatch, fresh_signals, capsys):
+        token_dir, tiny_indices, tmp_path, monkeypatch, capsys):
     train(load_run("tiny", "baseline"), token_dir, tiny_indices, tmp_path / "whole")
     out = tmp_path / "split"
     args = ["train", "--preset", "tiny", "--experiment", "baseline", "--data", str(token_dir),
@@ -54,22 +44,22 @@ def test_a_stop_signal_checkpoints_and_the_next_attempt_resumes(
     assert record.status == "running" and record.last_step == 7
 
     monkeypatch.undo()  # the next attempt: no signal
-    monkeypatch.setattr(preemption, "_received", [])
     assert main(args) == 0
     assert read_record(out).status == "completed"
     assert without_timing(read_metrics(out)) == without_timing(read_metrics(tmp_path / "whole"))
 
 
-def test_sigterm_is_a_stop_signal_by_default(token_dir, tiny_indices, tmp_path, monkeypatch,
-                                             fresh_signals):
+def test_sigterm_is_a_stop_signal_by_default(token_dir, tiny_indices, tmp_path, monkeypatch):
     signal_during(monkeypatch, 2, signal.SIGTERM)
-    preemption.install()
+    before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(preemption.Preempted, match="SIGTERM signal at step 3"):
-        train(load_run("tiny", "baseline"), token_dir, tiny_indices, tmp_path / "run")
+        with preemption.stop_signals():
+            train(load_run("tiny", "baseline"), token_dir, tiny_indices, tmp_path / "run")
     assert json.loads((tmp_path / "run" / "run.json").read_text())["last_step"] == 2
+    assert signal.getsignal(signal.SIGTERM) is before  # the process's own handler is back
 
 
-def test_an_unknown_stop_signal_is_named(fresh_signals, capsys):
+def test_an_unknown_stop_signal_is_named(capsys):
     assert main(["train", "--preset", "tiny", "--experiment", "baseline", "--data", "d",
                  "--indices", "i", "--out", "o", "--stop-signal", "SIGNOPE"]) == 2
     assert "--stop-signal: no signal named 'SIGNOPE'" in capsys.readouterr().err

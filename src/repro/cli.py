@@ -96,13 +96,13 @@ def cmd_train(args) -> None:
     if args.experiment is None:
         raise ReproError("train: --experiment is required")
     print(f"config: {config.config_dir(args.config_dir).resolve()}", flush=True)
-    preemption.install(args.stop_signal or preemption.STOP_SIGNALS)
     run = config.load_run(args.preset, args.experiment, args.experiments_file, args.config_dir,
                           seed=args.seed)
     run = replace(run, preset=run.preset.with_runtime(loss_chunks=args.loss_chunks))
-    record = train.train(run, args.data, args.indices, args.out, device=args.device,
-                         compile=args.compile, train_micro_batch=args.train_micro_batch,
-                         fused=args.fused)
+    with preemption.stop_signals(args.stop_signal or preemption.STOP_SIGNALS):
+        record = train.train(run, args.data, args.indices, args.out, device=args.device,
+                             compile=args.compile, train_micro_batch=args.train_micro_batch,
+                             fused=args.fused)
     print(f"{args.out}: {record.status} at step {record.last_step}")
 
 

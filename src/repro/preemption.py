@@ -9,6 +9,7 @@ the next attempt resumes from that checkpoint.
 from __future__ import annotations
 
 import signal
+from contextlib import contextmanager
 
 from repro.files import ReproError
 
@@ -34,15 +35,28 @@ def _record(signum, frame) -> None:
     print(f"{signal.Signals(signum).name}: stopping at the next step boundary", flush=True)
 
 
-def install(names=STOP_SIGNALS) -> None:
-    """Make each named signal (e.g. "SIGUSR1" or "USR1") a request to stop at a step boundary."""
-    for name in names:
-        upper = name.upper()
-        try:
-            number = signal.Signals[upper if upper.startswith("SIG") else f"SIG{upper}"]
-        except KeyError:
-            raise ReproError(f"--stop-signal: no signal named {name!r}") from None
-        signal.signal(number, _record)
+@contextmanager
+def stop_signals(names=STOP_SIGNALS):
+    """Within: each named signal (e.g. "SIGUSR1" or "USR1") asks to stop at a step boundary.
+
+    The previous handlers come back on leaving: a process that goes on (a test runner whose forked
+    workers are ended by SIGTERM, for one) keeps its own."""
+    numbers = [_signal_number(name) for name in names]
+    previous = {number: signal.signal(number, _record) for number in numbers}
+    _received.clear()
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _signal_number(name: str) -> signal.Signals:
+    upper = name.upper()
+    try:
+        return signal.Signals[upper if upper.startswith("SIG") else f"SIG{upper}"]
+    except KeyError:
+        raise ReproError(f"--stop-signal: no signal named {name!r}") from None
 
 
 def requested() -> bool:
