@@ -77,10 +77,8 @@ def cmd_prepare(args) -> None:
 
 def cmd_verify(args) -> None:
     from repro import tokens
-    manifest = tokens.verify(args.data)
-    for entry in manifest["splits"].values():
-        print(f"{Path(args.data) / entry['file']}: {entry['tokens']:,} tokens, "
-              f"SHA-256 {entry['sha256'][:12]} as in {tokens.MANIFEST}")
+    for entry in tokens.verify(args.data)["splits"].values():
+        print(f"{args.data / entry['file']}: {entry['tokens']:,} tokens, SHA-256 as manifested")
 
 
 def cmd_indices(args) -> None:
@@ -199,9 +197,8 @@ def _train_parser(p: argparse.ArgumentParser) -> None:
                         "(default: the preset's); "
                         "must divide the batch; changes speed, not the run")
     p.add_argument("--stop-signal", action="append", metavar="SIG",
-                   help="a signal on which to checkpoint at the next step and exit with status "
-                        f"{preemption.REQUEUE_EXIT} (run again to resume); repeatable "
-                        f"(default: {', '.join(preemption.STOP_SIGNALS)})")
+                   help=f"on it, checkpoint at the step's end and exit {preemption.REQUEUE_EXIT} "
+                        f"(rerun resumes); repeatable; default {' '.join(preemption.STOP_SIGNALS)}")
     p.set_defaults(func=cmd_train)
 
 
@@ -264,11 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _prepare_parser(sub.add_parser(
         "prepare", help="tokenize a corpus into train.bin / val.bin + manifest.json"))
-    p = sub.add_parser(
-        "verify", help="check token files against their manifest: sizes and full SHA-256 "
-                       "(training checks sizes and sampled blocks only)")
-    p.add_argument("--data", type=Path, required=True,
-                   help="token files dir (train.bin, val.bin, manifest.json)")
+    p = sub.add_parser("verify", help="check token files' full SHA-256 against their manifest")
+    p.add_argument("--data", type=Path, required=True, help="token files dir, with manifest.json")
     p.set_defaults(func=cmd_verify)
     p = sub.add_parser(
         "indices", help="draw the fixed batch indices (docs/specification.md §6) for a preset")
