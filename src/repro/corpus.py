@@ -21,13 +21,13 @@ import glob
 import io
 import os
 import platform
-import shutil
 import sysconfig
 import tokenize
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from repro.files import free_bytes
 from repro.tokens import DataError
 
 OWT_HUB_ID = "Skylion007/openwebtext"
@@ -71,11 +71,6 @@ class Source:
 
 
 # ---- checks ----------------------------------------------------------------------------------
-
-def free_bytes(path: Path) -> int:
-    """Free space on the file system holding `path` (tests replace this to simulate a full disk)."""
-    return shutil.disk_usage(path).free
-
 
 def _existing_ancestor(path: Path) -> Path:
     path = path.absolute()

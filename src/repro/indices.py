@@ -70,6 +70,14 @@ def write_indices(preset: Preset, data_dir: Path, out_dir: Path) -> dict:
     return sidecar
 
 
+SIDECAR_FIELDS = ("block_size", "train_rows", "sequences_per_step", "eval_rows", "eval_sequences",
+                  "seed", "token_files", "sha256")
+
+
 def read_sidecar(indices_dir: Path) -> dict:
-    return read_json(Path(indices_dir) / SIDECAR, IndicesError,
-                     "draw the indices with `repro indices`")
+    path = Path(indices_dir) / SIDECAR
+    sidecar = read_json(path, IndicesError, "draw the indices with `repro indices`")
+    missing = [f for f in SIDECAR_FIELDS if not isinstance(sidecar, dict) or f not in sidecar]
+    if missing:
+        raise IndicesError(f"{path}: missing field(s) {', '.join(missing)}; draw the indices again")
+    return sidecar

@@ -18,9 +18,11 @@ from pathlib import Path
 import torch
 
 from repro.batches import Batches, DeviceBatches
-from repro.checkpoint import load_checkpoint, save_checkpoint
+from repro.checkpoint import check_checkpoint_space, load_checkpoint, save_checkpoint
 from repro.config import RunConfig
+from repro.files import ReproError
 from repro.fit import fits_on_gpu, largest_fitting
+from repro.lock import StopRequest, hold
 from repro.model import GPT, count_parameters
 from repro.rundir import (
     CHECKPOINT,
@@ -61,7 +63,16 @@ def make_optimizer(model: GPT, run: RunConfig, fused: bool) -> torch.optim.AdamW
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ReproError(f"device {name!r}: not a device (auto, cpu, cuda, cuda:N, mps)") from None
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise ReproError(f"device {name!r}: this machine has {torch.cuda.device_count()} CUDA "
+                         f"device(s) (torch {torch.__version__}); use cpu or auto")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ReproError(f"device {name!r}: MPS is not available on this machine")
+    return device
 
 
 def build(run: RunConfig, device: torch.device, compile: bool | str | None = None,
@@ -136,6 +147,7 @@ class Session:
     batches: Batches
     metrics: MetricsLog
     out_dir: Path
+    stop: StopRequest  # SIGTERM: checkpoint at the end of the step, then stop
 
 
 def now() -> str:
@@ -154,6 +166,13 @@ def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path,
         run = replace(run, preset=run.preset.with_train_micro_batch(train_micro_batch))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    with hold(out_dir, "run"), StopRequest() as stop:
+        return _train(run, data_dir, indices_dir, out_dir, device, compile, fused, stop)
+
+
+def _train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path, device, compile,
+           fused, stop: StopRequest) -> RunRecord:
+    """train(), in a run directory this process holds."""
     previous = read_record(out_dir) if (out_dir / "run.json").exists() else None
     if previous is not None:
         _refuse_other_configuration(out_dir / "run.json", previous.identity, run)
@@ -163,6 +182,7 @@ def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path,
 
     dev = resolve_device(device or run.preset.runtime.device)
     model, step_model, optimizer, autocast = build(run, dev, compile, fused)
+    check_checkpoint_space(out_dir / CHECKPOINT, model)
     if run.preset.runtime.train_micro_batch == "auto" and dev.type == "cuda":
         chosen = largest_fitting(run.train.batch_size, lambda n: fits_on_gpu(
             model, n, run.preset.model.block_size, autocast))
@@ -185,7 +205,7 @@ def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path,
         started=previous.started if previous else now())
     record.write(out_dir)
     session = Session(run, model, step_model, optimizer, autocast, batches,
-                      MetricsLog(out_dir / METRICS_CSV, start), out_dir)
+                      MetricsLog(out_dir / METRICS_CSV, start), out_dir, stop)
     try:
         record = run_steps(session, start, record)
     finally:
@@ -235,7 +255,9 @@ def run_steps(s: Session, start: int, record: RunRecord) -> RunRecord:
             began = time.perf_counter()
         pending.append((row, train_step(s.step_model, s.optimizer, device_batches, step,
                                         s.run.preset.accumulation, t.grad_clip, s.autocast)))
-        checkpoint = (step + 1) % runtime.checkpoint_interval == 0 or step == t.max_step
+        stopping = s.stop.requested
+        checkpoint = ((step + 1) % runtime.checkpoint_interval == 0 or step == t.max_step
+                      or stopping)
         # Flush before an evaluation (so that its time stays out of the step times) and before a
         # checkpoint (so that metrics.csv holds every step the checkpoint has taken).
         logged = (step + 1) % runtime.log_interval == 0 or (step + 1) % t.eval_interval == 0
@@ -248,6 +270,10 @@ def run_steps(s: Session, start: int, record: RunRecord) -> RunRecord:
         if checkpoint:
             save_checkpoint(s.out_dir / CHECKPOINT, s.model, s.optimizer, step + 1,
                             checkpoint_config)
+        if stopping:
+            record.write(s.out_dir)
+            raise RunError(f"{s.out_dir}: stopped by SIGTERM after step {step}, checkpoint saved; "
+                           f"run again to resume")
     return replace(record, status="completed")
 
 
@@ -259,11 +285,11 @@ def _flush(pending, metrics: MetricsLog, began: float, run: RunConfig) -> int | 
     """
     losses = torch.stack([loss for _, loss in pending]).tolist()  # the one synchronisation
     step_time = (time.perf_counter() - began) / len(pending)
-    ceiling, per_step = run.train.loss_ceiling, run.preset.tokens_per_step
+    ceiling, per_step = run.loss_ceiling, run.preset.tokens_per_step
     for (row, _), loss in zip(pending, losses):
         metrics.append(row | {"train_loss": loss, "tokens_seen": (row["step"] + 1) * per_step,
                               "step_time_s": step_time, "tokens_per_s": per_step / step_time})
-        if not math.isfinite(loss) or (ceiling is not None and loss > ceiling):
+        if not math.isfinite(loss) or loss > ceiling:
             print(f"step {row['step']}: train loss {loss} — diverged; ending the run", flush=True)
             return row["step"]
     return None
