@@ -2,7 +2,9 @@
 
 A run directory (repro.rundir) holds metrics.csv, run.json and ckpt.pt, the latest checkpoint.
 Starting a run whose directory holds a checkpoint resumes from it; a finished run is never trained
-or overwritten again, and a directory holding another configuration's run is refused.
+or overwritten again, and a directory holding another configuration's run is refused. One process
+at a time holds a run directory (repro.lock); SIGTERM ends the run after the current step, with a
+checkpoint.
 """
 
 from __future__ import annotations
