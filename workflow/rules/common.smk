@@ -104,7 +104,7 @@ def prepare_source(wildcards):
         owt = config["openwebtext"]
         if owt["data_files"]:
             return f"--data-files {shlex.quote(owt['data_files'])}"
-        return f"--hub-id {owt['hub_id']}"
+        return f"--hub-id {shlex.quote(owt['hub_id'])}"
     raise ValueError(f"unknown corpus {wildcards.corpus!r} ({', '.join(CORPORA)})")
 
 
