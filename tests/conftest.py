@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from repro.config import load_preset
+from repro.config import load_preset, load_run
 from repro.indices import write_indices
 from repro.rundir import METRICS_COLUMNS, RunRecord
+from repro.schema import ConfigError
 
 
 def write_token_files(data_dir, train_tokens=30_000, val_tokens=6_000, seed=0):
@@ -83,12 +84,17 @@ def write_run(
                     eval_train_std=0.01,
                 )
             writer.writerow({k: row.get(k, "") for k in METRICS_COLUMNS})
+    try:  # recorded as `repro train` records it, where the experiment is one of the config's
+        run = load_run(preset, experiment)
+        identity, config = run.identity(), run.to_dict()
+    except ConfigError:
+        identity, config = {}, {}
     RunRecord(
         status=status,
         preset=preset,
         experiment=experiment,
-        identity={},
-        config={},
+        identity=identity,
+        config=config,
         params={
             "total_params": non_embedding_params + 500,
             "non_embedding_params": non_embedding_params,

@@ -1,10 +1,12 @@
 """The `repro` command line."""
 
 import json
+import shutil
 import subprocess
 import sys
 
 import pytest
+from conftest import REPO
 
 from repro.cli import main
 
@@ -83,3 +85,18 @@ def test_cli_trains_a_tiny_run(token_dir, tmp_path, capsys):
         == 0
     )
     assert "completed at step 12" in capsys.readouterr().out
+
+
+def test_train_uses_the_config_of_the_working_directory(token_dir, tiny_indices, tmp_path,
+                                                        monkeypatch, capsys):
+    """Run from another clone: its config/ is used, and said to be (not the installed one's)."""
+    config = shutil.copytree(REPO / "config", tmp_path / "clone" / "config")
+    preset = config / "presets" / "tiny.yaml"
+    preset.write_text(preset.read_text().replace("description:", "description: the clone's,", 1))
+    monkeypatch.chdir(tmp_path / "clone")
+    monkeypatch.delenv("REPRO_CONFIG_DIR", raising=False)
+    assert main(["train", "--preset", "tiny", "--experiment", "baseline", "--data",
+                 str(token_dir), "--indices", str(tiny_indices), "--out", "run"]) == 0
+    assert f"config: {config.resolve()}\n" in capsys.readouterr().out
+    recorded = json.loads((tmp_path / "clone" / "run" / "run.json").read_text())
+    assert recorded["config"]["preset"]["description"].startswith("the clone's,")

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from repro.config import Preset
+from repro.files import file_sha256
 from repro.indices import ARRAYS, SIDECAR, IndicesError, read_sidecar
 from repro.tokens import read_manifest, token_files, token_memmap
 
@@ -46,6 +47,29 @@ def check_indices(sidecar: dict, indices_dir: Path, manifest: dict, data_dir: Pa
                            f"preset {preset.name} evaluates {evaluations} times")
 
 
+def read_starts(indices_dir: Path, name: str, sidecar: dict, tokens: int) -> np.ndarray:
+    """One index file, memory-mapped, after checking it is the file the sidecar records (SHA-256)
+    and that its starts fit it and the token file: shape, int64, every window inside the tokens."""
+    path = indices_dir / f"{name}.npy"
+    if not path.exists():
+        raise IndicesError(f"{path}: no such file (listed in {SIDECAR}); draw the indices again")
+    if file_sha256(path) != sidecar["sha256"].get(path.name):
+        raise IndicesError(f"{path}: SHA-256 differs from the one {SIDECAR} records: not the file "
+                           f"drawn with it; draw the indices again with `repro indices`")
+    try:
+        starts = np.load(path, mmap_mode="r")
+    except (ValueError, OSError, EOFError) as e:
+        raise IndicesError(f"{path}: not a NumPy array file ({e})") from None
+    rows = sidecar["train_rows"] if name == "train" else sidecar["eval_rows"]
+    columns = sidecar["sequences_per_step"] if name == "train" else sidecar["eval_sequences"]
+    if starts.dtype != np.int64 or starts.shape != (rows, columns):
+        raise IndicesError(f"{path}: {starts.dtype} array of shape {starts.shape}, {SIDECAR} "
+                           f"says int64 of shape {(rows, columns)}")
+    last = tokens - sidecar["block_size"] - 1  # the last start whose window fits the tokens
+    if starts.size and (starts.min() < 0 or starts.max() > last):
+        raise IndicesError(f"{path}: starts from {starts.min()} to {starts.max()}, outside "
+                           f"0..{last} for {tokens} tokens")
+    return starts
 
 
 @dataclass
@@ -66,8 +90,9 @@ class Batches:
         manifest = read_manifest(data_dir)
         sidecar = read_sidecar(indices_dir)
         check_indices(sidecar, indices_dir, manifest, data_dir, preset)
-        starts = {name: np.load(indices_dir / f"{name}.npy", mmap_mode="r") for name in ARRAYS}
         train, val = (token_memmap(data_dir, manifest, split) for split in ("train", "val"))
+        tokens = {"train": len(train), "eval_train": len(train), "eval_val": len(val)}
+        starts = {name: read_starts(indices_dir, name, sidecar, tokens[name]) for name in ARRAYS}
         return cls(starts, {"train": train, "eval_train": train, "eval_val": val},
                    preset.model.block_size, preset.train.eval_micro_batch, preset.train_micro_batch,
                    manifest, sidecar)

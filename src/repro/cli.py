@@ -50,6 +50,8 @@ def _experiments(args) -> config.Experiments:
 
 def cmd_prepare(args) -> None:
     from repro import prepare  # the preparation side (datasets, pyarrow) only when preparing
+    if args.num_proc is not None and args.num_proc < 1:
+        raise ReproError(f"--num-proc: {args.num_proc} is not a number of processes (1 or more)")
     if args.python_docs:
         for flag in ("revision", "cache_dir", "expected_docs"):
             if getattr(args, flag) is not None:
@@ -90,9 +92,11 @@ def cmd_indices(args) -> None:
 
 
 def cmd_train(args) -> None:
-    from repro import train
+    from repro import distributed, lock, rundir, train
     if args.experiment is None:
         raise ReproError("train: --experiment is required")
+    if args.exit_with_parent:
+        lock.exit_with_parent()
     print(f"config: {config.config_dir(args.config_dir).resolve()}", flush=True)
     run = config.load_run(args.preset, args.experiment, args.experiments_file, args.config_dir,
                           seed=args.seed)
@@ -101,6 +105,8 @@ def cmd_train(args) -> None:
         record = train.train(run, args.data, args.indices, args.out, device=args.device,
                              compile=args.compile, train_micro_batch=args.train_micro_batch,
                              fused=args.fused)
+    if args.publish and distributed.first_process():
+        rundir.publish(args.out, args.publish)
     print(f"{args.out}: {record.status} at step {record.last_step}")
 
 
@@ -199,6 +205,11 @@ def _train_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stop-signal", action="append", metavar="SIG",
                    help=f"on it, checkpoint at the step's end and exit {preemption.REQUEUE_EXIT} "
                         f"(rerun resumes); repeatable; default {' '.join(preemption.STOP_SIGNALS)}")
+    p.add_argument("--publish", type=Path, default=None, metavar="DIR",
+                   help="when the run has ended, copy its metrics.csv and run.json into DIR")
+    p.add_argument("--exit-with-parent", action="store_true",
+                   help="stop (with a checkpoint) when the parent process dies (Linux; the "
+                        "workflow's train rule)")
     p.set_defaults(func=cmd_train)
 
 

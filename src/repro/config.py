@@ -8,14 +8,18 @@ it is parsed.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from repro.relations import check_divides, check_experiment, check_preset
 from repro.schema import ConfigError, load
 
 QUERY_MODES = ("linear", "identity", "residual_gelu", "residual_linear")
 CORPORA = ("openwebtext", "python-docs")
+# The default loss ceiling: a nat above a uniform guess (an untrained GPT-2: ln(50304) = 10.83).
+LOSS_MARGIN = 1.0
 
 
 def config_dir(explicit: str | os.PathLike | None = None) -> Path:
@@ -157,8 +161,8 @@ class Preset:
 
     def with_train_micro_batch(self, micro_batch: int) -> "Preset":
         """This preset with another training micro-batch (`repro train --train-micro-batch`)."""
-        _check_divides(f"preset {self.name}", "train_micro_batch", micro_batch,
-                       "train.batch_size", self.train.batch_size)
+        check_divides(f"preset {self.name}", "train_micro_batch", micro_batch,
+                      "train.batch_size", self.train.batch_size)
         return self.with_runtime(train_micro_batch=micro_batch)
 
     def with_runtime(self, **settings) -> "Preset":
@@ -181,11 +185,6 @@ def seed_dir(base: str | os.PathLike, seed: int | str) -> str:
     return str(base) if str(seed) == "0" else os.path.join(base, f"seed{seed}")
 
 
-def _check_divides(source, key: str, value: int, other_key: str, other: int) -> None:
-    if value < 1 or other % value:
-        raise ConfigError(f"{source}: {key}: {value} does not divide {other_key} = {other}")
-
-
 def _preset_path(name_or_path: str, directory: Path) -> Path:
     if name_or_path.endswith((".yaml", ".yml")) or os.sep in name_or_path:
         return Path(name_or_path)
@@ -205,13 +204,7 @@ def load_preset(name_or_path: str, directory: str | os.PathLike | None = None) -
                     runtime=Runtime(**data["runtime"]), report=Report(**data["report"]),
                     resources=Resources(**data["resources"]),
                     description=data.get("description", ""))
-    t = preset.train
-    for key in ("batch_size", "eval_sequences"):
-        _check_divides(path, "train.eval_micro_batch", t.eval_micro_batch, f"train.{key}",
-                       getattr(t, key))
-    _check_divides(path, "model.n_head", preset.model.n_head, "model.d_model", preset.model.d_model)
-    _check_divides(path, "runtime.train_micro_batch", preset.train_micro_batch,
-                   "train.batch_size", t.batch_size)
+    check_preset(path, preset)
     return preset
 
 
@@ -275,6 +268,7 @@ def load_experiments(path: str | os.PathLike | None = None,
             name=name, query_mode=e["query_mode"], mlp_ratio=e["mlp_ratio"], paper=paper,
             optimizer=OptimizerSettings(e["lr_max"], e["lr_min"], e["weight_decay"]),
             description=e.get("description", ""))
+        check_experiment(path, name, by_name[name].optimizer)
     named = [(f"groups.{g}", n) for g, names in data["groups"].items() for n in names]
     named += [("baseline", data["baseline"])]
     named += [(f"claims.{role}", name) for role, name in data["claims"].items()]
@@ -308,6 +302,12 @@ class RunConfig:
     @property
     def optimizer(self) -> OptimizerSettings:
         return self.experiment.optimizer
+
+    @property
+    def loss_ceiling(self) -> float:
+        """A higher train loss ends the run: train.loss_ceiling, else ln(vocab) + LOSS_MARGIN."""
+        ceiling = self.train.loss_ceiling
+        return math.log(self.model.vocab_size) + LOSS_MARGIN if ceiling is None else ceiling
 
     def identity(self) -> dict:
         """What makes two runs the same run: what the training computes with, nothing else."""

@@ -21,13 +21,14 @@ import glob
 import io
 import os
 import platform
-import shutil
 import sysconfig
 import tokenize
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from repro.files import free_bytes
+from repro.lock import exit_with_parent
 from repro.tokens import DataError
 
 OWT_HUB_ID = "Skylion007/openwebtext"
@@ -71,11 +72,6 @@ class Source:
 
 
 # ---- checks ----------------------------------------------------------------------------------
-
-def free_bytes(path: Path) -> int:
-    """Free space on the file system holding `path` (tests replace this to simulate a full disk)."""
-    return shutil.disk_usage(path).free
-
 
 def _existing_ancestor(path: Path) -> Path:
     path = path.absolute()
@@ -139,15 +135,43 @@ def load_files(source: Source, out_dir: Path, num_proc: int):
     expansion = PARQUET_EXPANSION if builder == "parquet" else 1
     text_bytes = expansion * sum(f.stat().st_size for f in files)
     check_disk({_cache_dir(source): text_bytes, out_dir: TOKEN_BYTES_PER_TEXT_BYTE * text_bytes})
+    for f in files:
+        if f.stat().st_size == 0:
+            raise DataError(f"{f}: empty file, no documents")
     options = {"sample_by": "document"} if builder == "text" else {}
-    dataset = datasets.load_dataset(builder, data_files=[str(f) for f in files], split="train",
-                                    cache_dir=source.cache_dir,
-                                    num_proc=min(num_proc, len(files)) if len(files) > 1 else None,
-                                    **options)
+    try:
+        dataset = datasets.load_dataset(
+            builder, data_files=[str(f) for f in files], split="train", cache_dir=source.cache_dir,
+            num_proc=min(num_proc, len(files)) if len(files) > 1 else None, **options)
+    except Exception as e:  # datasets wraps what went wrong (bytes that are not UTF-8, a corrupt
+        # Parquet file, an empty JSON Lines file...): name the files and the innermost reason
+        raise DataError(f"{', '.join(source.data_files)}: cannot be read as {builder} "
+                        f"({root_cause(e)})") from None
+    check_text_column(dataset, files)
+    return dataset
+
+
+def root_cause(error: BaseException) -> str:
+    while error.__cause__ or error.__context__:
+        error = error.__cause__ or error.__context__
+    message = str(error).splitlines()[0] if str(error) else ""
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+def check_text_column(dataset, files: list[Path]) -> None:
+    """A non-empty `text` column of strings, none of them null."""
+    where = files[0] if len(files) == 1 else f"{files[0]} and {len(files) - 1} more"
     if "text" not in dataset.column_names:
         columns = ", ".join(dataset.column_names)
-        raise DataError(f"{files[0]}: no 'text' column (columns: {columns})")
-    return dataset
+        raise DataError(f"{where}: no 'text' column (columns: {columns})")
+    kind = dataset.features["text"]
+    if getattr(kind, "dtype", None) not in ("string", "large_string"):
+        raise DataError(f"{where}: the 'text' column holds {kind}, not strings")
+    if len(dataset) == 0:
+        raise DataError(f"{where}: no documents")
+    nulls = dataset.data.column("text").null_count
+    if nulls:
+        raise DataError(f"{where}: {nulls:,} documents have no text (null)")
 
 
 def load_hub(source: Source, out_dir: Path, expected_docs: int | None, num_proc: int):
@@ -217,7 +241,8 @@ def module_documents(path: Path) -> list[str]:
 def python_docs_documents(num_proc: int | None = None) -> list[str]:
     """pydoc's topics (sorted by key), then the stdlib's documents; fixed for a Python version."""
     from pydoc_data.topics import topics
-    with ProcessPoolExecutor(num_proc or os.cpu_count()) as pool:
+    with ProcessPoolExecutor(num_proc or os.cpu_count(), initializer=exit_with_parent,
+                             initargs=(os.getpid(),)) as pool:
         per_module = pool.map(module_documents, stdlib_sources(), chunksize=16)
         documents = [d for docs in per_module for d in docs]
         return [text for _, text in sorted(topics.items())] + documents

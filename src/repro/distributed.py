@@ -49,6 +49,11 @@ def size() -> int:
     return dist.get_world_size() if dist.is_initialized() else 1
 
 
+def first_process() -> bool:
+    """Rank 0 by torchrun's environment (or no torchrun), before and after the group exists."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
 def rank() -> int:
     return dist.get_rank() if dist.is_initialized() else 0
 

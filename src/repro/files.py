@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -32,6 +33,11 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs):
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
+
+
+def free_bytes(path: str | os.PathLike) -> int:
+    """Free space on the file system holding `path` (tests replace this to simulate a full disk)."""
+    return shutil.disk_usage(path).free
 
 
 def write_json(path: str | os.PathLike, data) -> None:

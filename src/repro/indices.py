@@ -58,6 +58,11 @@ def write_indices(preset: Preset, data_dir: Path, out_dir: Path) -> dict:
              "sequences_per_step": t.batch_size, "eval_rows": t.eval_rows,
              "eval_sequences": t.eval_sequences, "seed": t.index_seed}
     splits = manifest["splits"]
+    for split in ("train", "val"):
+        if splits[split]["tokens"] <= preset.model.block_size:
+            raise IndicesError(f"{data_dir / splits[split]['file']}: {splits[split]['tokens']} "
+                               f"tokens, shorter than a sequence of preset {preset.name} "
+                               f"({preset.model.block_size} + 1 tokens)")
     arrays = draw_indices(splits["train"]["tokens"], splits["val"]["tokens"], **shape)
     out_dir.mkdir(parents=True, exist_ok=True)
     hashes = {}
@@ -70,6 +75,14 @@ def write_indices(preset: Preset, data_dir: Path, out_dir: Path) -> dict:
     return sidecar
 
 
+SIDECAR_FIELDS = ("block_size", "train_rows", "sequences_per_step", "eval_rows", "eval_sequences",
+                  "seed", "token_files", "sha256")
+
+
 def read_sidecar(indices_dir: Path) -> dict:
-    return read_json(Path(indices_dir) / SIDECAR, IndicesError,
-                     "draw the indices with `repro indices`")
+    path = Path(indices_dir) / SIDECAR
+    sidecar = read_json(path, IndicesError, "draw the indices with `repro indices`")
+    missing = [f for f in SIDECAR_FIELDS if not isinstance(sidecar, dict) or f not in sidecar]
+    if missing:
+        raise IndicesError(f"{path}: missing field(s) {', '.join(missing)}; draw the indices again")
+    return sidecar

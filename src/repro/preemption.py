@@ -49,6 +49,7 @@ def stop_signals(names=STOP_SIGNALS):
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+        _received.clear()  # a stop asked for within concerns only what ran within
 
 
 def _signal_number(name: str) -> signal.Signals:

@@ -34,6 +34,7 @@ from repro.corpus import (
     python_docs_documents,
 )
 from repro.files import write_json
+from repro.lock import exit_with_parent
 from repro.tokenizer import EOT_TOKEN, gpt2_encoding, tokenizer_identity
 from repro.tokens import MANIFEST, DataError, fingerprint
 
@@ -66,10 +67,17 @@ def encode_documents(texts: list[str]) -> np.ndarray:
 _worker_split: datasets.Dataset | None = None
 
 
-def _set_worker_split(split: datasets.Dataset) -> None:
-    """Pool initializer: the split is sent once per worker (memory-mapped: a path, not the data)."""
+def _set_worker_split(split: datasets.Dataset, parent: int) -> None:
+    """Pool initializer: the split is sent once per worker (memory-mapped: a path, not the data);
+    the worker ends when the preparing process dies, even by kill -9 (it would wait forever)."""
     global _worker_split
+    exit_with_parent(parent)
     _worker_split = split
+
+
+def worker_pool(workers: int, split: datasets.Dataset | None) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(workers, initializer=_set_worker_split,
+                               initargs=(split, os.getpid()))
 
 
 def encode_range(start: int, stop: int) -> np.ndarray:
@@ -107,8 +115,7 @@ def write_split(dataset: datasets.Dataset, path: Path, workers: int) -> tuple[Pa
     ranges = document_ranges(len(dataset), workers)
     gpt2_encoding()  # built (about 1 s) once here: forked workers inherit it
     try:
-        with ProcessPoolExecutor(workers, initializer=_set_worker_split,
-                                 initargs=(dataset.select_columns("text"),)) as pool, \
+        with worker_pool(workers, dataset.select_columns("text")) as pool, \
                 open(partial, "wb") as f, \
                 tqdm(total=len(dataset), unit="doc", desc=path.name) as bar:
             results = ordered_results(pool, encode_range, ranges, 2 * workers)

@@ -16,13 +16,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from repro.config import Experiment, Preset, load_config
-from repro.rundir import METRICS_CSV, RUN_JSON, RunError, RunRecord, read_record
+from repro.config import Experiment, Preset, RunConfig, load_config
+from repro.rundir import (
+    METRICS_CSV,
+    RUN_JSON,
+    RunError,
+    RunRecord,
+    identity_differences,
+    read_record,
+)
 
 TABLE1_COLUMNS = [
     "experiment", "query_mode", "mlp_ratio", "lr_max", "lr_min", "weight_decay",
     "non_embedding_params", "step", "val_loss", "rel_improvement",
-    "paper_val_loss", "paper_rel_improvement", "status", "preset",
+    "paper_val_loss", "paper_rel_improvement", "status", "preset", "config_differences",
 ]
 
 
@@ -133,18 +140,34 @@ def loss_curves(runs: dict[str, Run], first_step: int = 1,
     return curves[keep].reset_index(drop=True)
 
 
+def recorded_configuration(experiment: Experiment, run: Run | None, preset: Preset
+                           ) -> tuple[dict, str]:
+    """The experiment's settings as the run recorded them (as the experiments file has them where
+    there is no run), and the keys in which the run differs from the files now ("" if none)."""
+    current = {"query_mode": experiment.query_mode, "mlp_ratio": experiment.mlp_ratio,
+               **asdict(experiment.optimizer)}
+    if run is None:
+        return current, ""
+    # run.json's identity is in today's layout whichever version wrote it (repro.rundir).
+    recorded = {**current, **run.record.config.get("experiment", {}),
+                **run.record.identity.get("optimizer", {})}
+    now = RunConfig(preset, experiment).identity()
+    return recorded, "; ".join(identity_differences(run.record.identity, now))
+
+
 def table1_row(experiment: Experiment, run: Run | None, preset: Preset,
                baseline_loss: float) -> dict:
-    """One row of Table 1: the configuration, our loss at the table step, the paper's numbers."""
+    """One row of Table 1: the configuration the run was trained with, its loss at the table
+    step, the paper's numbers; config_differences names what the configuration files now say
+    otherwise (the run was trained before an edit: retrain it to report the new setting)."""
     step = preset.report.table_step
     loss = run.loss_at(step) if run is not None else math.nan
     params = run.record.params if run is not None else {}
     paper = experiment.paper
+    recorded, differences = recorded_configuration(experiment, run, preset)
     return {
         "experiment": experiment.name,
-        "query_mode": experiment.query_mode,
-        "mlp_ratio": experiment.mlp_ratio,
-        **asdict(experiment.optimizer),
+        **{key: recorded[key] for key in TABLE1_COLUMNS[1:6]},
         "non_embedding_params": params.get("non_embedding_params"),
         "step": step,
         "val_loss": loss,
@@ -153,6 +176,7 @@ def table1_row(experiment: Experiment, run: Run | None, preset: Preset,
         "paper_rel_improvement": paper.rel_improvement if paper else None,
         "status": run.status if run is not None else "missing",
         "preset": preset.name,
+        "config_differences": differences,
     }
 
 

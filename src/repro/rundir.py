@@ -8,6 +8,7 @@ package (run.json without `format`) are read too: their identity is translated t
 from __future__ import annotations
 
 import csv
+import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -108,6 +109,14 @@ def identity_differences(old: dict, new: dict, prefix: str = "") -> list[str]:
         elif a != b or (key in old) != (key in new):
             keys.append(f"{prefix}{key}: {a!r} -> {b!r}")
     return keys
+
+
+def publish(run_dir: Path, dest: Path) -> None:
+    """Copy a run's metrics.csv and run.json to dest (the workflow's declared outputs), each
+    atomically."""
+    for name in (METRICS_CSV, RUN_JSON):
+        with open(Path(run_dir) / name, "rb") as source, atomic_write(Path(dest) / name, "wb") as f:
+            shutil.copyfileobj(source, f)
 
 
 def code_version() -> dict:

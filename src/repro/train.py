@@ -2,7 +2,9 @@
 
 A run directory (repro.rundir) holds metrics.csv, run.json and ckpt.pt, the latest checkpoint.
 Starting a run whose directory holds a checkpoint resumes from it; a finished run is never trained
-or overwritten again, and a directory holding another configuration's run is refused.
+or overwritten again, and a directory holding another configuration's run is refused. One process
+at a time holds a run directory (repro.lock); a stop signal (SIGTERM, repro.preemption) ends the
+run at a step boundary, with a checkpoint.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ import torch
 
 from repro import distributed, preemption
 from repro.batches import Batches, DeviceBatches
-from repro.checkpoint import load_checkpoint, save_checkpoint
+from repro.checkpoint import check_checkpoint_space, load_checkpoint, save_checkpoint
 from repro.config import RunConfig
+from repro.files import ReproError
 from repro.fit import fits_on_gpu, largest_fitting
 from repro.gpus import claim_device
+from repro.lock import hold
 from repro.model import GPT, count_parameters
 from repro.rundir import (
     CHECKPOINT,
@@ -63,7 +67,16 @@ def make_optimizer(model: GPT, run: RunConfig, fused: bool) -> torch.optim.AdamW
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ReproError(f"device {name!r}: not a device (auto, cpu, cuda, cuda:N, mps)") from None
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise ReproError(f"device {name!r}: this machine has {torch.cuda.device_count()} CUDA "
+                         f"device(s) (torch {torch.__version__}); use cpu or auto")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ReproError(f"device {name!r}: MPS is not available on this machine")
+    return device
 
 
 def build(run: RunConfig, device: torch.device, compile: bool | str | None = None,
@@ -162,6 +175,14 @@ def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path,
         run = replace(run, preset=run.preset.with_train_micro_batch(train_micro_batch))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    # One writer per run: the first rank holds the run for all of a torchrun's ranks.
+    with hold(out_dir, "run") if distributed.first_process() else nullcontext():
+        return _train(run, data_dir, indices_dir, out_dir, device, compile, fused)
+
+
+def _train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path, device, compile,
+           fused) -> RunRecord:
+    """train(), in a run directory this process holds."""
     previous = read_record(out_dir) if (out_dir / "run.json").exists() else None
     if previous is not None:
         _refuse_other_configuration(out_dir / "run.json", previous.identity, run)
@@ -174,6 +195,7 @@ def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path,
         dev = claim_device(wait=not distributed.launched())
     distributed.init(dev)
     model, step_model, optimizer, autocast = build(run, dev, compile, fused)
+    check_checkpoint_space(out_dir / CHECKPOINT, model)
     if run.preset.runtime.train_micro_batch == "auto" and dev.type == "cuda":
         chosen = largest_fitting(run.train.batch_size, lambda n: fits_on_gpu(
             model, n, run.preset.model.block_size, autocast))
@@ -290,11 +312,11 @@ def _flush(pending, metrics: MetricsLog, began: float, run: RunConfig) -> int | 
     """
     losses = torch.stack([loss for _, loss in pending]).tolist()  # the one synchronisation
     step_time = (time.perf_counter() - began) / len(pending)
-    ceiling, per_step = run.train.loss_ceiling, run.preset.tokens_per_step
+    ceiling, per_step = run.loss_ceiling, run.preset.tokens_per_step
     for (row, _), loss in zip(pending, losses):
         metrics.append(row | {"train_loss": loss, "tokens_seen": (row["step"] + 1) * per_step,
                               "step_time_s": step_time, "tokens_per_s": per_step / step_time})
-        if not math.isfinite(loss) or (ceiling is not None and loss > ceiling):
+        if not math.isfinite(loss) or loss > ceiling:
             print(f"step {row['step']}: train loss {loss} — diverged; ending the run", flush=True)
             return row["step"]
     return None

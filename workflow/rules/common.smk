@@ -3,6 +3,7 @@
 
 import glob
 import os
+import shlex
 from pathlib import Path
 
 from repro.config import CORPORA, load_experiments, load_preset, seed_dir
@@ -78,6 +79,23 @@ def seed_of(wildcards):
     return int(wildcards.get("seed", 0))
 
 
+def run_folders(names, preset=None, seeds=(0,)):
+    """The folders of the named runs of a preset, made if missing: an input of the rules that read
+    the runs. Snakemake does not rerun a job whose output is up to date because an input another
+    rule makes is missing (it treats it as an intermediate file), but a folder's mtime changes
+    when an entry is added or removed: deleting a run's folder makes it newer than the tables,
+    which are rebuilt, and so the run is retrained first."""
+    folders = [f"{seed_dir(runs_dir(preset), seed)}/{name}" for seed in seeds for name in names]
+    for folder in folders:
+        os.makedirs(folder, exist_ok=True)
+    return folders
+
+
+def notebook_outputs(**parameters):
+    """`-p NAME VALUE` for each parameter of a notebook's own (its output paths...), shell-quoted."""
+    return " ".join(f"-p {name} {shlex.quote(str(value))}" for name, value in parameters.items())
+
+
 def prepare_source(wildcards):
     """The `repro prepare` flags that say where a corpus comes from."""
     if wildcards.corpus == "python-docs":
@@ -85,8 +103,8 @@ def prepare_source(wildcards):
     if wildcards.corpus == "openwebtext":
         owt = config["openwebtext"]
         if owt["data_files"]:
-            return f"--data-files '{owt['data_files']}'"
-        return f"--hub-id {owt['hub_id']}"
+            return f"--data-files {shlex.quote(owt['data_files'])}"
+        return f"--hub-id {shlex.quote(owt['hub_id'])}"
     raise ValueError(f"unknown corpus {wildcards.corpus!r} ({', '.join(CORPORA)})")
 
 
@@ -127,7 +145,7 @@ def device_flag(wildcards):
 # directory as parameters, plus that notebook's own (params.outputs: its output paths, and the
 # number of seeds where it reads them).
 PAPERMILL = (
-    "papermill --no-progress-bar --cwd . {input.notebook} {output.notebook} "
-    "-p preset {params.preset} -p runs_dir {params.runs} -p config_dir {params.config} "
-    "{params.outputs} > {log} 2>&1"
+    "papermill --no-progress-bar --cwd . {input.notebook:q} {output.notebook:q} "
+    "-p preset {params.preset:q} -p runs_dir {params.runs:q} -p config_dir {params.config:q} "
+    "{params.outputs} > {log:q} 2>&1"
 )

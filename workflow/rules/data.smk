@@ -14,7 +14,7 @@ rule prepare:
     conda:
         "../../environment.yml"
     shell:
-        "repro prepare {params.source} --num-proc {threads} --out {params.out} > {log} 2>&1"
+        "repro prepare {params.source} --num-proc {threads} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule indices:
@@ -31,8 +31,8 @@ rule indices:
     conda:
         "../../environment.yml"
     shell:
-        "repro indices --preset {input.preset} --seed {params.seed} --data {params.data} "
-        "--out {params.out} > {log} 2>&1"
+        "repro indices --preset {input.preset:q} --seed {params.seed} --data {params.data:q} "
+        "--out {params.out:q} > {log:q} 2>&1"
 
 
 use rule indices as indices_seed with:

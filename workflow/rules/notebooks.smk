@@ -10,6 +10,7 @@ rule table1:
     input:
         notebook="notebooks/table1.ipynb",
         runs=run_files(TABLE1, seeds=SEEDS),
+        folders=lambda wildcards: run_folders(TABLE1, seeds=SEEDS),
     output:
         table="results/table1.csv",
         notebook="results/notebooks/table1.ipynb",
@@ -17,7 +18,8 @@ rule table1:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
-        outputs=lambda wildcards, output: f"-p out_csv {output.table} -p seeds {len(SEEDS)}",
+        outputs=lambda wildcards, output: notebook_outputs(out_csv=output.table,
+                                                           seeds=len(SEEDS)),
     log:
         "results/notebooks/table1.log",
     conda:
@@ -30,6 +32,7 @@ rule figure1:
     input:
         notebook="notebooks/figure1.ipynb",
         runs=run_files(TABLE1, seeds=SEEDS),
+        folders=lambda wildcards: run_folders(TABLE1, seeds=SEEDS),
     output:
         png="results/figures/figure1.png",
         pdf="results/figures/figure1.pdf",
@@ -38,8 +41,8 @@ rule figure1:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
-        outputs=lambda wildcards, output: (
-            f"-p out_png {output.png} -p out_pdf {output.pdf} -p seeds {len(SEEDS)}"),
+        outputs=lambda wildcards, output: notebook_outputs(
+            out_png=output.png, out_pdf=output.pdf, seeds=len(SEEDS)),
     log:
         "results/notebooks/figure1.log",
     conda:
@@ -52,6 +55,7 @@ rule table1_seeds:
     input:
         notebook="notebooks/table1_seeds.ipynb",
         runs=run_files(TABLE1, seeds=SEEDS),
+        folders=lambda wildcards: run_folders(TABLE1, seeds=SEEDS),
     output:
         table="results/table1_seeds.csv",
         notebook="results/notebooks/table1_seeds.ipynb",
@@ -59,7 +63,8 @@ rule table1_seeds:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
-        outputs=lambda wildcards, output: f"-p out_csv {output.table} -p seeds {len(SEEDS)}",
+        outputs=lambda wildcards, output: notebook_outputs(out_csv=output.table,
+                                                           seeds=len(SEEDS)),
     log:
         "results/notebooks/table1_seeds.log",
     conda:
@@ -72,6 +77,7 @@ rule figure2:
     input:
         notebook="notebooks/figure2.ipynb",
         runs=run_files(SWEEP),
+        folders=lambda wildcards: run_folders(SWEEP),
     output:
         png="results/figures/figure2.png",
         pdf="results/figures/figure2.pdf",
@@ -80,7 +86,8 @@ rule figure2:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
-        outputs=lambda wildcards, output: f"-p out_png {output.png} -p out_pdf {output.pdf}",
+        outputs=lambda wildcards, output: notebook_outputs(
+            out_png=output.png, out_pdf=output.pdf),
     log:
         "results/notebooks/figure2.log",
     conda:
@@ -93,6 +100,7 @@ rule explore:
     input:
         notebook="notebooks/explore.ipynb",
         runs=run_files(TABLE1),
+        folders=lambda wildcards: run_folders(TABLE1),
     output:
         notebook="results/notebooks/explore.ipynb",
     params:

@@ -5,8 +5,11 @@
 # metrics.csv and run.json as they grow), which is never a declared output, so Snakemake never
 # deletes it: an interrupted run resumes from its checkpoint when the target is asked for again,
 # and a finished one is not retrained (`repro train` on a completed run does nothing). The
-# declared outputs, metrics.csv and run.json one level up, are copied from live/ only when
-# `repro train` ends (completed or diverged).
+# declared outputs, metrics.csv and run.json one level up, are copied from live/ by `repro train
+# --publish` only when the run has ended (completed or diverged). The shell execs `repro train`,
+# so that the trainer is Snakemake's own child: with --exit-with-parent it checkpoints and stops
+# when Snakemake dies, and never publishes outputs a dead workflow no longer owns. live/.lock
+# keeps a second trainer out of a run while one is writing it.
 
 
 rule train:
@@ -20,6 +23,7 @@ rule train:
         config=CONFIG_DIR,
         data=lambda wildcards, input: os.path.dirname(input.tokens[0]),
         indices=lambda wildcards, input: os.path.dirname(input.indices[0]),
+        run=lambda wildcards, output: os.path.dirname(output.metrics),
         live=lambda wildcards, output: os.path.join(os.path.dirname(output.metrics), "live"),
         device=device_flag,
         seed=seed_of,
@@ -34,10 +38,11 @@ rule train:
     conda:
         "../../environment.yml"
     shell:
-        "{params.command} --preset {params.preset} --experiment {wildcards.experiment} --seed {params.seed} "
-        "--config-dir {params.config} --data {params.data} "
-        "--indices {params.indices} --out {params.live} {params.device} > {log} 2>&1 "
-        "&& cp {params.live}/metrics.csv {output.metrics} && cp {params.live}/run.json {output.run}"
+        "exec {params.command} --preset {params.preset:q} --experiment {wildcards.experiment:q} "
+        "--seed {params.seed} "
+        "--config-dir {params.config:q} --data {params.data:q} --indices {params.indices:q} "
+        "--out {params.live:q} --publish {params.run:q} --exit-with-parent {params.device} "
+        "> {log:q} 2>&1"
 
 
 use rule train as train_seed with:

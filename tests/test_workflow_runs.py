@@ -1,0 +1,47 @@
+"""The workflow notices what users do (issue 9, point 7): a deleted run folder is retrained and the
+tables rebuilt; paths with spaces work. A scratch copy of the workflow, on ready-made token files
+(no corpus preparation), trains one tiny run."""
+
+import shutil
+import time
+
+import pytest
+from conftest import write_token_files
+from workflow_helpers import copy_workflow, snakemake
+
+CONFIG = ["--cores", "2", "--config", "preset=tiny", "data_dir=my data"]
+TABLE1 = ["baseline", "mlp4.75", "mlp4.75-scaled", "resgelu-lr2.6e-3", "resgelu-lr3e-3"]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    workdir = copy_workflow(tmp_path_factory.mktemp("workflow"))
+    write_token_files(workdir / "my data" / "python-docs")
+    result = snakemake(workdir, "results/runs/tiny/baseline/run.json", *CONFIG)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return workdir
+
+
+def test_paths_with_spaces_work(built):
+    runs = built / "results" / "runs" / "tiny" / "baseline"
+    assert (runs / "run.json").exists() and (runs / "metrics.csv").exists()
+    assert (built / "my data" / "python-docs" / "indices" / "tiny" / "indices.json").exists()
+    assert not (built / "my").exists() and not (built / "data").exists()  # no stray files
+
+
+def test_a_deleted_run_folder_is_retrained_and_the_tables_rebuilt(built):
+    runs = built / "results" / "runs" / "tiny"
+    for name in TABLE1[1:]:  # stand-ins for the other runs: a dry run reads no content
+        shutil.copytree(runs / "baseline", runs / name, dirs_exist_ok=True)
+    time.sleep(1.1)
+    for path in ("results/table1.csv", "results/notebooks/table1.ipynb"):
+        (built / path).parent.mkdir(parents=True, exist_ok=True)
+        (built / path).write_text("built after the runs\n")
+    before = snakemake(built, "-n", "results/table1.csv", *CONFIG)
+    assert "Nothing to be done" in before.stdout + before.stderr, before.stdout + before.stderr
+
+    shutil.rmtree(runs / "mlp4.75")  # the README's way to retrain a run
+    after = snakemake(built, "-n", "results/table1.csv", *CONFIG)
+    output = after.stdout + after.stderr
+    assert after.returncode == 0, output
+    assert "results/runs/tiny/mlp4.75/run.json" in output and "rule table1:" in output, output
