@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from repro import distributed, preemption
+from repro.allocator import keep_freed_memory
 from repro.batches import Batches, DeviceBatches
 from repro.checkpoint import load_checkpoint, save_checkpoint
 from repro.config import RunConfig
@@ -35,6 +36,8 @@ from repro.rundir import (
     legacy_identity,
     read_record,
 )
+
+keep_freed_memory()  # every process that trains imports this module
 
 
 def learning_rate(step: int, lr_max: float, lr_min: float, warmup_steps: int,
