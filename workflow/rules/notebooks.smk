@@ -20,8 +20,6 @@ rule table1:
         outputs=lambda wildcards, output: f"-p out_csv {output.table} -p seeds {len(SEEDS)}",
     log:
         "results/notebooks/table1.log",
-    conda:
-        "../../environment.yml"
     shell:
         PAPERMILL
 
@@ -42,8 +40,6 @@ rule figure1:
             f"-p out_png {output.png} -p out_pdf {output.pdf} -p seeds {len(SEEDS)}"),
     log:
         "results/notebooks/figure1.log",
-    conda:
-        "../../environment.yml"
     shell:
         PAPERMILL
 
@@ -83,8 +79,6 @@ rule figure2:
         outputs=lambda wildcards, output: f"-p out_png {output.png} -p out_pdf {output.pdf}",
     log:
         "results/notebooks/figure2.log",
-    conda:
-        "../../environment.yml"
     shell:
         PAPERMILL
 
@@ -102,7 +96,5 @@ rule explore:
         outputs="-p experiment baseline",
     log:
         "results/notebooks/explore.log",
-    conda:
-        "../../environment.yml"
     shell:
         PAPERMILL

@@ -31,8 +31,6 @@ rule train:
         runtime=lambda wildcards: preset_of(wildcards).resources.runtime,
     log:
         "results/runs/{preset}/{experiment}/train.log",
-    conda:
-        "../../environment.yml"
     shell:
         "{params.command} --preset {params.preset} --experiment {wildcards.experiment} --seed {params.seed} "
         "--config-dir {params.config} --data {params.data} "
