@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from repro.config import Experiment, Preset, load_config
+from repro.config import Experiment, Preset, load_config, load_preset
 from repro.rundir import METRICS_CSV, RUN_JSON, RunError, RunRecord, files_dir, read_record
 
 TABLE1_COLUMNS = [
     "experiment", "query_mode", "mlp_ratio", "lr_max", "lr_min", "weight_decay",
     "non_embedding_params", "step", "val_loss", "rel_improvement",
-    "paper_val_loss", "paper_rel_improvement", "status", "preset",
+    "paper_val_loss", "paper_rel_improvement", "status", "preset", "caveat",
 ]
 
 
@@ -154,6 +154,16 @@ def loss_curves(runs: dict[str, Run], first_step: int = 1,
     return curves[keep].reset_index(drop=True)
 
 
+def scale_caveat(preset: Preset, config_dir: str | Path | None = None) -> str:
+    """Empty for a preset at the paper's scale (its model and training as the `paper` preset's),
+    else the words that say its numbers cannot test the paper, to print next to them."""
+    paper = load_preset("paper", config_dir)
+    if (preset.model, preset.train) == (paper.model, paper.train):
+        return ""
+    return (f"preset {preset.name} is not the paper's scale: these numbers show that the "
+            f"pipeline runs, they cannot test the paper")
+
+
 def table1_row(experiment: Experiment, run: Run | None, preset: Preset,
                baseline_loss: float) -> dict:
     """One row of Table 1: the configuration, our loss at the table step, the paper's numbers."""
@@ -192,5 +202,6 @@ def table1(runs_dir: str | Path, preset: str | Preset, group: str = "table1",
     baseline_loss = base.loss_at(preset.report.table_step) if base is not None else math.nan
     rows = [table1_row(e, runs.get(e.name), preset, baseline_loss) for e in members]
     table = pd.DataFrame(rows, columns=TABLE1_COLUMNS)
+    table["caveat"] = scale_caveat(preset, config_dir)
     table["non_embedding_params"] = table["non_embedding_params"].astype("Int64")
     return table
