@@ -11,13 +11,15 @@ rule table1:
         notebook="notebooks/table1.ipynb",
         runs=run_files(TABLE1, seeds=SEEDS),
     output:
-        table="results/table1.csv",
+        table=report("results/table1.csv", caption="../report/table1.rst", category="Table 1"),
+        claims=report("results/claims.csv", caption="../report/claims.rst", category="Claims"),
         notebook="results/notebooks/table1.ipynb",
     params:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
-        outputs=lambda wildcards, output: f"-p out_csv {output.table} -p seeds {len(SEEDS)}",
+        outputs=lambda wildcards, output: (f"-p out_csv {output.table} -p out_claims "
+                                           f"{output.claims} -p seeds {len(SEEDS)}"),
     log:
         "results/notebooks/table1.log",
     shell:
@@ -29,7 +31,8 @@ rule figure1:
         notebook="notebooks/figure1.ipynb",
         runs=run_files(TABLE1, seeds=SEEDS),
     output:
-        png="results/figures/figure1.png",
+        png=report("results/figures/figure1.png", caption="../report/figure1.rst",
+                   category="Figure 1"),
         pdf="results/figures/figure1.pdf",
         notebook="results/notebooks/figure1.ipynb",
     params:
@@ -69,7 +72,8 @@ rule figure2:
         notebook="notebooks/figure2.ipynb",
         runs=run_files(SWEEP),
     output:
-        png="results/figures/figure2.png",
+        png=report("results/figures/figure2.png", caption="../report/figure2.rst",
+                   category="Figure 2"),
         pdf="results/figures/figure2.pdf",
         notebook="results/notebooks/figure2.ipynb",
     params:
