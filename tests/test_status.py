@@ -54,3 +54,8 @@ def test_a_dead_trainer_holds_nothing(tmp_path):
     live = in_progress(tmp_path, "baseline")
     (live / ".lock").write_text(f"host {socket.gethostname()}, PID {2**22 + 1}\n")
     assert trainer_holding(tmp_path / "baseline") is None
+
+
+def test_status_of_a_missing_folder_is_one_line(tmp_path, capsys):
+    assert main(["status", "--preset", "smoke", "--runs-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith(f"repro: error: {tmp_path / 'smoke'}: no such folder")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from repro.files import ReproError
 from repro.progress import duration
 from repro.results import list_runs
 from repro.rundir import LIVE
@@ -40,6 +41,10 @@ def trainer_holding(run_dir: Path) -> str | None:
 
 def status_table(runs_dir: Path, preset: str | None = None) -> pd.DataFrame:
     """One row per run of `preset` (default: every preset) under runs_dir."""
+    folder = Path(runs_dir) / (preset or "")
+    if not folder.is_dir():
+        raise ReproError(f"{folder}: no such folder (no run of this preset has started here; "
+                         f"--runs-dir names the folder of the presets' runs)")
     presets = [preset] if preset else sorted(p.name for p in Path(runs_dir).iterdir() if p.is_dir())
     frames = []
     for name in presets:
