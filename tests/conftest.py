@@ -4,6 +4,7 @@ directories in the format `repro train` writes (the results, plots and notebook 
 import csv
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,10 @@ import pytest
 from repro.config import load_preset
 from repro.indices import write_indices
 from repro.rundir import METRICS_COLUMNS, RunRecord
+
+# No test reaches the network: Hugging Face libraries (read when first imported, here and in the
+# tests' subprocesses) fail at once instead of downloading.
+os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
 
 
 def write_token_files(data_dir, train_tokens=30_000, val_tokens=6_000, seed=0):
