@@ -61,8 +61,6 @@ rule table1_seeds:
         outputs=lambda wildcards, output: f"-p out_csv {output.table} -p seeds {len(SEEDS)}",
     log:
         "results/notebooks/table1_seeds.log",
-    conda:
-        "../../environment.yml"
     shell:
         PAPERMILL
 
