@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Time the smoke DAG from a fresh checkout: tokenize Python's docs, draw the indices, train the
 # five Table 1 experiments, execute the notebooks (target `main`: Table 1, Figure 1, explore).
-# Usage: benchmarks/time_smoke_dag.sh [CORES]   (default 2). Works in a scratch copy of the
-# workflow, so the checkout's data/ and results/ are untouched. Prints the wall time.
+# Usage: benchmarks/time_smoke_dag.sh [CORES] [CHECKOUT]   (default: 2 cores, this checkout).
+# Works in a scratch copy of CHECKOUT's workflow, with CHECKOUT's src/ first on the path, so the
+# checkout's data/ and results/ are untouched. Prints the wall time.
 set -euo pipefail
 cores=${1:-2}
-repo=$(cd "$(dirname "$0")/.." && pwd)
+repo=$(cd "${2:-$(dirname "$0")/..}" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp -r "$repo/Snakefile" "$repo/workflow" "$repo/config" "$repo/notebooks" "$repo/profiles" "$repo/environment.yml" "$work/"
 cd "$work"
+export PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}"
 start=$(date +%s.%N)
 snakemake main --cores "$cores" --config preset=smoke > "$work/snakemake.log" 2>&1 \
   || { tail -30 "$work/snakemake.log"; exit 1; }
@@ -18,4 +20,4 @@ python3 - "$work/results/table1.csv" <<'PY'
 import sys, pandas as pd
 print(pd.read_csv(sys.argv[1])[["experiment", "val_loss", "rel_improvement", "status"]].to_string(index=False))
 PY
-python3 -c "print(f'smoke DAG (target main, $cores cores): {$end - $start:.0f} s wall')"
+python3 -c "print(f'smoke DAG (target main, $cores cores, $(basename "$repo")): {$end - $start:.0f} s wall')"

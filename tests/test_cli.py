@@ -100,3 +100,29 @@ def test_train_uses_the_config_of_the_working_directory(token_dir, tiny_indices,
     assert f"config: {config.resolve()}\n" in capsys.readouterr().out
     recorded = json.loads((tmp_path / "clone" / "run" / "run.json").read_text())
     assert recorded["config"]["preset"]["description"].startswith("the clone's,")
+
+
+def test_every_option_of_every_subcommand_has_help():
+    import argparse
+
+    from repro.cli import build_parser
+
+    def undocumented(parser, path):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helped = {a.dest for a in action._choices_actions if a.help}
+                yield from (f"{path} {name}" for name in action.choices if name not in helped)
+                for name, sub in action.choices.items():
+                    yield from undocumented(sub, f"{path} {name}")
+            elif not action.help:
+                yield f"{path} {'/'.join(action.option_strings) or action.dest}"
+
+    assert list(undocumented(build_parser(), "repro")) == []
+
+
+def test_version(capsys):
+    import repro
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out == f"repro {repro.__version__}\n"

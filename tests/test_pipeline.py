@@ -100,3 +100,20 @@ def test_runs_are_kept_and_not_retrained(built):
     assert redo.returncode == 0, redo.stderr[-3000:]
     assert (run / "live" / "ckpt.pt").stat().st_mtime_ns == checkpoint_mtime
     assert (run / "metrics.csv").read_text() == (run / "live" / "metrics.csv").read_text()
+
+
+def test_report_holds_table1_figures_and_the_claims(built):
+    result = snakemake(built, "--report", "results/report.html", *CONFIG)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = (built / "results" / "report.html").read_text()
+    for caption in ("Table 1 at preset <strong>tiny", "The claims check at preset <strong>tiny",
+                    "Figure 1 at preset <strong>tiny", "Figure 2 at preset <strong>tiny"):
+        assert caption in report
+    claims = pd.read_csv(built / "results" / "claims.csv")
+    assert claims["caveat"].str.contains("cannot test the paper").all()
+
+
+def test_figure2_table_lists_only_the_sweep(built):
+    notebook = nbformat.read(built / "results/notebooks/figure2.ipynb", as_version=4)
+    table = notebook.cells[-1].outputs[0]["data"]["text/plain"]
+    assert "resgelu-lr3e-3" in table and "mlp4.75-scaled" not in table  # a Table 1 run only

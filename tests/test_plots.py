@@ -12,6 +12,13 @@ def test_figure1(tiny_runs, tmp_path):
     fig = plots.figure1(tiny_runs, "tiny")
     assert "preset: tiny" in fig.axes[0].get_title()
     assert fig.axes[1].get_ylabel().startswith("relative improvement")
+    # Every series differs from every other in colour and in marker; the baseline is drawn on top.
+    val_lines = [line for line in fig.axes[0].get_lines() if not line.get_label().startswith("_")]
+    assert len(val_lines) == 5
+    assert len({line.get_color() for line in val_lines}) == 5
+    assert len({line.get_marker() for line in val_lines}) == 5
+    (base,) = [line for line in val_lines if line.get_label() == "baseline"]
+    assert base.get_zorder() > max(line.get_zorder() for line in val_lines if line is not base)
     png, pdf = plots.save(fig, tmp_path / "f" / "figure1.png", tmp_path / "f" / "figure1.pdf")
     assert Image.open(png).size[0] > 500
     assert pdf.read_bytes().startswith(b"%PDF")
@@ -36,3 +43,4 @@ def test_run_curves(tiny_runs):
 def test_table_frame(tiny_runs):
     frame = plots.table_frame(results.table1(tiny_runs, "tiny"))
     assert frame.loc[4, "rel_improvement"].endswith("%")
+    assert frame.loc[0, "non_embedding_params"] == "1,000"  # exact, never "0.00M"

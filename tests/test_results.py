@@ -38,8 +38,16 @@ def test_table1(tiny_runs):
     assert row["step"] == 12 and row["preset"] == "tiny" and row["status"] == "completed"
     assert row["paper_val_loss"] == 2.915 and row["paper_rel_improvement"] == 0.014
     assert row["query_mode"] == "residual_gelu" and row["weight_decay"] == 0.03125
+    assert "cannot test the paper" in row["caveat"]  # said next to the numbers (issue 10)
     assert table.set_index("experiment").loc["baseline", "rel_improvement"] == 0
     assert table.set_index("experiment").loc["mlp4.75", "non_embedding_params"] == 2000
+
+
+def test_caveat_only_off_the_papers_scale():
+    from repro.config import load_preset
+
+    assert results.scale_caveat(load_preset("paper")) == ""
+    assert "preset smoke is not the paper's scale" in results.scale_caveat(load_preset("smoke"))
 
 
 def test_table1_missing_and_diverged(tiny_runs):
@@ -98,6 +106,7 @@ def test_claims_fail(tiny_runs):
         diverged_step=2,
     )
     claims = check_claims(tiny_runs, load_preset("tiny"))
+    assert claims["caveat"].str.contains("cannot test the paper").all()
     by = {(c, e): h for c, e, h in claims[["claim", "experiment", "holds"]].itertuples(index=False)}
     assert by[("beats baseline at every evaluation", "resgelu-lr3e-3")] is False
     assert by[("largest relative gain early", "resgelu-lr3e-3")] is False

@@ -166,6 +166,10 @@ def test_interrupted_run_resumes_to_the_same_result(token_dir, tiny_indices, tmp
     assert without_timing(read_metrics(tmp_path / "split")) == without_timing(
         read_metrics(tmp_path / "whole")
     )
+    # train.log holds both sessions: appended on resume, never overwritten.
+    log = (tmp_path / "split" / "train.log").read_text()
+    assert log.index("starting at step 0/12") < log.index("resuming at step 5/12")
+    assert "step 3/12 | train loss" in log and "step 12/12 | train loss" in log
 
 
 def test_divergence_ends_the_run_cleanly(token_dir, tiny_indices, tmp_path):

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from repro.config import Experiments, Preset, load_config
-from repro.results import relative_improvement, relative_improvement_curves
+from repro.results import relative_improvement, relative_improvement_curves, scale_caveat
 from repro.seeds import BySeed, losses_at, over_seeds, paired, read_seed_runs, summarise
 
 CLAIM_COLUMNS = ["claim", "experiment", "holds", "detail"]
@@ -136,4 +136,6 @@ def check_claims(runs_dir: str | Path, preset: str | Preset, config_dir: str | P
                      f"status {run.status}{at} (claim: before step {limit})"))
     else:
         rows.append((claim, unstable, None, "not trained (group `claims`)"))
-    return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
+    claims = pd.DataFrame(rows, columns=CLAIM_COLUMNS)
+    claims["caveat"] = scale_caveat(preset, config_dir)
+    return claims

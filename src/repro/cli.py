@@ -12,6 +12,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import repro
 from repro import config, corpus, preemption
 from repro.files import ReproError, read_json, write_json
 
@@ -168,6 +169,11 @@ def cmd_bench(args) -> None:
         write_json(args.json, report)
 
 
+def cmd_status(args) -> None:
+    from repro import status
+    print(status.format_status(status.status_table(args.runs_dir, args.preset)))
+
+
 def _prepare_parser(p: argparse.ArgumentParser) -> None:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--data-files", nargs="+", metavar="GLOB",
@@ -269,6 +275,8 @@ def _describe_parser(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="repro", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {repro.__version__}",
+                        help="print the package version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     _prepare_parser(sub.add_parser(
         "prepare", help="tokenize a corpus into train.bin / val.bin + manifest.json"))
@@ -291,6 +299,12 @@ def build_parser() -> argparse.ArgumentParser:
                       "MFU"))
     _describe_parser(sub.add_parser(
         "describe", help="parameters, FLOPs and GPU-hours of a run or a group"))
+    p = sub.add_parser("status", help="each run of a preset: status, step, last validation "
+                                      "loss, tokens/s, ETA, the trainer holding it")
+    p.add_argument("--preset", help="the preset whose runs to list (default: every preset)")
+    p.add_argument("--runs-dir", type=Path, default=Path("results/runs"),
+                   help="where the runs are, one folder per preset (default: results/runs)")
+    p.set_defaults(func=cmd_status)
     return parser
 
 

@@ -22,6 +22,10 @@ from repro.config import Preset, load_config
 from repro.seeds import over_seeds, paired, read_seed_runs
 
 SPLIT_STYLE = {"val": "-", "train": "--"}
+# Okabe & Ito's colour-blind-safe palette (the baseline black) and a marker per series: every
+# series differs in colour and marker, so none is lost in grey print or to colour blindness.
+SERIES_COLORS = ["#000000", "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00"]
+SERIES_MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 
 
 def _style():
@@ -53,6 +57,13 @@ def _band(ax, curve: pd.DataFrame, value: str, color) -> None:
                     color=color, alpha=0.2, lw=0)
 
 
+def series_styles(names: list[str], baseline: str) -> dict[str, dict]:
+    """Colour, marker and drawing order of each experiment: the baseline first, black, on top."""
+    ordered = [baseline] + [n for n in names if n != baseline]
+    return {name: {"color": color, "marker": marker, "zorder": 3 if name == baseline else 2}
+            for name, color, marker in zip(ordered, SERIES_COLORS, SERIES_MARKERS)}
+
+
 def figure1(runs_dir: str | Path, preset: str | Preset, config_dir: str | Path | None = None,
             seeds: int = 1):
     """Figure 1: training dynamics of the Table 1 runs. Top: evaluation losses (solid val, dashed
@@ -65,14 +76,17 @@ def figure1(runs_dir: str | Path, preset: str | Preset, config_dir: str | Path |
     by_seed = read_seed_runs(runs_dir, names, seeds)
     baseline = _require_baseline(by_seed[0], runs_dir, experiments.baseline)
     first, last = _window(preset)
-    colors = dict(zip(names, sns.color_palette("colorblind", len(names))))
+    styles = series_styles(names, baseline)
+    colors = {name: style["color"] for name, style in styles.items()}
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 8), sharex=True,
                                       gridspec_kw={"height_ratios": [3, 2]})
     losses = over_seeds(by_seed, lambda runs: results.loss_curves(runs, first, last),
                         ["experiment", "split", "step"], "loss")
+    marks = max(1, losses["step"].nunique() // 12)  # about a dozen markers a line
     for (name, split), curve in losses.groupby(["experiment", "split"], sort=False):
-        top.plot(curve["step"], curve["loss_mean"], SPLIT_STYLE[split], color=colors[name],
+        top.plot(curve["step"], curve["loss_mean"], SPLIT_STYLE[split], **styles[name],
+                 markevery=marks, markersize=5, fillstyle="full" if split == "val" else "none",
                  label=name if split == "val" else None)
         if split == "val":
             _band(top, curve, "loss", colors[name])
@@ -80,7 +94,8 @@ def figure1(runs_dir: str | Path, preset: str | Preset, config_dir: str | Path |
     n = int(losses["n_seeds"].max())
     top.set_title(f"Training dynamics, steps {first:,}-{last:,} (preset: {preset.name})"
                   + (f"\nmean of {n} seeds, bands: 95% t-interval" if n > 1 else ""))
-    top.legend(title="solid: validation, dashed: training", fontsize="small")
+    top.legend(title="colour and marker: experiment\nsolid: validation, dashed: training",
+               fontsize="small")
 
     for split in ("val", "train"):
         curves = over_seeds(paired(by_seed, baseline), lambda runs: (
@@ -89,10 +104,11 @@ def figure1(runs_dir: str | Path, preset: str | Preset, config_dir: str | Path |
             ["experiment", "step"], "rel_improvement")
         for name, curve in curves.groupby("experiment", sort=False):
             bottom.plot(curve["step"], curve["rel_improvement_mean"], SPLIT_STYLE[split],
-                        color=colors[name])
+                        **styles[name], markevery=marks, markersize=5,
+                        fillstyle="full" if split == "val" else "none")
             if split == "val":
                 _band(bottom, curve, "rel_improvement", colors[name])
-    bottom.axhline(0, color=colors[baseline], lw=1)
+    bottom.axhline(0, color=colors[baseline], lw=1, label="baseline")
     bottom.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=1))
     bottom.set_ylabel("relative improvement\nover baseline (%)")
     _steps_axis(bottom, preset)
@@ -176,12 +192,12 @@ def save(fig, *paths: str | Path) -> list[Path]:
 
 
 def table_frame(table: pd.DataFrame) -> pd.DataFrame:
-    """Table 1 formatted for reading: percentages, 4-decimal losses, parameters in millions."""
+    """Table 1 formatted for reading: percentages, 4-decimal losses, exact parameter counts."""
     out = table.copy()
     for col in ("rel_improvement", "paper_rel_improvement"):
         out[col] = out[col].map(lambda v: "" if pd.isna(v) else f"{v:.2%}")
     for col in ("val_loss", "paper_val_loss"):
         out[col] = out[col].map(lambda v: "" if pd.isna(v) else f"{v:.4f}")
     out["non_embedding_params"] = out["non_embedding_params"].map(
-        lambda v: "" if pd.isna(v) else f"{v / 1e6:.2f}M")
+        lambda v: "" if pd.isna(v) else f"{v:,}")
     return out

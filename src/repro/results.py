@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from repro.config import Experiment, Preset, RunConfig, load_config
+from repro.config import Experiment, Preset, RunConfig, load_config, load_preset
 from repro.rundir import (
     METRICS_CSV,
     RUN_JSON,
     RunError,
     RunRecord,
+    files_dir,
     identity_differences,
     read_record,
 )
@@ -30,6 +31,7 @@ TABLE1_COLUMNS = [
     "experiment", "query_mode", "mlp_ratio", "lr_max", "lr_min", "weight_decay",
     "non_embedding_params", "step", "val_loss", "rel_improvement",
     "paper_val_loss", "paper_rel_improvement", "status", "preset", "config_differences",
+    "caveat",
 ]
 
 
@@ -61,34 +63,55 @@ class Run:
 
 
 def read_run(run_dir: str | Path) -> Run:
-    """Read metrics.csv and run.json of a run directory."""
-    run_dir = Path(run_dir)
+    """Read metrics.csv and run.json of a run directory (its live/ folder while it trains)."""
+    run_dir = files_dir(run_dir)
     record = read_record(run_dir)
     if not (run_dir / METRICS_CSV).exists():
         raise RunError(f"{run_dir / METRICS_CSV}: no such file (has this run been trained?)")
     return Run(path=run_dir, metrics=pd.read_csv(run_dir / METRICS_CSV), record=record)
 
 
+def has_run(run_dir: str | Path) -> bool:
+    """Whether a run directory (or its live/ folder) holds a run to read."""
+    files = files_dir(run_dir)
+    return (files / RUN_JSON).exists() and (files / METRICS_CSV).exists()
+
+
 def read_runs(runs_dir: str | Path, names: list[str]) -> dict[str, Run]:
-    """The runs of `names` under runs_dir (results/runs/<preset>/); missing ones are left out."""
-    runs_dir = Path(runs_dir)
-    return {name: read_run(runs_dir / name) for name in names
-            if (runs_dir / name / METRICS_CSV).exists() and (runs_dir / name / RUN_JSON).exists()}
+    """The runs of `names` under runs_dir (results/runs/<preset>/), those in progress too;
+    missing ones are left out."""
+    return {name: read_run(Path(runs_dir) / name) for name in names
+            if has_run(Path(runs_dir) / name)}
 
 
-def list_runs(runs_dir: str | Path) -> pd.DataFrame:
-    """Every run under runs_dir (results/runs/<preset>/): experiment, status, last step, and its
-    last evaluation (step and validation loss)."""
-    rows = []
-    for path in sorted(Path(runs_dir).glob(f"*/{RUN_JSON}")):
-        run = read_run(path.parent)
-        evals = run.evals()
-        rows.append({"experiment": path.parent.name, "status": run.status,
-                     "last_step": run.record.last_step,
-                     "last_eval_step": evals.index.max() if len(evals) else None,
-                     "last_eval_val_loss": evals["eval_val_loss"].iloc[-1] if len(evals) else None})
-    return pd.DataFrame(rows, columns=["experiment", "status", "last_step", "last_eval_step",
-                                       "last_eval_val_loss"])
+RUN_COLUMNS = ["experiment", "status", "last_step", "max_step", "last_eval_step",
+               "last_eval_val_loss", "tokens_per_s", "eta_s"]
+RECENT_STEPS = 50  # the steps whose median speed the ETA assumes
+
+
+def run_summary(run: Run) -> dict:
+    """Where a run stands: status, last step (of metrics.csv: run.json's is written only at the
+    start and end), its last evaluation, its recent speed and, while it runs, the time left."""
+    evals, recent = run.evals(), run.metrics.tail(RECENT_STEPS)
+    max_step = run.record.config.get("preset", {}).get("train", {}).get("max_step")
+    last_step = int(run.metrics["step"].iloc[-1]) if len(run.metrics) else None
+    left = (max_step - last_step) if None not in (max_step, last_step) else None
+    running = run.status == "running" and left is not None and len(recent)
+    return {"experiment": run.name, "status": run.status, "last_step": last_step,
+            "max_step": max_step,
+            "last_eval_step": evals.index.max() if len(evals) else None,
+            "last_eval_val_loss": evals["eval_val_loss"].iloc[-1] if len(evals) else None,
+            "tokens_per_s": recent["tokens_per_s"].median() if len(recent) else None,
+            "eta_s": left * recent["step_time_s"].median() if running else None}
+
+
+def list_runs(runs_dir: str | Path, names: list[str] | None = None) -> pd.DataFrame:
+    """Every run under runs_dir (results/runs/<preset>/), or those of `names`, those in progress
+    too: one row of run_summary each."""
+    dirs = sorted(Path(runs_dir).iterdir()) if names is None else [Path(runs_dir) / n
+                                                                   for n in names]
+    rows = [run_summary(read_run(d)) for d in dirs if has_run(d)]
+    return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
 
 def relative_improvement(loss: float | pd.Series, baseline: float | pd.Series):
@@ -155,6 +178,16 @@ def recorded_configuration(experiment: Experiment, run: Run | None, preset: Pres
     return recorded, "; ".join(identity_differences(run.record.identity, now))
 
 
+def scale_caveat(preset: Preset, config_dir: str | Path | None = None) -> str:
+    """Empty for a preset at the paper's scale (its model and training as the `paper` preset's),
+    else the words that say its numbers cannot test the paper, to print next to them."""
+    paper = load_preset("paper", config_dir)
+    if (preset.model, preset.train) == (paper.model, paper.train):
+        return ""
+    return (f"preset {preset.name} is not the paper's scale: these numbers show that the "
+            f"pipeline runs, they cannot test the paper")
+
+
 def table1_row(experiment: Experiment, run: Run | None, preset: Preset,
                baseline_loss: float) -> dict:
     """One row of Table 1: the configuration the run was trained with, its loss at the table
@@ -195,5 +228,6 @@ def table1(runs_dir: str | Path, preset: str | Preset, group: str = "table1",
     baseline_loss = base.loss_at(preset.report.table_step) if base is not None else math.nan
     rows = [table1_row(e, runs.get(e.name), preset, baseline_loss) for e in members]
     table = pd.DataFrame(rows, columns=TABLE1_COLUMNS)
+    table["caveat"] = scale_caveat(preset, config_dir)
     table["non_embedding_params"] = table["non_embedding_params"].astype("Int64")
     return table

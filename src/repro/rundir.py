@@ -17,6 +17,7 @@ import repro
 from repro.files import ReproError, atomic_write, read_json, write_json
 
 RUN_JSON, METRICS_CSV, CHECKPOINT = "run.json", "metrics.csv", "ckpt.pt"
+LIVE = "live"  # where `repro train` works in the workflow's run folders (rules/train.smk)
 RECORD_FORMAT = "repro-run/2"
 METRICS_COLUMNS = ["step", "lr", "train_loss", "eval_train_loss", "eval_train_std",
                    "eval_val_loss", "eval_val_std", "tokens_seen", "step_time_s", "tokens_per_s"]
@@ -61,6 +62,15 @@ class RunRecord:
 
     def write(self, run_dir: Path) -> None:
         write_json(Path(run_dir) / RUN_JSON, asdict(self))
+
+
+def files_dir(run_dir: str | Path) -> Path:
+    """Where a run's files are: the run folder once training has ended, else its live/ folder
+    (a run in progress, or stopped part-way)."""
+    run_dir = Path(run_dir)
+    if not (run_dir / RUN_JSON).exists() and (run_dir / LIVE / RUN_JSON).exists():
+        return run_dir / LIVE
+    return run_dir
 
 
 def read_record(run_dir: str | Path) -> RunRecord:

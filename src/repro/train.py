@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from repro import distributed, preemption
+from repro.allocator import keep_freed_memory
 from repro.batches import Batches, DeviceBatches
 from repro.checkpoint import check_checkpoint_space, load_checkpoint, save_checkpoint
 from repro.config import RunConfig
@@ -28,6 +29,7 @@ from repro.fit import fits_on_gpu, largest_fitting
 from repro.gpus import claim_device
 from repro.lock import hold
 from repro.model import GPT, count_parameters
+from repro.progress import Progress
 from repro.rundir import (
     CHECKPOINT,
     METRICS_CSV,
@@ -39,6 +41,8 @@ from repro.rundir import (
     legacy_identity,
     read_record,
 )
+
+keep_freed_memory()  # every process that trains imports this module
 
 
 def learning_rate(step: int, lr_max: float, lr_min: float, warmup_steps: int,
@@ -259,6 +263,7 @@ def run_steps(s: Session, start: int, record: RunRecord) -> RunRecord:
     checkpoint_config = {"identity": record.identity, "model": record.identity["model"]}
     device_batches = DeviceBatches(s.batches, next(s.model.parameters()).device)
     pending, began = [], time.perf_counter()  # (row, device loss) of the steps since a flush
+    progress = Progress(s.out_dir, start, t.max_step) if distributed.is_main() else None
     for step in range(start, t.max_step + 1):
         if distributed.any_rank(preemption.requested()):
             return _stop(s, step, pending, began, record, checkpoint_config)
@@ -269,8 +274,6 @@ def run_steps(s: Session, start: int, record: RunRecord) -> RunRecord:
         if step % t.eval_interval == 0:  # the model before this step's update, as the authors did
             row |= eval_losses(s.step_model, s.batches, step // t.eval_interval, t.eval_batches,
                                s.autocast)
-            print(f"step {step}: eval train {row['eval_train_loss']:.4f}, "
-                  f"val {row['eval_val_loss']:.4f}", flush=True)
         if not pending:
             began = time.perf_counter()
         pending.append((row, train_step(s.step_model, s.optimizer, device_batches, step,
@@ -280,7 +283,7 @@ def run_steps(s: Session, start: int, record: RunRecord) -> RunRecord:
         # checkpoint (so that metrics.csv holds every step the checkpoint has taken).
         logged = (step + 1) % runtime.log_interval == 0 or (step + 1) % t.eval_interval == 0
         if checkpoint or logged:
-            diverged = _flush(pending, s.metrics, began, s.run)
+            diverged = _flush(pending, s.metrics, began, s.run, progress)
             if diverged is not None:
                 return replace(record, status="diverged", diverged_step=diverged,
                                last_step=diverged)
@@ -304,8 +307,9 @@ def _stop(s: Session, step: int, pending, began: float, record: RunRecord,
     raise preemption.Preempted(step)
 
 
-def _flush(pending, metrics: MetricsLog, began: float, run: RunConfig) -> int | None:
-    """Write the pending steps' rows, waiting for the device once for all of them.
+def _flush(pending, metrics: MetricsLog, began: float, run: RunConfig,
+           progress: Progress | None = None) -> int | None:
+    """Write the pending steps' rows and their progress line, waiting for the device once.
 
     Returns the first diverged step (its row is the last one written), else None. Step times are
     the interval's wall time shared equally: the device runs the steps back to back.
@@ -313,10 +317,15 @@ def _flush(pending, metrics: MetricsLog, began: float, run: RunConfig) -> int | 
     losses = torch.stack([loss for _, loss in pending]).tolist()  # the one synchronisation
     step_time = (time.perf_counter() - began) / len(pending)
     ceiling, per_step = run.loss_ceiling, run.preset.tokens_per_step
+    written = []
     for (row, _), loss in zip(pending, losses):
-        metrics.append(row | {"train_loss": loss, "tokens_seen": (row["step"] + 1) * per_step,
+        written.append(row | {"train_loss": loss, "tokens_seen": (row["step"] + 1) * per_step,
                               "step_time_s": step_time, "tokens_per_s": per_step / step_time})
+        metrics.append(written[-1])
         if not math.isfinite(loss) or loss > ceiling:
-            print(f"step {row['step']}: train loss {loss} — diverged; ending the run", flush=True)
+            if progress is not None:
+                progress.say(f"step {row['step']}: train loss {loss} — diverged; ending the run")
             return row["step"]
+    if progress is not None:  # the main process only: one log line per interval
+        progress.report(written)
     return None

@@ -11,8 +11,6 @@ rule prepare:
     threads: 4
     log:
         f"{DATA}/{{corpus}}/prepare.log",
-    conda:
-        "../../environment.yml"
     shell:
         "repro prepare {params.source} --num-proc {threads} --out {params.out:q} > {log:q} 2>&1"
 
@@ -28,8 +26,6 @@ rule indices:
         seed=seed_of,
     log:
         f"{DATA}/{{corpus}}/indices/{{preset}}.log",
-    conda:
-        "../../environment.yml"
     shell:
         "repro indices --preset {input.preset:q} --seed {params.seed} --data {params.data:q} "
         "--out {params.out:q} > {log:q} 2>&1"

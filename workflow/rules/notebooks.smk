@@ -12,18 +12,17 @@ rule table1:
         runs=run_files(TABLE1, seeds=SEEDS),
         folders=lambda wildcards: run_folders(TABLE1, seeds=SEEDS),
     output:
-        table="results/table1.csv",
+        table=report("results/table1.csv", caption="../report/table1.rst", category="Table 1"),
+        claims=report("results/claims.csv", caption="../report/claims.rst", category="Claims"),
         notebook="results/notebooks/table1.ipynb",
     params:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
-        outputs=lambda wildcards, output: notebook_outputs(out_csv=output.table,
-                                                           seeds=len(SEEDS)),
+        outputs=lambda wildcards, output: notebook_outputs(
+            out_csv=output.table, out_claims=output.claims, seeds=len(SEEDS)),
     log:
         "results/notebooks/table1.log",
-    conda:
-        "../../environment.yml"
     shell:
         PAPERMILL
 
@@ -34,7 +33,8 @@ rule figure1:
         runs=run_files(TABLE1, seeds=SEEDS),
         folders=lambda wildcards: run_folders(TABLE1, seeds=SEEDS),
     output:
-        png="results/figures/figure1.png",
+        png=report("results/figures/figure1.png", caption="../report/figure1.rst",
+                   category="Figure 1"),
         pdf="results/figures/figure1.pdf",
         notebook="results/notebooks/figure1.ipynb",
     params:
@@ -45,8 +45,6 @@ rule figure1:
             out_png=output.png, out_pdf=output.pdf, seeds=len(SEEDS)),
     log:
         "results/notebooks/figure1.log",
-    conda:
-        "../../environment.yml"
     shell:
         PAPERMILL
 
@@ -67,8 +65,6 @@ rule table1_seeds:
                                                            seeds=len(SEEDS)),
     log:
         "results/notebooks/table1_seeds.log",
-    conda:
-        "../../environment.yml"
     shell:
         PAPERMILL
 
@@ -79,7 +75,8 @@ rule figure2:
         runs=run_files(SWEEP),
         folders=lambda wildcards: run_folders(SWEEP),
     output:
-        png="results/figures/figure2.png",
+        png=report("results/figures/figure2.png", caption="../report/figure2.rst",
+                   category="Figure 2"),
         pdf="results/figures/figure2.pdf",
         notebook="results/notebooks/figure2.ipynb",
     params:
@@ -90,8 +87,6 @@ rule figure2:
             out_png=output.png, out_pdf=output.pdf),
     log:
         "results/notebooks/figure2.log",
-    conda:
-        "../../environment.yml"
     shell:
         PAPERMILL
 
@@ -110,7 +105,5 @@ rule explore:
         outputs="-p experiment baseline",
     log:
         "results/notebooks/explore.log",
-    conda:
-        "../../environment.yml"
     shell:
         PAPERMILL

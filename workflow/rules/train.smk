@@ -35,8 +35,6 @@ rule train:
         runtime=lambda wildcards: preset_of(wildcards).resources.runtime,
     log:
         "results/runs/{preset}/{experiment}/train.log",
-    conda:
-        "../../environment.yml"
     shell:
         "exec {params.command} --preset {params.preset:q} --experiment {wildcards.experiment:q} "
         "--seed {params.seed} "

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The issue-10 figures, in one run on one machine: the smoke DAG from a fresh copy at commit REF
+# (default 0d4add5, before the CPU fixes) and at this checkout, back to back, and the time of
+# `snakemake -n` (the workflow's parse) at this checkout, the median of 5.
+# Usage: benchmarks/compare_smoke_dag.sh [REF] [CORES]   (default: 0d4add5, 2 cores).
+set -euo pipefail
+ref=${1:-0d4add5}
+cores=${2:-2}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+old=$(mktemp -d)
+trap 'git -C "$repo" worktree remove --force "$old"' EXIT
+git -C "$repo" worktree add --detach -q "$old" "$ref"
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+"$repo/benchmarks/time_smoke_dag.sh" "$cores" "$old" | tail -1
+"$repo/benchmarks/time_smoke_dag.sh" "$cores" "$repo" | tail -1
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+work=$(mktemp -d)
+cp -r "$repo/Snakefile" "$repo/workflow" "$repo/config" "$repo/notebooks" "$repo/profiles" "$repo/environment.yml" "$work/"
+cd "$work"
+export PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}"
+for i in 1 2 3 4 5; do
+  s=$(date +%s.%N); snakemake -n main --cores "$cores" > /dev/null 2>&1; e=$(date +%s.%N)
+  python3 -c "print($e - $s)"
+done | sort -n | sed -n 3p | python3 -c "print(f'snakemake -n main: {float(input()):.1f} s (median of 5)')"
+rm -rf "$work"

@@ -1,0 +1,61 @@
+"""`repro status` and reading a run in progress (its live/ folder) (issue 10)."""
+
+import os
+import socket
+
+import pandas as pd
+from conftest import write_run
+
+from repro import results
+from repro.cli import main
+from repro.status import status_table, trainer_holding
+
+
+def in_progress(runs_dir, name, last_step=30, max_step=100):
+    """A run as the workflow leaves it while it trains: everything in live/."""
+    live = write_run(runs_dir / name / "live", name, {0: 6.0, 20: 5.5}, last_step=last_step,
+                     status="running")
+    record = results.read_record(live)
+    record.config = {"preset": {"train": {"max_step": max_step}}}
+    record.write(live)
+    return live
+
+
+def test_results_read_a_run_in_progress_from_its_live_folder(tmp_path):
+    in_progress(tmp_path, "baseline")
+    run = results.read_run(tmp_path / "baseline")
+    assert run.status == "running" and run.loss_at(20) == 5.5
+    assert list(results.read_runs(tmp_path, ["baseline", "mlp4.75"])) == ["baseline"]
+
+
+def test_status_lists_each_run(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    in_progress(runs / "tiny", "baseline")
+    write_run(runs / "tiny" / "mlp4.75", "mlp4.75", {0: 6.0, 12: 5.0}, last_step=12)
+    (runs / "tiny" / "baseline" / "live" / ".lock").write_text(
+        f"host {socket.gethostname()}, PID {os.getpid()}\n")
+    table = status_table(runs, "tiny").set_index("experiment")
+    assert table.at["baseline", "last_step"] == 30 and table.at["baseline", "max_step"] == 100
+    assert table.at["baseline", "last_eval_val_loss"] == 5.5
+    assert table.at["baseline", "tokens_per_s"] == 12800
+    assert table.at["baseline", "eta_s"] == 70 * 0.01  # 70 steps left at 0.01 s a step
+    assert table.at["baseline", "trainer"] == f"PID {os.getpid()}"
+    assert table.at["mlp4.75", "status"] == "completed" and pd.isna(table.at["mlp4.75", "trainer"])
+
+    assert main(["status", "--runs-dir", str(runs)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["preset", "experiment", "status", "step", "val", "loss", "at",
+                              "step", "tokens/s", "ETA", "trainer"]
+    assert out[1].split() == ["tiny", "baseline", "running", "30/100", "5.5000", "20", "12,800",
+                              "0:00:01", "PID", str(os.getpid())]
+
+
+def test_a_dead_trainer_holds_nothing(tmp_path):
+    live = in_progress(tmp_path, "baseline")
+    (live / ".lock").write_text(f"host {socket.gethostname()}, PID {2**22 + 1}\n")
+    assert trainer_holding(tmp_path / "baseline") is None
+
+
+def test_status_of_a_missing_folder_is_one_line(tmp_path, capsys):
+    assert main(["status", "--preset", "smoke", "--runs-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith(f"repro: error: {tmp_path / 'smoke'}: no such folder")
