@@ -93,7 +93,11 @@ def _our_key(key: str) -> str:
 
 def load_authors_checkpoint(path: Path, map_location="cpu") -> GPT:
     """A checkpoint in the authors' format -> our GPT in eval mode computing the same function."""
-    state = read_checkpoint(path, map_location)
+    return authors_model(read_checkpoint(path, map_location))
+
+
+def authors_model(state: dict) -> GPT:
+    """The model of a checkpoint state in the authors' format (keys `model`, `model_args`)."""
     model = GPT(authors_model_config(state["model_args"]))
     weights = {_our_key(k): v for k, v in state["model"].items()
                if not k.endswith(".attn.bias")}  # the causal-mask buffer of their non-flash path

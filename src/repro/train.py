@@ -66,6 +66,15 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def precision(device: torch.device):
+    """Training's precision (§2.3): on CUDA TF32 matmuls and a bf16 autocast context; fp32 else."""
+    if device.type != "cuda":
+        return nullcontext()
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    return torch.autocast("cuda", dtype=torch.bfloat16)
+
+
 def build(run: RunConfig, device: torch.device, compile: bool | str | None = None,
           fused: bool | None = None):
     """The model, the model the steps call (compiled or not), the optimiser, the autocast context.
@@ -74,9 +83,7 @@ def build(run: RunConfig, device: torch.device, compile: bool | str | None = Non
     residual_gelu projection, each by default on CUDA only; SDPA picks flash attention itself.
     """
     cuda = device.type == "cuda"
-    if cuda:
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+    autocast = precision(device)
     torch.manual_seed(run.train.init_seed)
     model = GPT(run.model).to(device)
     model.fuse_projections(cuda if fused is None else fused)
@@ -87,7 +94,6 @@ def build(run: RunConfig, device: torch.device, compile: bool | str | None = Non
     compiled = compile is True or (compile == "auto" and cuda)
     step_model = distributed.wrap(model, device)
     step_model = torch.compile(step_model, dynamic=False) if compiled else step_model
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else nullcontext()
     return model, step_model, optimizer, autocast
 
 
@@ -164,6 +170,9 @@ def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path,
     out_dir.mkdir(parents=True, exist_ok=True)
     previous = read_record(out_dir) if (out_dir / "run.json").exists() else None
     if previous is not None:
+        if previous.source != "repro":
+            raise RunError(f"{out_dir / 'run.json'}: a run imported from the {previous.source}' "
+                           f"artefacts, never trained over: use another --out")
         _refuse_other_configuration(out_dir / "run.json", previous.identity, run)
         if previous.finished_training:
             print(f"{out_dir}: already {previous.status}; nothing to do", flush=True)

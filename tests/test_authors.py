@@ -1,0 +1,211 @@
+"""The authors' artefacts (docs/specification.md §8): evaluating their checkpoints and ours,
+importing their loss tensors as runs; on artefacts written here in their format, tiny scale."""
+
+import csv
+import json
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+
+from repro.authors import AuthorsError, import_authors_run
+from repro.checkpoint import AUTHORS_RENAMES, CheckpointError
+from repro.cli import main
+from repro.config import RunConfig, load_config, load_run
+from repro.evaluate import evaluate
+from repro.model import GPT
+from repro.rundir import RunError, read_record
+from repro.train import train
+
+AUTHORS_NAMES = {"linear": "original", "residual_gelu": "residual_gelu"}
+
+
+def authors_model_args(run: RunConfig) -> dict:
+    """model_args as their configs write them, for one of our runs."""
+    m, t, o = run.model, run.train, run.optimizer
+    return {"block_size": m.block_size, "vocab_size": m.vocab_size, "n_layer": m.n_layer,
+            "num_heads": m.n_head, "n_embd": m.d_model, "head_size": m.head_size,
+            "mlp_hidden_size": m.mlp_hidden, "tie_weights": m.tie_embeddings,
+            "query_mode": AUTHORS_NAMES[m.query_mode], "dropout": 0.0, "bias": False,
+            "scale": m.resolved_query_scale / math.sqrt(m.head_size),
+            "learning_rate": o.lr_max, "min_lr": o.lr_min, "weight_decay": o.weight_decay,
+            "warmup_iters": t.warmup_steps, "lr_decay_iters": t.decay_steps,
+            "max_iters": t.max_step}
+
+
+def write_authors_checkpoint(path, model: GPT, run: RunConfig, iter_num: int) -> None:
+    """ckpt.pt as their train.py writes it: their parameter names, torch.compile's prefix."""
+    theirs = {}
+    for key, value in model.state_dict().items():
+        for their_name, ours in AUTHORS_RENAMES.items():
+            key = key.replace(ours, their_name)
+        theirs["_orig_mod." + key] = value
+    torch.save({"model": theirs, "optimizer": {}, "model_args": authors_model_args(run),
+                "iter_num": iter_num, "best_val_loss": 3.0, "config": {"eval_iters": 2}}, path)
+
+
+def short(preset, max_step):
+    return replace(preset, train=replace(preset.train, max_step=max_step))
+
+
+@pytest.fixture(scope="module")
+def step4(token_dir, tiny_indices, tmp_path_factory):
+    """Our checkpoint after steps 0-3 (a run stopped there) and a whole run's evaluation at 4."""
+    root = tmp_path_factory.mktemp("runs")
+    run = load_run("tiny", "resgelu-lr3e-3")
+    train(replace(run, preset=short(run.preset, 3)), token_dir, tiny_indices, root / "to3")
+    train(run, token_dir, tiny_indices, root / "whole")
+    with open(root / "whole" / "metrics.csv") as f:
+        at4 = next(r for r in csv.DictReader(f) if r["step"] == "4")
+    return run, root / "to3" / "ckpt.pt", {k: float(v) for k, v in at4.items() if v}
+
+
+def test_evaluating_our_checkpoint_gives_the_losses_training_logged(step4, token_dir,
+                                                                    tiny_indices):
+    run, checkpoint, logged = step4
+    result = evaluate(checkpoint, run.preset, token_dir, tiny_indices, device="cpu")
+    assert (result["step"], result["format"], result["precision"]) == (4, "repro", "fp32")
+    for key in ("eval_train_loss", "eval_train_std", "eval_val_loss", "eval_val_std"):
+        assert result[key] == pytest.approx(logged[key], rel=1e-6)
+
+
+def test_evaluating_the_authors_checkpoint_of_the_same_model_gives_the_same(
+        step4, token_dir, tiny_indices, tmp_path, capsys):
+    run, checkpoint, logged = step4
+    model = GPT(run.model)
+    model.load_state_dict(torch.load(checkpoint, weights_only=True)["model"])
+    theirs = tmp_path / "ckpt.pt"
+    write_authors_checkpoint(theirs, model, run, iter_num=4)
+    assert main(["evaluate", "--checkpoint", str(theirs), "--preset", "tiny", "--data",
+                 str(token_dir), "--indices", str(tiny_indices), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["format"], result["step"]) == ("authors", 4)
+    assert result["eval_val_loss"] == pytest.approx(logged["eval_val_loss"], rel=1e-6)
+    # another step's sequences: the same model, other losses
+    other = evaluate(theirs, run.preset, token_dir, tiny_indices, step=8, device="cpu")
+    assert other["row"] == 2 and other["eval_val_loss"] != result["eval_val_loss"]
+
+
+def test_a_step_that_is_no_evaluation_step_is_refused(step4, token_dir, tiny_indices):
+    run, checkpoint, _ = step4
+    with pytest.raises(CheckpointError, match="step 5 is not an evaluation step"):
+        evaluate(checkpoint, run.preset, token_dir, tiny_indices, step=5, device="cpu")
+
+
+def authors_folder(root, run: RunConfig, name="out_config_tiedw_original", ckpt=True,
+                   diverge_at=None):
+    """Their out_<config> folder after a whole run at the tiny scale: loss tensors and ckpt.pt."""
+    folder = root / name
+    folder.mkdir(parents=True)
+    t = run.train
+    losses = torch.zeros(t.max_step + 1, 3)
+    losses[:, 0] = torch.linspace(10, 5, t.max_step + 1)
+    losses[t.max_step, 0] = 0  # logged after the last evaluation: never saved
+    if diverge_at is not None:
+        losses[diverge_at:t.max_step, 0] = float("nan")
+    torch.save(losses, folder / "tensor.pt")
+    rows = t.max_step // t.eval_interval + 1
+    for split, offset in (("train", -0.1), ("val", 0.0)):
+        evals = torch.zeros(rows, 3)
+        evals[:, 0] = t.eval_batches
+        evals[:, 1] = torch.linspace(10.5, 5.5, rows) + offset
+        evals[:, 2] = 0.01
+        torch.save(evals, folder / f"eval_{split}_tensor.pt")
+    if ckpt:
+        torch.manual_seed(0)
+        write_authors_checkpoint(folder / "ckpt.pt", GPT(run.model), run, t.max_step)
+    return folder
+
+
+def test_the_authors_run_imports_as_a_run_of_ours(tmp_path, token_dir, tiny_indices):
+    preset, experiments = load_config("tiny")
+    run = RunConfig(preset, experiments["baseline"])
+    folder = authors_folder(tmp_path, run)
+    out = tmp_path / "imported"
+    assert main(["import-authors-run", str(folder), "--out", str(out), "--preset", "tiny"]) == 0
+    record = read_record(out)
+    assert (record.source, record.experiment, record.status) == ("authors", "baseline",
+                                                                 "completed")
+    assert record.identity == run.identity()
+    assert record.data["authors_config"] == "tied/original"
+    with open(out / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["step"] for r in rows] == [str(s) for s in range(13)]
+    evals = {int(r["step"]): float(r["eval_val_loss"]) for r in rows if r["eval_val_loss"]}
+    assert evals == pytest.approx({0: 10.5, 4: 10.5 - 5 / 3, 8: 5.5 + 5 / 3, 12: 5.5})
+    assert rows[12]["train_loss"] == "" and float(rows[0]["train_loss"]) == 10.0
+    assert float(rows[0]["lr"]) == pytest.approx(6e-4 / 4)
+    with pytest.raises(RunError, match="imported from the authors' artefacts"):
+        train(run, token_dir, tiny_indices, out)
+
+
+def test_a_diverged_authors_run_is_recorded_as_diverged(tmp_path):
+    preset, experiments = load_config("tiny")
+    run = RunConfig(preset, experiments["baseline-wd0.05"])
+    folder = authors_folder(tmp_path, run, "out_config_tiedw_original_005wd", diverge_at=6)
+    record = import_authors_run(folder, tmp_path / "out", preset, experiments)
+    assert (record.experiment, record.status, record.diverged_step) == ("baseline-wd0.05",
+                                                                        "diverged", 6)
+
+
+def test_authors_folders_that_do_not_fit_are_refused(tmp_path, token_dir, tiny_indices):
+    preset, experiments = load_config("tiny")
+    baseline = RunConfig(preset, experiments["baseline"])
+    folder = authors_folder(tmp_path / "a", baseline)
+    # their ckpt.pt says weight decay 0.1: not the experiment named
+    with pytest.raises(AuthorsError, match=r"weight_decay: 0.1 -> 0.05"):
+        import_authors_run(folder, tmp_path / "x", preset, experiments, "baseline-wd0.05")
+    # a longer run's tensors than the preset's schedule
+    longer = authors_folder(tmp_path / "b", RunConfig(short(preset, 16), experiments["baseline"]),
+                            ckpt=False)
+    with pytest.raises(AuthorsError, match=r"tensor.pt: shape \(17, 3\), expected \(13, 3\)"):
+        import_authors_run(longer, tmp_path / "y", preset, experiments)
+    unknown = authors_folder(tmp_path / "c", baseline, "out_config_tiedw_mystery", ckpt=False)
+    with pytest.raises(AuthorsError, match="no experiment .* has source 'tied/mystery'"):
+        import_authors_run(unknown, tmp_path / "z", preset, experiments)
+    # a run trained here is never overwritten by an import
+    trained = tmp_path / "trained"
+    train(replace(baseline, preset=short(preset, 1)), token_dir, tiny_indices, trained)
+    before = (trained / "metrics.csv").read_text()
+    with pytest.raises(AuthorsError, match="holds a run trained here"):
+        import_authors_run(folder, trained, preset, experiments)
+    assert (trained / "metrics.csv").read_text() == before
+
+
+def test_experiments_state_width_tying_scale_and_schedule():
+    preset, experiments = load_config("paper")
+    wide = RunConfig(preset, experiments["headsize68"]).model
+    assert (wide.d_model, wide.head_size, wide.mlp_hidden) == (816, 68, 3264)
+    small = RunConfig(preset, experiments["smaller-d744"]).model
+    assert (small.head_size, small.mlp_hidden) == (62, 2976)
+    identity = RunConfig(preset, experiments["untied-identity"])
+    assert not identity.model.tie_embeddings and identity.model.query_scale == 0.5
+    assert (identity.train.max_step, identity.train.decay_steps) == (105001, 600000)
+    assert identity.identity() != RunConfig(preset, experiments["identity"]).identity()
+    assert identity.train.warmup_steps == preset.train.warmup_steps
+
+
+def test_every_configuration_of_the_authors_is_an_experiment():
+    _, experiments = load_config("paper")
+    sources = [e.source for e in experiments.by_name.values() if e.source]
+    assert len(sources) == len(set(sources)) == 48
+    assert sum(s.startswith("tied/") for s in sources) == 41
+    assert "mlp5" not in experiments.groups["figure2"]
+    assert "mlp5" in experiments.groups["ablations"]
+
+
+def test_describe_counts_the_parameters_of_another_width(capsys):
+    assert main(["describe", "--preset", "paper", "--experiment", "headsize68", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["non_embedding_params"] == 95_903_664
+
+
+def test_a_model_override_is_validated(tmp_path):
+    from repro.config import load_experiments
+    from repro.schema import ConfigError
+    path = tmp_path / "experiments.yaml"
+    path.write_text("experiments:\n  a: {query_mode: linear, mlp_ratio: 4, lr_max: 1.0e-3, "
+                    "lr_min: 0, weight_decay: 0, model: {n_embd: 816}}\n"
+                    "groups: {}\nbaseline: a\nclaims: {larger_control: a, unstable: a}\n")
+    with pytest.raises(ConfigError, match="n_embd"):
+        load_experiments(path)
