@@ -20,6 +20,7 @@ validate(config, "workflow/schemas/config.schema.yaml")
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/authors.smk"
 include: "workflow/rules/notebooks.smk"
 
 
@@ -40,3 +41,4 @@ rule all:
         rules.main.input,
         rules.figure2.output,
         run_files(config["extra_experiments"]),
+        rules.authors.input if AUTHORS_ARTEFACTS else [],

@@ -15,12 +15,15 @@ import math
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import pandas as pd
 import torch
 
 from repro.checkpoint import authors_model_config, read_checkpoint
 from repro.config import Experiments, Preset, RunConfig
 from repro.cost import model_size
-from repro.files import ReproError
+from repro.experiments import source_of
+from repro.files import ReproError, read_json
+from repro.results import read_run, relative_improvement
 from repro.rundir import (
     METRICS_CSV,
     RUN_JSON,
@@ -36,25 +39,14 @@ AUTHORS = "authors"  # RunRecord.source of an imported run
 TRAIN_TENSOR = "tensor.pt"
 EVAL_TENSORS = {"train": "eval_train_tensor.pt", "val": "eval_val_tensor.pt"}
 CHECKPOINT = "ckpt.pt"
-FOLDER_PREFIXES = {"out_config_tiedw_": "tied/", "out_config_untiedw_": "untied/"}
+CHECKPOINT_TABLE_COLUMNS = [
+    "experiment", "authors_config", "checkpoint_step", "val_loss_at_checkpoint_step",
+    "logged_val_loss_at_checkpoint_step", "table_step", "val_loss_at_table_step",
+    "logged_val_loss_at_table_step", "paper_val_loss", "paper_rel_improvement"]
 
 
 class AuthorsError(ReproError):
     """An authors' folder that cannot be imported as asked; the message names the file."""
-
-
-def source_of(folder: Path) -> str | None:
-    """The authors' config a folder of theirs comes from ("tied/NAME"), or None."""
-    name = Path(folder).name
-    for prefix, kind in FOLDER_PREFIXES.items():
-        if name.startswith(prefix):
-            return kind + name[len(prefix):]
-    return None
-
-
-def authors_folders(artefacts: Path) -> list[Path]:
-    """The run folders (out_config_*) of a downloaded artefacts folder, sorted."""
-    return sorted(p for p in Path(artefacts).iterdir() if p.is_dir() and source_of(p))
 
 
 def read_tensor(path: Path, rows: int) -> torch.Tensor:
@@ -178,3 +170,35 @@ def import_authors_run(folder: Path, out: Path, preset: Preset, experiments: Exp
         **code_version(), source=AUTHORS)
     record.write(out)
     return record
+
+
+def checkpoint_table(evaluations_dir: Path, authors_runs_dir: Path, preset: Preset,
+                     experiments: Experiments, group: str = "table1") -> pd.DataFrame:
+    """Table 1 recomputed from the authors' checkpoints on our token files and indices.
+
+    evaluations_dir holds `repro evaluate --json` of each one's ckpt.pt twice: at its own step
+    (<name>.checkpoint-step.json: equal to their logged loss there if our token files and
+    indices are theirs) and on the sequences of the table step (<name>.table-step.json: their
+    ckpt.pt is the step-60,000 model, so this is not their step-59,000 model). Beside them: their
+    logged loss at both steps (from the imported run) and the paper's numbers."""
+    rows = []
+    for e in experiments.group(group):
+        paths = {k: Path(evaluations_dir) / f"{e.name}.{k}-step.json" for k in ("checkpoint",
+                                                                              "table")}
+        if not all(path.exists() for path in paths.values()):
+            continue
+        own, table = (read_json(paths[k], AuthorsError) for k in ("checkpoint", "table"))
+        logged = read_run(Path(authors_runs_dir) / e.name)
+        rows.append({"experiment": e.name, "authors_config": e.source,
+                     "checkpoint_step": own["step"], "val_loss_at_checkpoint_step":
+                     own["eval_val_loss"], "logged_val_loss_at_checkpoint_step":
+                     logged.loss_at(own["step"]), "table_step": table["step"],
+                     "val_loss_at_table_step": table["eval_val_loss"],
+                     "logged_val_loss_at_table_step": logged.loss_at(table["step"]),
+                     "paper_val_loss": e.paper.val_loss if e.paper else None,
+                     "paper_rel_improvement": e.paper.rel_improvement if e.paper else None})
+    frame = pd.DataFrame(rows, columns=CHECKPOINT_TABLE_COLUMNS)
+    base = frame.loc[frame["experiment"] == experiments.baseline, "val_loss_at_table_step"]
+    frame.insert(7, "rel_improvement", relative_improvement(
+        frame["val_loss_at_table_step"], base.iloc[0] if len(base) else math.nan))
+    return frame

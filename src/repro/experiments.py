@@ -13,6 +13,9 @@ from pathlib import Path
 
 from repro.schema import ConfigError
 
+# The authors' train.py writes config_<tiedw|untiedw>_NAME.py's run into out_config_..._NAME/.
+FOLDER_PREFIXES = {"out_config_tiedw_": "tied/", "out_config_untiedw_": "untied/"}
+
 
 @dataclass(frozen=True)
 class OptimizerSettings:
@@ -91,3 +94,17 @@ def parse_experiments(data: dict, path: Path) -> Experiments:
         raise ConfigError(f"{path}: source {twice[0]!r} is named by two experiments")
     return Experiments(source=str(path), by_name=by_name, groups=data["groups"],
                        baseline=data["baseline"], claims=data["claims"])
+
+
+def source_of(folder: str | Path) -> str | None:
+    """The authors' config an output folder of theirs comes from ("tied/NAME"), or None."""
+    name = Path(folder).name
+    for prefix, kind in FOLDER_PREFIXES.items():
+        if name.startswith(prefix):
+            return kind + name[len(prefix):]
+    return None
+
+
+def authors_folders(artefacts: str | Path) -> list[Path]:
+    """The run folders (out_config_*) of a downloaded artefacts folder, sorted."""
+    return sorted(p for p in Path(artefacts).iterdir() if p.is_dir() and source_of(p))

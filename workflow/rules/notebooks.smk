@@ -10,6 +10,7 @@ rule table1:
     input:
         notebook="notebooks/table1.ipynb",
         runs=run_files(TABLE1, seeds=SEEDS),
+        authors=authors_run_files(TABLE1),
     output:
         table="results/table1.csv",
         notebook="results/notebooks/table1.ipynb",
@@ -17,7 +18,8 @@ rule table1:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
-        outputs=lambda wildcards, output: f"-p out_csv {output.table} -p seeds {len(SEEDS)}",
+        outputs=lambda wildcards, output: f"-p out_csv {output.table} -p seeds {len(SEEDS)}"
+        + authors_param(TABLE1),
     log:
         "results/notebooks/table1.log",
     conda:
@@ -30,6 +32,7 @@ rule figure1:
     input:
         notebook="notebooks/figure1.ipynb",
         runs=run_files(TABLE1, seeds=SEEDS),
+        authors=authors_run_files(TABLE1),
     output:
         png="results/figures/figure1.png",
         pdf="results/figures/figure1.pdf",
@@ -39,7 +42,8 @@ rule figure1:
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
         outputs=lambda wildcards, output: (
-            f"-p out_png {output.png} -p out_pdf {output.pdf} -p seeds {len(SEEDS)}"),
+            f"-p out_png {output.png} -p out_pdf {output.pdf} -p seeds {len(SEEDS)}")
+        + authors_param(TABLE1),
     log:
         "results/notebooks/figure1.log",
     conda:
@@ -72,6 +76,7 @@ rule figure2:
     input:
         notebook="notebooks/figure2.ipynb",
         runs=run_files(SWEEP),
+        authors=authors_run_files(SWEEP),
     output:
         png="results/figures/figure2.png",
         pdf="results/figures/figure2.pdf",
@@ -80,7 +85,8 @@ rule figure2:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
-        outputs=lambda wildcards, output: f"-p out_png {output.png} -p out_pdf {output.pdf}",
+        outputs=lambda wildcards, output: f"-p out_png {output.png} -p out_pdf {output.pdf}"
+        + authors_param(SWEEP),
     log:
         "results/notebooks/figure2.log",
     conda:
