@@ -12,7 +12,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from repro import config, corpus, preemption
+from repro import config, corpus, preemption, tokens
 from repro.files import ReproError, read_json, write_json
 
 
@@ -73,6 +73,8 @@ def cmd_prepare(args) -> None:
     for name, entry in manifest["splits"].items():
         print(f"{Path(args.out) / entry['file']}: {entry['documents']:,} documents, "
               f"{entry['tokens']:,} tokens")
+    if not args.python_docs:
+        print(tokens.corpus_note(manifest))
 
 
 def cmd_verify(args) -> None:
@@ -211,7 +213,8 @@ def _prepare_parser(p: argparse.ArgumentParser) -> None:
     source.add_argument("--python-docs", action="store_true",
                         help="the smoke corpus: Python's own documentation, no download")
     p.add_argument("--out", required=True, metavar="DIR", help="where train.bin, val.bin go")
-    p.add_argument("--revision", help="hub revision tried after refs/convert/parquet")
+    p.add_argument("--revision", help="hub revision tried before refs/convert/parquet "
+                   "(default: the default branch)")
     p.add_argument("--cache-dir", metavar="DIR", help="datasets cache (default: HF's)")
     p.add_argument("--expected-docs", type=int, metavar="N",
                    help=f"document count to insist on (default {corpus.OWT_DOCUMENTS:,}, "

@@ -35,7 +35,7 @@ from repro.corpus import (
 )
 from repro.files import write_json
 from repro.tokenizer import EOT_TOKEN, gpt2_encoding, tokenizer_identity
-from repro.tokens import MANIFEST, DataError, fingerprint
+from repro.tokens import MANIFEST, DataError, fingerprint, is_authors_corpus
 
 _EOT = np.array([EOT_TOKEN], dtype=np.uint32)  # the dtype tiktoken's buffers have
 # A worker's task is a range of at most DOCS_PER_RANGE documents (about 9 MB of tokens for
@@ -146,6 +146,7 @@ def prepare(source: Source, out_dir: str | os.PathLike, *,
     manifest = {"source": {**described, "test_size": test_size, "seed": SPLIT_SEED},
                 "tokenizer": tokenizer_identity(),
                 "splits": {name: entry for name, (_, entry) in zip(splits, written)}}
+    manifest["authors_token_counts"] = is_authors_corpus(manifest)
     # A crash between here and the new manifest leaves no manifest, never a stale one.
     (out_dir / MANIFEST).unlink(missing_ok=True)
     for partial, entry in written:

@@ -35,6 +35,7 @@ from repro.rundir import (
     legacy_identity,
     read_record,
 )
+from repro.tokens import corpus_note
 
 
 def learning_rate(step: int, lr_max: float, lr_min: float, warmup_steps: int,
@@ -190,6 +191,8 @@ def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path,
         print(f"{out_dir}: training micro-batch {chosen} (auto)", flush=True)
         run = replace(run, preset=run.preset.with_train_micro_batch(chosen))
     batches = Batches.open(data_dir, indices_dir, run.preset)
+    if run.preset.corpus == "openwebtext":
+        print(corpus_note(batches.manifest), flush=True)
     start = _resume(out_dir / CHECKPOINT, model, optimizer, run, previous)
     record = RunRecord(
         status="running", preset=run.preset.name, experiment=run.experiment.name,
