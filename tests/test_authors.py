@@ -158,3 +158,11 @@ def test_a_model_override_is_validated(tmp_path):
                     "groups: {}\nbaseline: a\nclaims: {larger_control: a, unstable: a}\n")
     with pytest.raises(ConfigError, match="n_embd"):
         load_experiments(path)
+
+
+def test_a_longer_schedule_than_the_indices_cover_is_refused(token_dir, tiny_indices, tmp_path):
+    from repro.indices import IndicesError
+    run = load_run("tiny", "untied-identity")
+    assert run.effective_preset.train.max_step == 105001
+    with pytest.raises(IndicesError, match="train_rows is 13, preset tiny runs 105002 steps"):
+        train(run, token_dir, tiny_indices, tmp_path / "run")

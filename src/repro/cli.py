@@ -86,6 +86,8 @@ def cmd_verify(args) -> None:
 def cmd_indices(args) -> None:
     from repro import indices
     preset = config.load_preset(args.preset, args.config_dir).with_seed(args.seed)
+    if args.experiment:  # one with a longer schedule than the preset's needs more train rows
+        preset = config.RunConfig(preset, _experiments(args)[args.experiment]).effective_preset
     sidecar = indices.write_indices(preset, args.data, args.out)
     print(f"{args.out}: {sidecar['train_rows']} x {sidecar['sequences_per_step']} train starts, "
           f"2 x {sidecar['eval_rows']} x {sidecar['eval_sequences']} eval starts")
@@ -309,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_verify)
     p = sub.add_parser(
         "indices", help="draw the fixed batch indices (docs/specification.md §6) for a preset")
-    _add_config_arguments(p, experiment=False)
+    _add_config_arguments(p)
     p.add_argument("--data", type=Path, required=True,
                    help="token files dir (train.bin, val.bin, manifest.json)")
     p.add_argument("--out", type=Path, required=True,

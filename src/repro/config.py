@@ -257,6 +257,11 @@ class RunConfig:
     def optimizer(self) -> OptimizerSettings:
         return self.experiment.optimizer
 
+    @property
+    def effective_preset(self) -> Preset:
+        """The preset with the experiment's train overrides: what its indices must cover."""
+        return replace(self.preset, train=self.train)
+
     def identity(self) -> dict:
         """What makes two runs the same run: what the training computes with, nothing else."""
         return {"model": asdict(self.model), "train": asdict(self.train),

@@ -190,7 +190,7 @@ def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path,
         chosen = distributed.smallest(chosen)  # one micro-batch for every rank
         print(f"{out_dir}: training micro-batch {chosen} (auto)", flush=True)
         run = replace(run, preset=run.preset.with_train_micro_batch(chosen))
-    batches = Batches.open(data_dir, indices_dir, run.preset)
+    batches = Batches.open(data_dir, indices_dir, run.effective_preset)
     if run.preset.corpus == "openwebtext":
         print(corpus_note(batches.manifest), flush=True)
     start = _resume(out_dir / CHECKPOINT, model, optimizer, run, previous)
