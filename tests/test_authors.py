@@ -166,3 +166,12 @@ def test_a_longer_schedule_than_the_indices_cover_is_refused(token_dir, tiny_ind
     assert run.effective_preset.train.max_step == 105001
     with pytest.raises(IndicesError, match="train_rows is 13, preset tiny runs 105002 steps"):
         train(run, token_dir, tiny_indices, tmp_path / "run")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_the_evaluation_is_in_bf16_and_close_to_fp32(step4, token_dir, tiny_indices):
+    run, checkpoint, logged = step4
+    result = evaluate(checkpoint, run.preset, token_dir, tiny_indices, device="cuda")
+    assert (result["device"], result["precision"]) == ("cuda", "bf16 autocast")
+    assert result["eval_val_loss"] == pytest.approx(logged["eval_val_loss"], rel=2e-2)

@@ -144,7 +144,8 @@ def import_authors_run(folder: Path, out: Path, preset: Preset, experiments: Exp
                            f"{source!r}; name one with --experiment")
     run = RunConfig(preset, chosen)
     t = run.train
-    state = read_checkpoint(folder / CHECKPOINT) if (folder / CHECKPOINT).exists() else None
+    has_checkpoint = (folder / CHECKPOINT).exists()
+    state = read_checkpoint(folder / CHECKPOINT, mmap=True) if has_checkpoint else None
     check_configuration(folder, run, state and state["model_args"])
     train_losses = read_tensor(folder / TRAIN_TENSOR, t.max_step + 1)
     evals = {split: read_tensor(folder / name, t.max_step // t.eval_interval + 1)
