@@ -104,9 +104,9 @@ def metric_rows(train_losses: torch.Tensor, evals: dict, run: RunConfig) -> list
     """metrics.csv rows, one per step up to the last one logged or evaluated."""
     t, opt, per_step = run.train, run.optimizer, run.preset.tokens_per_step
     logged = [s for s, loss in enumerate(train_losses[:, 0].tolist()) if loss != 0]
-    evaluated = [e * t.eval_interval for e in range(len(evals["val"])) if evals["val"][e, 0] > 0]
+    evaluated = {e * t.eval_interval for e in range(len(evals["val"])) if evals["val"][e, 0] > 0}
     rows = []
-    for step in range(max(logged + evaluated, default=-1) + 1):
+    for step in range(max([*logged, *evaluated], default=-1) + 1):
         loss = train_losses[step, 0].item()
         row = {"step": step, "tokens_seen": (step + 1) * per_step,
                "lr": learning_rate(step, opt.lr_max, opt.lr_min, t.warmup_steps, t.decay_steps),
