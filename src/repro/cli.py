@@ -73,12 +73,9 @@ def cmd_prepare(args) -> None:
     for name, entry in manifest["splits"].items():
         print(f"{Path(args.out) / entry['file']}: {entry['documents']:,} documents, "
               f"{entry['tokens']:,} tokens")
-    if not args.python_docs:
-        print(tokens.corpus_note(manifest))
 
 
 def cmd_verify(args) -> None:
-    from repro import tokens
     for entry in tokens.verify(args.data)["splits"].values():
         print(f"{args.data / entry['file']}: {entry['tokens']:,} tokens, SHA-256 as manifested")
 
@@ -86,8 +83,6 @@ def cmd_verify(args) -> None:
 def cmd_indices(args) -> None:
     from repro import indices
     preset = config.load_preset(args.preset, args.config_dir).with_seed(args.seed)
-    if args.experiment:  # one with a longer schedule than the preset's needs more train rows
-        preset = config.RunConfig(preset, _experiments(args)[args.experiment]).effective_preset
     sidecar = indices.write_indices(preset, args.data, args.out)
     print(f"{args.out}: {sidecar['train_rows']} x {sidecar['sequences_per_step']} train starts, "
           f"2 x {sidecar['eval_rows']} x {sidecar['eval_sequences']} eval starts")
@@ -175,8 +170,7 @@ def _prepare_parser(p: argparse.ArgumentParser) -> None:
     source.add_argument("--python-docs", action="store_true",
                         help="the smoke corpus: Python's own documentation, no download")
     p.add_argument("--out", required=True, metavar="DIR", help="where train.bin, val.bin go")
-    p.add_argument("--revision", help="hub revision tried before refs/convert/parquet "
-                   "(default: the default branch)")
+    p.add_argument("--revision", help="hub revision tried first (default: the default branch)")
     p.add_argument("--cache-dir", metavar="DIR", help="datasets cache (default: HF's)")
     p.add_argument("--expected-docs", type=int, metavar="N",
                    help=f"document count to insist on (default {corpus.OWT_DOCUMENTS:,}, "
@@ -271,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_verify)
     p = sub.add_parser(
         "indices", help="draw the fixed batch indices (docs/specification.md §6) for a preset")
-    _add_config_arguments(p)
+    _add_config_arguments(p, experiment=False)
     p.add_argument("--data", type=Path, required=True,
                    help="token files dir (train.bin, val.bin, manifest.json)")
     p.add_argument("--out", type=Path, required=True,

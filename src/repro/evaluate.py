@@ -13,8 +13,9 @@ from pathlib import Path
 from repro.batches import Batches
 from repro.checkpoint import FORMAT, CheckpointError, authors_model, read_checkpoint
 from repro.config import ModelConfig, Preset
+from repro.device import precision, resolve_device
 from repro.model import GPT
-from repro.train import eval_losses, precision, resolve_device
+from repro.train import eval_losses
 
 
 def load_any_checkpoint(path: Path) -> tuple[GPT, int, str]:

@@ -35,7 +35,7 @@ from repro.corpus import (
 )
 from repro.files import write_json
 from repro.tokenizer import EOT_TOKEN, gpt2_encoding, tokenizer_identity
-from repro.tokens import MANIFEST, DataError, fingerprint, is_authors_corpus
+from repro.tokens import MANIFEST, DataError, corpus_note, fingerprint, is_authors_corpus
 
 _EOT = np.array([EOT_TOKEN], dtype=np.uint32)  # the dtype tiktoken's buffers have
 # A worker's task is a range of at most DOCS_PER_RANGE documents (about 9 MB of tokens for
@@ -152,6 +152,8 @@ def prepare(source: Source, out_dir: str | os.PathLike, *,
     for partial, entry in written:
         os.replace(partial, out_dir / entry["file"])
     write_json(out_dir / MANIFEST, manifest)
+    if source.kind != "python-docs":  # its last line: are these the authors' token files (§5.2)?
+        print(corpus_note(manifest), flush=True)
     return manifest
 
 

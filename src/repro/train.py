@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import platform
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,6 +20,7 @@ from repro import distributed, preemption
 from repro.batches import Batches, DeviceBatches
 from repro.checkpoint import load_checkpoint, save_checkpoint
 from repro.config import RunConfig
+from repro.device import precision, resolve_device
 from repro.fit import fits_on_gpu, largest_fitting
 from repro.gpus import claim_device
 from repro.model import GPT, count_parameters
@@ -59,21 +59,6 @@ def make_optimizer(model: GPT, run: RunConfig, fused: bool) -> torch.optim.AdamW
     t = run.train
     return torch.optim.AdamW(groups, lr=run.optimizer.lr_max, betas=(t.beta1, t.beta2),
                              eps=t.adam_eps, fused=fused)
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
-def precision(device: torch.device):
-    """Training's precision (§2.3): on CUDA TF32 matmuls and a bf16 autocast context; fp32 else."""
-    if device.type != "cuda":
-        return nullcontext()
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
-    return torch.autocast("cuda", dtype=torch.bfloat16)
 
 
 def build(run: RunConfig, device: torch.device, compile: bool | str | None = None,
