@@ -23,6 +23,7 @@ report: "workflow/report/workflow.rst"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/authors.smk"
 include: "workflow/rules/notebooks.smk"
 
 
@@ -43,3 +44,4 @@ rule all:
         rules.main.input,
         rules.figure2.output,
         run_files(config["extra_experiments"]),
+        rules.authors.input if AUTHORS_ARTEFACTS else [],

@@ -194,7 +194,7 @@ def test_bad_data_files_are_named(tmp_path):
 
 
 def test_hub_copy_with_too_few_documents_points_to_data_files(tmp_path, monkeypatch):
-    """Neither the Parquet conversion (here: a partial copy) nor the script revision is used."""
+    """Neither the script revision nor the Parquet conversion (here: a partial copy) is used."""
     loaded = []
 
     def fake_load_dataset(path, revision=None, **kwargs):
@@ -206,7 +206,7 @@ def test_hub_copy_with_too_few_documents_points_to_data_files(tmp_path, monkeypa
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
     with pytest.raises(DataError) as e:
         prepare(Source("hub", revision="main", cache_dir=str(tmp_path)), tmp_path / "out")
-    assert loaded == ["refs/convert/parquet", "main"]
+    assert loaded == ["main", "refs/convert/parquet"]  # the revision asked for first
     message = str(e.value)
     assert "2 documents, expected 8,013,769" in message and "--data-files" in message
     assert "scripts are no longer supported" in message

@@ -98,8 +98,8 @@ def test_two_ranks_give_the_one_process_losses(torchrun_two, one_process):
     record = read_record(torchrun_two)
     assert record.status == "completed" and record.world_size == 2
     # Rank 0 alone wrote: one set of files, no temporary left.
-    assert sorted(p.name for p in torchrun_two.iterdir()) == ["ckpt.pt", "metrics.csv",
-                                                             "run.json"]
+    assert sorted(p.name for p in torchrun_two.iterdir()) == [".lock", "ckpt.pt", "metrics.csv",
+                                                             "run.json", "train.log"]
 
 
 def test_a_preempted_ddp_run_resumes_on_two_ranks_or_one(torchrun_two, one_process, token_dir,

@@ -25,10 +25,13 @@ def test_figure1(tiny_runs, tmp_path):
 
 
 def test_figure2_with_part_of_the_sweep(tiny_runs, tmp_path):
+    write_run(tiny_runs / "mlp4.5", "mlp4.5", {0: 10, 4: 7.9, 8: 5.95, 12: 4.95}, last_step=12)
+    # MLP5 (99.1M) is outside the caption's 89.6M-95.6M controls: not drawn even when trained
     write_run(tiny_runs / "mlp5", "mlp5", {0: 10, 4: 7.9, 8: 5.95, 12: 4.95}, last_step=12)
     fig = plots.figure2(tiny_runs, "tiny")
     labels = [line.get_label() for line in fig.axes[0].get_lines()]
-    assert any(label.startswith("mlp5") for label in labels)
+    assert any(label.startswith("mlp4.5") for label in labels)
+    assert not any(label.startswith("mlp5") for label in labels)
     assert any(label.startswith("resgelu-lr3e-3") for label in labels)
     assert "preset: tiny" in fig.axes[0].get_title()
     (png,) = plots.save(fig, tmp_path / "figure2.png")

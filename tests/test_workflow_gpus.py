@@ -27,14 +27,15 @@ def train_job(workdir, *args):
 def test_a_gpu_run_claims_one_gpu_and_runs_repro_train(workdir):
     resources, command = train_job(workdir, "--resources", "gpu=4", "--config", "preset=paper")
     assert "gpu=1" in resources
-    assert command.startswith("repro train --preset config/presets/paper.yaml")
+    assert command.startswith("exec repro train --preset config/presets/paper.yaml")
 
 
 def test_gpus_per_run_launches_torchrun_and_claims_as_many(workdir):
     resources, command = train_job(workdir, "--resources", "gpu=4", "--config", "preset=paper",
                                    "gpus_per_run=2")
     assert "gpu=2" in resources
-    assert command.startswith("torchrun --standalone --nproc_per_node 2 -m repro train --preset")
+    assert command.startswith(
+        "exec torchrun --standalone --nproc_per_node 2 -m repro train --preset")
 
 
 def test_a_cpu_preset_claims_no_gpu(workdir):

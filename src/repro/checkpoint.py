@@ -50,10 +50,11 @@ def check_checkpoint_space(path: Path, model: GPT) -> None:
                               f"{needed:,} more; free space or train elsewhere (--out)")
 
 
-def read_checkpoint(path: Path, map_location="cpu") -> dict:
-    """The state dict saved at `path`, whoever wrote it; an unreadable file is a CheckpointError."""
+def read_checkpoint(path: Path, map_location="cpu", mmap: bool = False) -> dict:
+    """The state dict saved at `path`, whoever wrote it; an unreadable file is a CheckpointError.
+    With mmap, tensors are read only when used (a 1.5 GB checkpoint read for its config)."""
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        return torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except FileNotFoundError:
         raise CheckpointError(f"{path}: no such file") from None
     except Exception as e:  # torch's unpickler raises whatever the bytes lead it to (KeyError...)
@@ -115,7 +116,11 @@ def _our_key(key: str) -> str:
 
 def load_authors_checkpoint(path: Path, map_location="cpu") -> GPT:
     """A checkpoint in the authors' format -> our GPT in eval mode computing the same function."""
-    state = read_checkpoint(path, map_location)
+    return authors_model(read_checkpoint(path, map_location))
+
+
+def authors_model(state: dict) -> GPT:
+    """The model of a checkpoint state in the authors' format (keys `model`, `model_args`)."""
     model = GPT(authors_model_config(state["model_args"]))
     weights = {_our_key(k): v for k, v in state["model"].items()
                if not k.endswith(".attn.bias")}  # the causal-mask buffer of their non-flash path

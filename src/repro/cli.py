@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import repro
-from repro import config, corpus, preemption
+from repro import cli_authors, config, corpus, preemption, tokens
 from repro.files import ReproError, read_json, write_json
 
 
@@ -79,7 +79,6 @@ def cmd_prepare(args) -> None:
 
 
 def cmd_verify(args) -> None:
-    from repro import tokens
     for entry in tokens.verify(args.data)["splits"].values():
         print(f"{args.data / entry['file']}: {entry['tokens']:,} tokens, SHA-256 as manifested")
 
@@ -141,8 +140,9 @@ def cmd_describe(args) -> None:
 
 
 def cmd_bench(args) -> None:
-    from repro import bench, train
-    device = train.resolve_device(args.device)
+    from repro import bench
+    from repro.device import resolve_device
+    device = resolve_device(args.device)
     preset = config.load_preset(args.preset or ("paper" if device.type == "cuda" else "smoke"),
                                 args.config_dir).with_runtime(loss_chunks=args.loss_chunks)
     experiments = _experiments(args)
@@ -183,7 +183,7 @@ def _prepare_parser(p: argparse.ArgumentParser) -> None:
     source.add_argument("--python-docs", action="store_true",
                         help="the smoke corpus: Python's own documentation, no download")
     p.add_argument("--out", required=True, metavar="DIR", help="where train.bin, val.bin go")
-    p.add_argument("--revision", help="hub revision tried after refs/convert/parquet")
+    p.add_argument("--revision", help="hub revision tried first (default: the default branch)")
     p.add_argument("--cache-dir", metavar="DIR", help="datasets cache (default: HF's)")
     p.add_argument("--expected-docs", type=int, metavar="N",
                    help=f"document count to insist on (default {corpus.OWT_DOCUMENTS:,}, "
@@ -305,6 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs-dir", type=Path, default=Path("results/runs"),
                    help="where the runs are, one folder per preset (default: results/runs)")
     p.set_defaults(func=cmd_status)
+    cli_authors.add_commands(sub, _add_config_arguments)
     return parser
 
 

@@ -13,6 +13,13 @@ import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from repro.experiments import (  # noqa: F401 (re-exported: the experiments' side of a run)
+    Experiment,
+    Experiments,
+    OptimizerSettings,
+    PaperResult,
+    parse_experiments,
+)
 from repro.relations import check_divides, check_experiment, check_preset
 from repro.schema import ConfigError, load
 
@@ -53,6 +60,7 @@ class ModelConfig:
         if self.query_mode not in QUERY_MODES:
             raise ConfigError(f"query_mode {self.query_mode!r} is not one of "
                               f"{', '.join(QUERY_MODES)}")
+        check_divides("model", "n_head", self.n_head, "d_model", self.d_model)
 
     @property
     def head_size(self) -> int:
@@ -208,75 +216,14 @@ def load_preset(name_or_path: str, directory: str | os.PathLike | None = None) -
     return preset
 
 
-@dataclass(frozen=True)
-class OptimizerSettings:
-    """An experiment's learning-rate endpoints and weight decay (docs/specification.md §2)."""
-    lr_max: float
-    lr_min: float
-    weight_decay: float
-
-
-@dataclass(frozen=True)
-class PaperResult:
-    """What the paper reports for an experiment at step 59,000 (docs/specification.md §3)."""
-    val_loss: float
-    rel_improvement: float
-
-
-@dataclass(frozen=True)
-class Experiment:
-    name: str
-    query_mode: str
-    mlp_ratio: float
-    optimizer: OptimizerSettings
-    description: str = ""
-    paper: PaperResult | None = None
-
-
-@dataclass(frozen=True)
-class Experiments:
-    """Every experiment of the experiments file, its groups, the baseline and the claims' roles."""
-    source: str
-    by_name: dict[str, Experiment]
-    groups: dict[str, list[str]]
-    baseline: str
-    claims: dict[str, str]
-
-    def __getitem__(self, name: str) -> Experiment:
-        try:
-            return self.by_name[name]
-        except KeyError:
-            raise ConfigError(f"{self.source}: unknown experiment {name!r} "
-                              f"(known: {', '.join(sorted(self.by_name))})") from None
-
-    def group(self, name: str) -> list[Experiment]:
-        if name not in self.groups:
-            raise ConfigError(f"{self.source}: groups: unknown group {name!r} "
-                              f"(known: {', '.join(sorted(self.groups))})")
-        return [self[n] for n in self.groups[name]]
-
-
 def load_experiments(path: str | os.PathLike | None = None,
                      directory: str | os.PathLike | None = None) -> Experiments:
     """The experiments file: `path`, else <config dir>/experiments.yaml."""
     path = Path(path) if path else config_dir(directory) / "experiments.yaml"
-    data = load(path, "experiments.schema.yaml")
-    by_name = {}
-    for name, e in data["experiments"].items():
-        paper = PaperResult(**e["paper"]) if "paper" in e else None
-        by_name[name] = Experiment(
-            name=name, query_mode=e["query_mode"], mlp_ratio=e["mlp_ratio"], paper=paper,
-            optimizer=OptimizerSettings(e["lr_max"], e["lr_min"], e["weight_decay"]),
-            description=e.get("description", ""))
-        check_experiment(path, name, by_name[name].optimizer)
-    named = [(f"groups.{g}", n) for g, names in data["groups"].items() for n in names]
-    named += [("baseline", data["baseline"])]
-    named += [(f"claims.{role}", name) for role, name in data["claims"].items()]
-    for where, name in named:
-        if name not in by_name:
-            raise ConfigError(f"{path}: {where}: unknown experiment {name!r}")
-    return Experiments(source=str(path), by_name=by_name, groups=data["groups"],
-                       baseline=data["baseline"], claims=data["claims"])
+    experiments = parse_experiments(load(path, "experiments.schema.yaml"), path)
+    for experiment in experiments.by_name.values():
+        check_experiment(path, experiment.name, experiment.optimizer)
+    return experiments
 
 
 @dataclass(frozen=True)
@@ -287,13 +234,16 @@ class RunConfig:
 
     @property
     def model(self) -> ModelConfig:
-        shape, e = self.preset.model, self.experiment
-        return ModelConfig(**asdict(shape), mlp_hidden=int(shape.d_model * e.mlp_ratio),
+        """The preset's shape with the experiment's `model:` overrides (width, tying, scale)."""
+        e = self.experiment
+        shape = asdict(self.preset.model) | e.model
+        return ModelConfig(**shape, mlp_hidden=int(shape["d_model"] * e.mlp_ratio),
                            query_mode=e.query_mode)
 
     @property
     def train(self) -> TrainSettings:
-        return self.preset.train
+        """The preset's training settings with the experiment's `train:` overrides (schedule)."""
+        return replace(self.preset.train, **self.experiment.train)
 
     @property
     def seed(self) -> int:
@@ -308,6 +258,11 @@ class RunConfig:
         """A higher train loss ends the run: train.loss_ceiling, else ln(vocab) + LOSS_MARGIN."""
         ceiling = self.train.loss_ceiling
         return math.log(self.model.vocab_size) + LOSS_MARGIN if ceiling is None else ceiling
+
+    @property
+    def effective_preset(self) -> Preset:
+        """The preset with the experiment's train overrides: what its indices must cover."""
+        return replace(self.preset, train=self.train)
 
     def identity(self) -> dict:
         """What makes two runs the same run: what the training computes with, nothing else."""

@@ -5,9 +5,10 @@ docs/specification.md §5 says which corpus and split the paper uses.
 Corpus sources, all read through datasets.load_dataset:
 - local files (--data-files): parquet, json/jsonl or txt, with a `text` column (txt: one file,
   one document);
-- a hub id (--hub-id, default OpenWebText): first its Parquet conversion (revision
-  refs/convert/parquet; datasets 4+ refuses loading scripts), then the given revision; the
-  document count decides whether a copy is complete;
+- a hub id (--hub-id, default OpenWebText): first the given revision (default: the default
+  branch, where the authors' datasets 3.6 found 80 Parquet files), then the Parquet conversion
+  (refs/convert/parquet); the document count decides whether a copy is complete, and the
+  manifest records the commit and the data files datasets resolved;
 - Python's own documentation (--python-docs): the smoke corpus, no download.
 Before anything is read, the free space for the datasets cache and the token files is checked.
 `datasets` is imported only when a corpus is loaded: the command line imports this module's
@@ -21,6 +22,7 @@ import glob
 import io
 import os
 import platform
+import re
 import sysconfig
 import tokenize
 from concurrent.futures import ProcessPoolExecutor
@@ -180,7 +182,7 @@ def load_hub(source: Source, out_dir: Path, expected_docs: int | None, num_proc:
     scale = (expected_docs or OWT_DOCUMENTS) / OWT_DOCUMENTS
     check_disk({_cache_dir(source): OWT_CACHE_BYTES * scale, out_dir: OWT_TOKEN_BYTES * scale})
     tried = []
-    for revision in dict.fromkeys([PARQUET_REVISION, source.revision]):
+    for revision in dict.fromkeys([source.revision, PARQUET_REVISION]):
         try:
             dataset = datasets.load_dataset(source.hub_id, revision=revision, split="train",
                                             cache_dir=source.cache_dir, num_proc=num_proc)
@@ -196,11 +198,26 @@ def load_hub(source: Source, out_dir: Path, expected_docs: int | None, num_proc:
                     f"corpus as parquet/jsonl/txt files and pass them with --data-files GLOB")
 
 
+def hub_files(source: Source, revision: str | None) -> dict:
+    """The commit and the train data files, in order, that datasets resolves for a hub revision
+    (paths hf://datasets/ID@COMMIT/...); empty where datasets cannot say (a loading script)."""
+    import datasets
+    try:
+        builder = datasets.load_dataset_builder(source.hub_id, revision=revision,
+                                                cache_dir=source.cache_dir)
+        files = [str(f) for f in builder.config.data_files["train"]]
+    except Exception:  # offline, a script dataset (no data_files): the manifest says less
+        return {}
+    commits = {m.group(1) for f in files if (m := re.search(r"@([0-9a-f]{40})/", f))}
+    return {"commit": commits.pop() if len(commits) == 1 else None, "data_files": files}
+
+
 def load_corpus(source: Source, out_dir: Path, expected_docs: int | None, num_proc: int):
     """The whole corpus as one Dataset with a text column, and the manifest's source entry."""
     described = source.describe()
     if source.kind == "hub":
         dataset, described["revision"] = load_hub(source, out_dir, expected_docs, num_proc)
+        described |= hub_files(source, described["revision"])
     else:
         dataset = load_files(source, out_dir, num_proc)
         check_documents(len(dataset), expected_docs, ", ".join(source.data_files))

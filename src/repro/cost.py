@@ -67,7 +67,7 @@ def describe(run: RunConfig, mfu: float = 0.4, peak_flops: float = H100_BF16_PEA
     if seeds < 1:
         raise ConfigError(f"seeds {seeds}: at least 1")
     size = model_size(run.model)
-    steps = run.preset.train.max_step + 1
+    steps = run.train.max_step + 1
     tokens_per_step = run.preset.tokens_per_step
     per_token = size["flops_per_token"]
     if bench is not None:

@@ -27,6 +27,8 @@ SPLIT_STYLE = {"val": "-", "train": "--"}
 SERIES_COLORS = ["#000000", "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00"]
 SERIES_MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 
+AUTHORS_STYLE = {"lw": 4.5, "alpha": 0.3}  # the authors' imported runs: wide, pale, same colour
+
 
 def _style():
     sns.set_theme(context="paper", style="whitegrid", font_scale=1.2)
@@ -63,13 +65,38 @@ def series_styles(names: list[str], baseline: str) -> dict[str, dict]:
     return {name: {"color": color, "marker": marker, "zorder": 3 if name == baseline else 2}
             for name, color, marker in zip(ordered, SERIES_COLORS, SERIES_MARKERS)}
 
+def _authors_runs(authors_runs_dir, names: list[str], baseline: str) -> dict:
+    """The imported authors' runs among `names` (none without their baseline or a folder)."""
+    if authors_runs_dir is None or not Path(authors_runs_dir).is_dir():
+        return {}
+    runs = results.read_runs(authors_runs_dir, names)
+    return runs if baseline in runs else {}
+
+
+def _draw_authors(top, bottom, runs: dict, baseline: str, colors: dict, window) -> None:
+    """The authors' runs in Figure 1: their losses on top, improvements over their baseline below,
+    in wide pale lines of our colours, labelled "(authors' run)"."""
+    if not runs:
+        return
+    losses = results.loss_curves(runs, first_step=window[0], last_step=window[1])
+    for (name, split), curve in losses.groupby(["experiment", "split"], sort=False):
+        top.plot(curve["step"], curve["loss"], SPLIT_STYLE[split], color=colors[name],
+                 label=f"{name} (authors' run)" if split == "val" else None, **AUTHORS_STYLE)
+    for split in ("val", "train"):
+        curves = results.relative_improvement_curves(runs, baseline, split=split,
+                                                     first_step=window[0], last_step=window[1])
+        for name, curve in curves.groupby("experiment", sort=False):
+            bottom.plot(curve["step"], curve["rel_improvement"], SPLIT_STYLE[split],
+                        color=colors[name], **AUTHORS_STYLE)
+
 
 def figure1(runs_dir: str | Path, preset: str | Preset, config_dir: str | Path | None = None,
-            seeds: int = 1):
+            seeds: int = 1, authors_runs_dir: str | Path | None = None):
     """Figure 1: training dynamics of the Table 1 runs. Top: evaluation losses (solid val, dashed
     train). Bottom: relative improvement over the baseline per evaluation step. Over several
     seeds: mean curves, with the 95% t-interval over seeds as a band around validation's (and
-    the relative improvement paired with the baseline seed by seed, repro.seeds)."""
+    the relative improvement paired with the baseline seed by seed, repro.seeds). Runs imported
+    from the authors' artefacts (authors_runs_dir), if any, are drawn beside ours."""
     _style()
     preset, experiments = load_config(preset, config_dir)
     names = [e.name for e in experiments.group("table1")]
@@ -90,6 +117,8 @@ def figure1(runs_dir: str | Path, preset: str | Preset, config_dir: str | Path |
                  label=name if split == "val" else None)
         if split == "val":
             _band(top, curve, "loss", colors[name])
+    _draw_authors(top, bottom, _authors_runs(authors_runs_dir, names, baseline), baseline, colors,
+                  (first, last))
     top.set_ylabel("loss (nats per token)")
     n = int(losses["n_seeds"].max())
     top.set_title(f"Training dynamics, steps {first:,}-{last:,} (preset: {preset.name})"
@@ -116,10 +145,11 @@ def figure1(runs_dir: str | Path, preset: str | Preset, config_dir: str | Path |
     return fig
 
 
-def figure2(runs_dir: str | Path, preset: str | Preset, config_dir: str | Path | None = None):
+def figure2(runs_dir: str | Path, preset: str | Preset, config_dir: str | Path | None = None,
+            authors_runs_dir: str | Path | None = None):
     """Figure 2: relative validation improvement over the baseline of the sweep (group figure2):
     nonlinear configurations in one colour family (by learning rate), MLP-widened linear
-    controls in grey dashes."""
+    controls in grey dashes; the authors' imported runs, if any, in wide pale lines beside."""
     _style()
     preset, experiments = load_config(preset, config_dir)
     members = experiments.group("figure2")
@@ -127,9 +157,13 @@ def figure2(runs_dir: str | Path, preset: str | Preset, config_dir: str | Path |
     baseline = _require_baseline(runs, runs_dir, experiments.baseline)
     first, last = _window(preset)
     curves = results.relative_improvement_curves(runs, baseline, first_step=first, last_step=last)
-    nonlinear = [e for e in members if e.query_mode != "linear" and e.name in runs]
+    theirs = _authors_runs(authors_runs_dir, [e.name for e in members], baseline)
+    their_curves = results.relative_improvement_curves(theirs, baseline, first_step=first,
+                                                       last_step=last) if theirs else None
+    drawn = set(runs) | set(theirs)
+    nonlinear = [e for e in members if e.query_mode != "linear" and e.name in drawn]
     controls = [e for e in members if e.query_mode == "linear" and e.name != baseline
-                and e.name in runs]
+                and e.name in drawn]
     palette = dict(zip([e.name for e in sorted(nonlinear, key=lambda e: e.optimizer.lr_max)],
                        sns.color_palette("viridis", len(nonlinear))))
     greys = dict(zip([e.name for e in sorted(controls, key=lambda e: e.mlp_ratio)],
@@ -139,15 +173,18 @@ def figure2(runs_dir: str | Path, preset: str | Preset, config_dir: str | Path |
     # the weight decay most of the sweep uses (2^-5) gets solid lines
     decays = [wd for wd, _ in Counter(e.optimizer.weight_decay for e in nonlinear).most_common()]
     dash = dict(zip(decays, ["-", "-.", ":", (0, (5, 1, 1, 1, 1, 1))]))
-    for e in nonlinear:
-        curve = curves[curves["experiment"] == e.name]
-        lr, wd = e.optimizer.lr_max, e.optimizer.weight_decay
-        ax.plot(curve["step"], curve["rel_improvement"], linestyle=dash.get(wd, "-"),
-                color=palette[e.name], label=f"{e.name} (lr {lr:g}, wd {wd:g})")
-    for e in controls:
-        curve = curves[curves["experiment"] == e.name]
-        ax.plot(curve["step"], curve["rel_improvement"], "--", color=greys[e.name],
-                label=f"{e.name} (linear query, MLP h/d {e.mlp_ratio:.3g})")
+    lines = [(e, palette[e.name], dash.get(e.optimizer.weight_decay, "-"),
+              f"{e.name} (lr {e.optimizer.lr_max:g}, wd {e.optimizer.weight_decay:g})")
+             for e in nonlinear]
+    lines += [(e, greys[e.name], "--", f"{e.name} (linear query, MLP h/d {e.mlp_ratio:.3g})")
+              for e in controls]
+    for e, color, linestyle, label in lines:
+        for table, style, suffix in ((curves, {}, ""),
+                                     (their_curves, AUTHORS_STYLE, " (authors' run)")):
+            curve = table[table["experiment"] == e.name] if table is not None else []
+            if len(curve):
+                ax.plot(curve["step"], curve["rel_improvement"], linestyle=linestyle,
+                        color=color, label=label + suffix, **style)
     ax.axhline(0, color="black", lw=1)
     ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=1))
     ax.set_ylabel("relative improvement over baseline (%)\n(validation loss)")

@@ -36,7 +36,7 @@ from repro.corpus import (
 from repro.files import write_json
 from repro.lock import exit_with_parent
 from repro.tokenizer import EOT_TOKEN, gpt2_encoding, tokenizer_identity
-from repro.tokens import MANIFEST, DataError, fingerprint
+from repro.tokens import MANIFEST, DataError, corpus_note, fingerprint, is_authors_corpus
 
 _EOT = np.array([EOT_TOKEN], dtype=np.uint32)  # the dtype tiktoken's buffers have
 # A worker's task is a range of at most DOCS_PER_RANGE documents (about 9 MB of tokens for
@@ -153,11 +153,14 @@ def prepare(source: Source, out_dir: str | os.PathLike, *,
     manifest = {"source": {**described, "test_size": test_size, "seed": SPLIT_SEED},
                 "tokenizer": tokenizer_identity(),
                 "splits": {name: entry for name, (_, entry) in zip(splits, written)}}
+    manifest["authors_token_counts"] = is_authors_corpus(manifest)
     # A crash between here and the new manifest leaves no manifest, never a stale one.
     (out_dir / MANIFEST).unlink(missing_ok=True)
     for partial, entry in written:
         os.replace(partial, out_dir / entry["file"])
     write_json(out_dir / MANIFEST, manifest)
+    if source.kind != "python-docs":  # its last line: are these the authors' token files (§5.2)?
+        print(corpus_note(manifest), flush=True)
     return manifest
 
 

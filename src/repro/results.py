@@ -214,13 +214,21 @@ def table1_row(experiment: Experiment, run: Run | None, preset: Preset,
 
 
 def table1(runs_dir: str | Path, preset: str | Preset, group: str = "table1",
-           config_dir: str | Path | None = None) -> pd.DataFrame:
+           config_dir: str | Path | None = None,
+           authors_runs_dir: str | Path | None = None) -> pd.DataFrame:
     """Table 1 (§3) from the runs under runs_dir: one row per experiment of the group.
 
     The loss is the validation evaluation at the preset's report.table_step (59,000 on the paper
     preset, the last evaluation on smoke); NaN where the run has no evaluation there
-    (missing, or diverged before it).
+    (missing, or diverged before it). With authors_runs_dir (runs imported from the authors'
+    artefacts, repro.authors), their loss and relative improvement stand in authors_* columns.
     """
+    if authors_runs_dir is not None:
+        table = table1(runs_dir, preset, group, config_dir)
+        theirs = table1(authors_runs_dir, preset, group, config_dir)
+        for column in ("val_loss", "rel_improvement", "status"):
+            table[f"authors_{column}"] = theirs[column]
+        return table
     preset, experiments = load_config(preset, config_dir)
     members = experiments.group(group)
     runs = read_runs(runs_dir, [e.name for e in members])

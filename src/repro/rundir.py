@@ -31,7 +31,7 @@ class RunError(ReproError):
 @dataclass
 class RunRecord:
     """run.json. `identity` is RunConfig.identity(); `config` the whole preset and experiment."""
-    status: str  # running, completed or diverged
+    status: str  # running, completed or diverged (an imported run may have "stopped")
     preset: str
     experiment: str
     identity: dict
@@ -54,6 +54,7 @@ class RunRecord:
     world_size: int | None = None  # processes (torchrun ranks) of the latest session
     started: str | None = None
     finished: str | None = None
+    source: str = "repro"  # "authors": imported by repro.authors, never trained over
     format: str = RECORD_FORMAT
 
     @property

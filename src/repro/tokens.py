@@ -18,6 +18,9 @@ import numpy as np
 from repro.files import ReproError, file_sha256, read_json, write_json
 
 MANIFEST = "manifest.json"
+# The authors' token files (A Generate_Indices.ipynb, docs/specification.md §5.2): only files of
+# exactly these lengths give their batches from the fixed indices.
+AUTHORS_TOKENS = {"train": 9_035_582_489, "val": 4_434_606}
 
 
 class DataError(ReproError):
@@ -122,3 +125,19 @@ def token_files(manifest: dict) -> dict:
     """What a split's tokens are, for the indices sidecar and run.json: count and SHA-256."""
     return {split: {"tokens": manifest["splits"][split]["tokens"],
                     "sha256": manifest["splits"][split]["sha256"]} for split in ("train", "val")}
+
+
+def is_authors_corpus(manifest: dict) -> bool:
+    """Whether the token counts are the authors' (§5.2)."""
+    return all(manifest["splits"].get(split, {}).get("tokens") == n
+               for split, n in AUTHORS_TOKENS.items())
+
+
+def corpus_note(manifest: dict) -> str:
+    """One line: whether these token files are the authors' and so give their batches."""
+    counts = {split: manifest["splits"][split]["tokens"] for split in AUTHORS_TOKENS}
+    theirs = f"{AUTHORS_TOKENS['train']:,} train / {AUTHORS_TOKENS['val']:,} val"
+    if is_authors_corpus(manifest):
+        return f"token counts equal the authors' ({theirs}): the fixed indices give their batches"
+    return (f"warning: token counts {counts['train']:,} train / {counts['val']:,} val are not "
+            f"the authors' ({theirs}): the fixed indices select other sequences than theirs")

@@ -24,7 +24,7 @@ from repro.allocator import keep_freed_memory
 from repro.batches import Batches, DeviceBatches
 from repro.checkpoint import check_checkpoint_space, load_checkpoint, save_checkpoint
 from repro.config import RunConfig
-from repro.files import ReproError
+from repro.device import precision, resolve_device
 from repro.fit import fits_on_gpu, largest_fitting
 from repro.gpus import claim_device
 from repro.lock import hold
@@ -41,6 +41,7 @@ from repro.rundir import (
     legacy_identity,
     read_record,
 )
+from repro.tokens import corpus_note
 
 keep_freed_memory()  # every process that trains imports this module
 
@@ -68,21 +69,6 @@ def make_optimizer(model: GPT, run: RunConfig, fused: bool) -> torch.optim.AdamW
                              eps=t.adam_eps, fused=fused)
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise ReproError(f"device {name!r}: not a device (auto, cpu, cuda, cuda:N, mps)") from None
-    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
-        raise ReproError(f"device {name!r}: this machine has {torch.cuda.device_count()} CUDA "
-                         f"device(s) (torch {torch.__version__}); use cpu or auto")
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise ReproError(f"device {name!r}: MPS is not available on this machine")
-    return device
-
-
 def build(run: RunConfig, device: torch.device, compile: bool | str | None = None,
           fused: bool | None = None):
     """The model, the model the steps call (compiled or not), the optimiser, the autocast context.
@@ -91,9 +77,7 @@ def build(run: RunConfig, device: torch.device, compile: bool | str | None = Non
     residual_gelu projection, each by default on CUDA only; SDPA picks flash attention itself.
     """
     cuda = device.type == "cuda"
-    if cuda:
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+    autocast = precision(device)
     torch.manual_seed(run.train.init_seed)
     model = GPT(run.model).to(device)
     model.fuse_projections(cuda if fused is None else fused)
@@ -104,7 +88,6 @@ def build(run: RunConfig, device: torch.device, compile: bool | str | None = Non
     compiled = compile is True or (compile == "auto" and cuda)
     step_model = distributed.wrap(model, device)
     step_model = torch.compile(step_model, dynamic=False) if compiled else step_model
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else nullcontext()
     return model, step_model, optimizer, autocast
 
 
@@ -189,6 +172,9 @@ def _train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path, dev
     """train(), in a run directory this process holds."""
     previous = read_record(out_dir) if (out_dir / "run.json").exists() else None
     if previous is not None:
+        if previous.source != "repro":
+            raise RunError(f"{out_dir / 'run.json'}: a run imported from the {previous.source}' "
+                           f"artefacts, never trained over: use another --out")
         _refuse_other_configuration(out_dir / "run.json", previous.identity, run)
         if previous.finished_training:
             print(f"{out_dir}: already {previous.status}; nothing to do", flush=True)
@@ -206,7 +192,9 @@ def _train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path, dev
         chosen = distributed.smallest(chosen)  # one micro-batch for every rank
         print(f"{out_dir}: training micro-batch {chosen} (auto)", flush=True)
         run = replace(run, preset=run.preset.with_train_micro_batch(chosen))
-    batches = Batches.open(data_dir, indices_dir, run.preset)
+    batches = Batches.open(data_dir, indices_dir, run.effective_preset)
+    if run.preset.corpus == "openwebtext":
+        print(corpus_note(batches.manifest), flush=True)
     start = _resume(out_dir / CHECKPOINT, model, optimizer, run, previous)
     record = RunRecord(
         status="running", preset=run.preset.name, experiment=run.experiment.name,

@@ -11,6 +11,7 @@ rule table1:
         notebook="notebooks/table1.ipynb",
         runs=run_files(TABLE1, seeds=SEEDS),
         folders=lambda wildcards: run_folders(TABLE1, seeds=SEEDS),
+        authors=authors_run_files(TABLE1),
     output:
         table=report("results/table1.csv", caption="../report/table1.rst", category="Table 1"),
         claims=report("results/claims.csv", caption="../report/claims.rst", category="Claims"),
@@ -20,7 +21,8 @@ rule table1:
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
         outputs=lambda wildcards, output: notebook_outputs(
-            out_csv=output.table, out_claims=output.claims, seeds=len(SEEDS)),
+            out_csv=output.table, out_claims=output.claims, seeds=len(SEEDS))
+        + authors_param(TABLE1),
     log:
         "results/notebooks/table1.log",
     shell:
@@ -32,6 +34,7 @@ rule figure1:
         notebook="notebooks/figure1.ipynb",
         runs=run_files(TABLE1, seeds=SEEDS),
         folders=lambda wildcards: run_folders(TABLE1, seeds=SEEDS),
+        authors=authors_run_files(TABLE1),
     output:
         png=report("results/figures/figure1.png", caption="../report/figure1.rst",
                    category="Figure 1"),
@@ -42,7 +45,8 @@ rule figure1:
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
         outputs=lambda wildcards, output: notebook_outputs(
-            out_png=output.png, out_pdf=output.pdf, seeds=len(SEEDS)),
+            out_png=output.png, out_pdf=output.pdf, seeds=len(SEEDS))
+        + authors_param(TABLE1),
     log:
         "results/notebooks/figure1.log",
     shell:
@@ -74,6 +78,7 @@ rule figure2:
         notebook="notebooks/figure2.ipynb",
         runs=run_files(SWEEP),
         folders=lambda wildcards: run_folders(SWEEP),
+        authors=authors_run_files(SWEEP),
     output:
         png=report("results/figures/figure2.png", caption="../report/figure2.rst",
                    category="Figure 2"),
@@ -84,7 +89,8 @@ rule figure2:
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
         outputs=lambda wildcards, output: notebook_outputs(
-            out_png=output.png, out_pdf=output.pdf),
+            out_png=output.png, out_pdf=output.pdf)
+        + authors_param(SWEEP),
     log:
         "results/notebooks/figure2.log",
     shell:
