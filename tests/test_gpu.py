@@ -13,7 +13,8 @@ from repro.bench import random_batches
 from repro.cli import main
 from repro.config import load_run
 from repro.fit import fits_on_gpu, largest_fitting
-from repro.train import build, train, train_step
+from repro.step import build, train_step
+from repro.train import train
 
 pytestmark = [
     pytest.mark.gpu,

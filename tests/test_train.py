@@ -15,7 +15,8 @@ from repro.config import load_preset, load_run
 from repro.indices import IndicesError, draw_indices
 from repro.model import GPT
 from repro.rundir import RunError, read_record
-from repro.train import learning_rate, make_optimizer, train
+from repro.step import learning_rate, make_optimizer
+from repro.train import train
 
 PAPER = dict(lr_max=6e-4, lr_min=6e-5, warmup_steps=2000, decay_steps=60002)
 

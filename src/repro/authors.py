@@ -33,7 +33,7 @@ from repro.rundir import (
     identity_differences,
     read_record,
 )
-from repro.train import learning_rate
+from repro.step import learning_rate
 
 AUTHORS = "authors"  # RunRecord.source of an imported run
 TRAIN_TENSOR = "tensor.pt"

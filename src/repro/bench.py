@@ -1,6 +1,6 @@
 """`repro bench`: training-step time, throughput and MFU of each experiment on this device.
 
-The steps are the training loop's own (repro.train.build and train_step: the same model, optimiser,
+The steps are the training loop's own (repro.step.build and train_step: the same model, optimiser,
 autocast, compile and prefetch), fed random tokens gathered at random starts, so that no data files
 are needed. FLOPs are counted as in docs/specification.md §7 (repro.model.flops_per_token); MFU
 is against the device's dense bf16 peak.
@@ -18,7 +18,7 @@ import torch
 from repro.batches import Batches, DeviceBatches
 from repro.config import RunConfig
 from repro.cost import known_peak_flops, model_size
-from repro.train import build, train_step
+from repro.step import build, train_step
 
 
 def device_name(device: torch.device) -> str:

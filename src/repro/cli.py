@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import repro
-from repro import cli_authors, config, corpus, preemption, tokens
+from repro import cli_authors, cli_data, config, preemption
 from repro.files import ReproError, read_json, write_json
 
 
@@ -47,40 +47,6 @@ def _add_speed_arguments(p: argparse.ArgumentParser) -> None:
 
 def _experiments(args) -> config.Experiments:
     return config.load_experiments(args.experiments_file, args.config_dir)
-
-
-def cmd_prepare(args) -> None:
-    from repro import prepare  # the preparation side (datasets, pyarrow) only when preparing
-    if args.num_proc is not None and args.num_proc < 1:
-        raise ReproError(f"--num-proc: {args.num_proc} is not a number of processes (1 or more)")
-    if args.python_docs:
-        for flag in ("revision", "cache_dir", "expected_docs"):
-            if getattr(args, flag) is not None:
-                raise ReproError(f"--{flag.replace('_', '-')}: does not apply to --python-docs")
-        test_size = corpus.SMOKE_TEST_SIZE if args.test_size is None else args.test_size
-        manifest = prepare.prepare_python_docs(args.out, num_proc=args.num_proc,
-                                               test_size=test_size)
-    else:
-        if args.revision is not None and args.hub_id is None:
-            raise ReproError("--revision: applies only to --hub-id")
-        if args.hub_id is not None:
-            source = corpus.Source("hub", hub_id=args.hub_id, revision=args.revision,
-                                   cache_dir=args.cache_dir)
-        else:
-            source = corpus.Source("files", data_files=tuple(args.data_files),
-                                   cache_dir=args.cache_dir)
-        expected = corpus.OWT_DOCUMENTS if args.expected_docs is None else args.expected_docs
-        test_size = corpus.TEST_SIZE if args.test_size is None else args.test_size
-        manifest = prepare.prepare(source, args.out, expected_docs=expected, test_size=test_size,
-                                   num_proc=args.num_proc)
-    for name, entry in manifest["splits"].items():
-        print(f"{Path(args.out) / entry['file']}: {entry['documents']:,} documents, "
-              f"{entry['tokens']:,} tokens")
-
-
-def cmd_verify(args) -> None:
-    for entry in tokens.verify(args.data)["splits"].values():
-        print(f"{args.data / entry['file']}: {entry['tokens']:,} tokens, SHA-256 as manifested")
 
 
 def cmd_indices(args) -> None:
@@ -174,28 +140,6 @@ def cmd_status(args) -> None:
     print(status.format_status(status.status_table(args.runs_dir, args.preset)))
 
 
-def _prepare_parser(p: argparse.ArgumentParser) -> None:
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--data-files", nargs="+", metavar="GLOB",
-                        help="local parquet/json/jsonl/txt files with a 'text' column")
-    source.add_argument("--hub-id", metavar="ID",
-                        help=f"a Hugging Face dataset (OpenWebText: {corpus.OWT_HUB_ID})")
-    source.add_argument("--python-docs", action="store_true",
-                        help="the smoke corpus: Python's own documentation, no download")
-    p.add_argument("--out", required=True, metavar="DIR", help="where train.bin, val.bin go")
-    p.add_argument("--revision", help="hub revision tried first (default: the default branch)")
-    p.add_argument("--cache-dir", metavar="DIR", help="datasets cache (default: HF's)")
-    p.add_argument("--expected-docs", type=int, metavar="N",
-                   help=f"document count to insist on (default {corpus.OWT_DOCUMENTS:,}, "
-                        "OpenWebText's)")
-    p.add_argument("--test-size", type=float, metavar="F",
-                   help=f"val share (default {corpus.TEST_SIZE}; "
-                        f"--python-docs: {corpus.SMOKE_TEST_SIZE})")
-    p.add_argument("--num-proc", type=int, metavar="N",
-                   help="worker processes (default: all cores)")
-    p.set_defaults(func=cmd_prepare)
-
-
 def _train_parser(p: argparse.ArgumentParser) -> None:
     _add_config_arguments(p)
     p.add_argument("--data", type=Path, required=True, help="token files dir")
@@ -278,11 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {repro.__version__}",
                         help="print the package version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
-    _prepare_parser(sub.add_parser(
-        "prepare", help="tokenize a corpus into train.bin / val.bin + manifest.json"))
-    p = sub.add_parser("verify", help="check token files' full SHA-256 against their manifest")
-    p.add_argument("--data", type=Path, required=True, help="token files dir, with manifest.json")
-    p.set_defaults(func=cmd_verify)
+    cli_data.add_commands(sub)
     p = sub.add_parser(
         "indices", help="draw the fixed batch indices (docs/specification.md §6) for a preset")
     _add_config_arguments(p, experiment=False)

@@ -15,7 +15,7 @@ from repro.checkpoint import FORMAT, CheckpointError, authors_model, read_checkp
 from repro.config import ModelConfig, Preset
 from repro.device import precision, resolve_device
 from repro.model import GPT
-from repro.train import eval_losses
+from repro.step import eval_losses
 
 
 def load_any_checkpoint(path: Path) -> tuple[GPT, int, str]:
