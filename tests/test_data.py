@@ -212,25 +212,14 @@ def test_hub_copy_with_too_few_documents_points_to_data_files(tmp_path, monkeypa
     assert "scripts are no longer supported" in message
 
 
+def prepare_files(corpus, out, expected_docs: int) -> list[str]:
+    """`repro prepare` of the test corpus's local files, as a user types it."""
+    return ["prepare", "--data-files", *corpus.data_files, "--cache-dir", corpus.cache_dir,
+            "--out", str(out), "--expected-docs", str(expected_docs), "--test-size", "0.1"]
+
+
 def test_cli_prints_data_errors_on_one_line(corpus, tmp_path, capsys):
-    assert (
-        cli.main(
-            [
-                "prepare",
-                "--data-files",
-                *corpus.data_files,
-                "--cache-dir",
-                corpus.cache_dir,
-                "--out",
-                str(tmp_path / "out"),
-                "--expected-docs",
-                "7",
-                "--test-size",
-                "0.1",
-            ]
-        )
-        == 2
-    )
+    assert cli.main(prepare_files(corpus, tmp_path / "out", 7)) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"repro: error: {corpus.data_files[0]}: 600 documents, expected 7 "
         "(pass --expected-docs 600 if this is the corpus you mean)"
@@ -238,23 +227,7 @@ def test_cli_prints_data_errors_on_one_line(corpus, tmp_path, capsys):
 
 
 def test_cli_prepares_local_files(corpus, tmp_path, capsys):
-    cli.main(
-        [
-            "prepare",
-            "--data-files",
-            *corpus.data_files,
-            "--cache-dir",
-            corpus.cache_dir,
-            "--out",
-            str(tmp_path / "out"),
-            "--expected-docs",
-            "600",
-            "--test-size",
-            "0.1",
-            "--num-proc",
-            "2",
-        ]
-    )
+    cli.main(prepare_files(corpus, tmp_path / "out", 600) + ["--num-proc", "2"])
     assert "val.bin: 60 documents" in capsys.readouterr().out
     assert read_manifest(tmp_path / "out")["source"]["kind"] == "files"
 
