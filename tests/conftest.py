@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from repro.config import load_preset, load_run
 from repro.indices import write_indices
@@ -142,3 +143,14 @@ def tiny_runs(tmp_path) -> Path:
             non_embedding_params=2000 if name.startswith("mlp") else 1000,
         )
     return runs
+
+
+def write_experiments(path: Path, name: str, **fields) -> Path:
+    """An experiments file of one experiment (query mode, ratio, rates, decay, then `fields`),
+    which is also the baseline and plays both claims' roles."""
+    experiment = {"query_mode": "linear", "mlp_ratio": 4, "lr_max": 1.0e-3, "lr_min": 1.0e-4,
+                  "weight_decay": 0.1, **fields}
+    path.write_text(yaml.safe_dump({"experiments": {name: experiment}, "groups": {},
+                                    "baseline": name,
+                                    "claims": {"larger_control": name, "unstable": name}}))
+    return path

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 from authors_helpers import authors_folder, write_authors_checkpoint
+from conftest import write_experiments
 
 from repro.authors import AuthorsError, import_authors_run
 from repro.checkpoint import CheckpointError
@@ -152,10 +153,7 @@ def test_describe_counts_the_parameters_of_another_width(capsys):
 def test_a_model_override_is_validated(tmp_path):
     from repro.config import load_experiments
     from repro.schema import ConfigError
-    path = tmp_path / "experiments.yaml"
-    path.write_text("experiments:\n  a: {query_mode: linear, mlp_ratio: 4, lr_max: 1.0e-3, "
-                    "lr_min: 0, weight_decay: 0, model: {n_embd: 816}}\n"
-                    "groups: {}\nbaseline: a\nclaims: {larger_control: a, unstable: a}\n")
+    path = write_experiments(tmp_path / "experiments.yaml", "a", model={"n_embd": 816})
     with pytest.raises(ConfigError, match="n_embd"):
         load_experiments(path)
 

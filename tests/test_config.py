@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, write_experiments
 
 from repro.config import (
     CORPORA,
@@ -98,12 +98,7 @@ def test_unknown_names_are_refused():
 
 
 def test_bad_experiment_value(tmp_path):
-    path = tmp_path / "experiments.yaml"
-    path.write_text(
-        "experiments:\n"
-        "  x: {query_mode: cubic, mlp_ratio: 4, lr_max: 1, lr_min: 0, weight_decay: 0}\n"
-        "groups: {}\nbaseline: x\nclaims: {larger_control: x, unstable: x}\n"
-    )
+    path = write_experiments(tmp_path / "experiments.yaml", "x", query_mode="cubic")
     with pytest.raises(ConfigError, match=r"experiments.x.query_mode: 'cubic' is not one of"):
         load_experiments(path)
 

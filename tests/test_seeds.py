@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 import pytest
-from conftest import write_run
+from conftest import write_experiments, write_run
 
 from repro import seeds
 from repro.claims import check_claims
@@ -160,9 +160,6 @@ def test_describe_states_the_cost_of_n_seeds(capsys):
 def test_an_experiment_cannot_be_named_like_a_seed_folder(tmp_path):
     from repro.config import load_experiments
 
-    path = tmp_path / "experiments.yaml"
-    path.write_text("experiments:\n  seed1: {query_mode: linear, mlp_ratio: 4, lr_max: 1.0e-3, "
-                    "lr_min: 1.0e-4, weight_decay: 0.1}\ngroups: {}\nbaseline: seed1\n"
-                    "claims: {larger_control: seed1, unstable: seed1}\n")
+    path = write_experiments(tmp_path / "experiments.yaml", "seed1")
     with pytest.raises(ConfigError, match="seed1"):
         load_experiments(path)
