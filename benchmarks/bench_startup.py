@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from repro.tokens import MANIFEST, fingerprint, read_manifest, token_memmap
+from repro.data.tokens import MANIFEST, fingerprint, read_manifest, token_memmap
 
 PAPER_TRAIN_TOKENS, VAL_TOKENS = 9_035_582_489, 4_434_606
 
@@ -27,10 +27,16 @@ def write_sparse_data(data_dir: Path) -> None:
         path = data_dir / f"{split}.bin"
         with open(path, "wb") as f:
             f.truncate(2 * tokens)
-        splits[split] = {"file": path.name, "documents": 0, "tokens": tokens,
-                         "sha256": "0" * 64, "fingerprint": fingerprint(path)}
-    (data_dir / MANIFEST).write_text(json.dumps({"source": {"kind": "benchmark"},
-                                                 "tokenizer": {}, "splits": splits}))
+        splits[split] = {
+            "file": path.name,
+            "documents": 0,
+            "tokens": tokens,
+            "sha256": "0" * 64,
+            "fingerprint": fingerprint(path),
+        }
+    (data_dir / MANIFEST).write_text(
+        json.dumps({"source": {"kind": "benchmark"}, "tokenizer": {}, "splits": splits})
+    )
 
 
 def start(data_dir: Path, full: bool) -> float:

@@ -32,8 +32,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from repro import data
-from repro.tokenizer import gpt2_encoding
+from repro.data import corpus, prepare
+from repro.data.tokenizer import gpt2_encoding
+from repro.files import file_sha256
 
 # About OpenWebText's 1,128 tokens per document (docs/specification.md §5: 9.04e9 / 8.01e6).
 DOC_CHARS = 4_500
@@ -41,7 +42,7 @@ DOC_CHARS = 4_500
 
 def owt_sized_documents() -> list[str]:
     docs, current = [], ""
-    for text in data.python_docs_documents():
+    for text in corpus.python_docs_documents():
         current += text + "\n\n"
         if len(current) >= DOC_CHARS:
             docs.append(current)
@@ -83,7 +84,7 @@ def nanogpt(splits: dict, out: Path, num_proc: int) -> None:
 
 def ours(splits: dict, out: Path, num_proc: int) -> None:
     for split, dset in splits.items():
-        partial, _ = data.write_split(dset, out / f"{split}.bin", num_proc)
+        partial, _ = prepare.write_split(dset, out / f"{split}.bin", num_proc)
         os.replace(partial, out / f"{split}.bin")
 
 
@@ -112,7 +113,7 @@ def load_splits(sample: Path, out: Path) -> dict:
     dataset = datasets.load_dataset(
         "parquet", data_files=str(sample), split="train", cache_dir=str(out / "cache")
     )
-    return data.split_corpus(dataset, data.TEST_SIZE)
+    return prepare.split_corpus(dataset, corpus.TEST_SIZE)
 
 
 def run_one(method: str, sample: Path, out: Path, num_proc: int) -> dict:
@@ -134,7 +135,7 @@ def run_one(method: str, sample: Path, out: Path, num_proc: int) -> dict:
         "maxrss_mb": _status_kb("VmHWM") / 1024,
         "child_maxrss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
         "anon_rss_mb": peak[0] / 1024,
-        "sha256": {s: data.file_sha256(out / f"{s}.bin") for s in splits},
+        "sha256": {s: file_sha256(out / f"{s}.bin") for s in splits},
     }
 
 

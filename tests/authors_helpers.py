@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from repro.checkpoint import AUTHORS_RENAMES
+from repro.authors.checkpoint import AUTHORS_RENAMES
 from repro.config import RunConfig
 from repro.model import GPT
 
@@ -19,14 +19,26 @@ AUTHORS_NAMES = {"linear": "original", "residual_gelu": "residual_gelu"}
 def authors_model_args(run: RunConfig) -> dict:
     """model_args as their configs write them, for one of our runs."""
     m, t, o = run.model, run.train, run.optimizer
-    return {"block_size": m.block_size, "vocab_size": m.vocab_size, "n_layer": m.n_layer,
-            "num_heads": m.n_head, "n_embd": m.d_model, "head_size": m.head_size,
-            "mlp_hidden_size": m.mlp_hidden, "tie_weights": m.tie_embeddings,
-            "query_mode": AUTHORS_NAMES[m.query_mode], "dropout": 0.0, "bias": False,
-            "scale": m.resolved_query_scale / math.sqrt(m.head_size),
-            "learning_rate": o.lr_max, "min_lr": o.lr_min, "weight_decay": o.weight_decay,
-            "warmup_iters": t.warmup_steps, "lr_decay_iters": t.decay_steps,
-            "max_iters": t.max_step}
+    return {
+        "block_size": m.block_size,
+        "vocab_size": m.vocab_size,
+        "n_layer": m.n_layer,
+        "num_heads": m.n_head,
+        "n_embd": m.d_model,
+        "head_size": m.head_size,
+        "mlp_hidden_size": m.mlp_hidden,
+        "tie_weights": m.tie_embeddings,
+        "query_mode": AUTHORS_NAMES[m.query_mode],
+        "dropout": 0.0,
+        "bias": False,
+        "scale": m.resolved_query_scale / math.sqrt(m.head_size),
+        "learning_rate": o.lr_max,
+        "min_lr": o.lr_min,
+        "weight_decay": o.weight_decay,
+        "warmup_iters": t.warmup_steps,
+        "lr_decay_iters": t.decay_steps,
+        "max_iters": t.max_step,
+    }
 
 
 def write_authors_checkpoint(path, model: GPT, run: RunConfig, iter_num: int) -> None:
@@ -36,12 +48,22 @@ def write_authors_checkpoint(path, model: GPT, run: RunConfig, iter_num: int) ->
         for their_name, ours in AUTHORS_RENAMES.items():
             key = key.replace(ours, their_name)
         theirs["_orig_mod." + key] = value
-    torch.save({"model": theirs, "optimizer": {}, "model_args": authors_model_args(run),
-                "iter_num": iter_num, "best_val_loss": 3.0, "config": {"eval_iters": 2}}, path)
+    torch.save(
+        {
+            "model": theirs,
+            "optimizer": {},
+            "model_args": authors_model_args(run),
+            "iter_num": iter_num,
+            "best_val_loss": 3.0,
+            "config": {"eval_iters": 2},
+        },
+        path,
+    )
 
 
-def authors_folder(root, run: RunConfig, name="out_config_tiedw_original", ckpt=True,
-                   diverge_at=None, gain=0.0):
+def authors_folder(
+    root, run: RunConfig, name="out_config_tiedw_original", ckpt=True, diverge_at=None, gain=0.0
+):
     """Their out_<config> folder after a whole run at the tiny scale: loss tensors and ckpt.pt."""
     folder = root / name
     folder.mkdir(parents=True)
@@ -50,7 +72,7 @@ def authors_folder(root, run: RunConfig, name="out_config_tiedw_original", ckpt=
     losses[:, 0] = torch.linspace(10, 5, t.max_step + 1)
     losses[t.max_step, 0] = 0  # logged after the last evaluation: never saved
     if diverge_at is not None:
-        losses[diverge_at:t.max_step, 0] = float("nan")
+        losses[diverge_at : t.max_step, 0] = float("nan")
     torch.save(losses, folder / "tensor.pt")
     rows = t.max_step // t.eval_interval + 1
     for split, offset in (("train", -0.1), ("val", 0.0)):

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from repro.config import load_preset, load_run
-from repro.indices import write_indices
+from repro.config.schema import ConfigError
+from repro.data.indices import write_indices
 from repro.rundir import METRICS_COLUMNS, RunRecord
-from repro.schema import ConfigError
 
 # No test reaches the network: Hugging Face libraries (read when first imported, here and in the
 # tests' subprocesses) fail at once instead of downloading.
@@ -44,8 +44,9 @@ def write_token_files(data_dir, train_tokens=30_000, val_tokens=6_000, seed=0):
 def plenty_of_disk(monkeypatch):
     """No test reads the machine's real free space: preparing needs about 72 GB (issue 10).
     The tests of a full disk replace free_bytes again."""
-    import repro.corpus
-    monkeypatch.setattr(repro.corpus, "free_bytes", lambda path: 10**15)
+    import repro.data.corpus
+
+    monkeypatch.setattr(repro.data.corpus, "free_bytes", lambda path: 10**15)
 
 
 @pytest.fixture(scope="session")
@@ -148,9 +149,22 @@ def tiny_runs(tmp_path) -> Path:
 def write_experiments(path: Path, name: str, **fields) -> Path:
     """An experiments file of one experiment (query mode, ratio, rates, decay, then `fields`),
     which is also the baseline and plays both claims' roles."""
-    experiment = {"query_mode": "linear", "mlp_ratio": 4, "lr_max": 1.0e-3, "lr_min": 1.0e-4,
-                  "weight_decay": 0.1, **fields}
-    path.write_text(yaml.safe_dump({"experiments": {name: experiment}, "groups": {},
-                                    "baseline": name,
-                                    "claims": {"larger_control": name, "unstable": name}}))
+    experiment = {
+        "query_mode": "linear",
+        "mlp_ratio": 4,
+        "lr_max": 1.0e-3,
+        "lr_min": 1.0e-4,
+        "weight_decay": 0.1,
+        **fields,
+    }
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "experiments": {name: experiment},
+                "groups": {},
+                "baseline": name,
+                "claims": {"larger_control": name, "unstable": name},
+            }
+        )
+    )
     return path

@@ -28,13 +28,20 @@ print(libc.mallinfo2().hblkhd - before)
 
 def mmapped_bytes(setup: str) -> int:
     env = {"PYTHONPATH": str(REPO / "src")}
-    out = subprocess.run([sys.executable, "-c", PROBE.format(setup=setup)], env=env,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.format(setup=setup)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return int(out)
 
 
-glibc = pytest.mark.skipif(not hasattr(ctypes.CDLL(ctypes.util.find_library("c")), "mallinfo2"),
-                           reason="glibc >= 2.33 only")
+glibc = pytest.mark.skipif(
+    not hasattr(ctypes.CDLL(ctypes.util.find_library("c")), "mallinfo2"),
+    reason="glibc >= 2.33 only",
+)
 
 
 @glibc

@@ -10,7 +10,7 @@ import torch
 from authors_helpers import authors_folder, write_authors_checkpoint
 from conftest import write_experiments
 
-from repro.authors import AuthorsError, import_authors_run
+from repro.authors.runs import AuthorsError, import_authors_run
 from repro.checkpoint import CheckpointError
 from repro.cli import main
 from repro.config import RunConfig, load_config, load_run
@@ -36,8 +36,7 @@ def step4(token_dir, tiny_indices, tmp_path_factory):
     return run, root / "to3" / "ckpt.pt", {k: float(v) for k, v in at4.items() if v}
 
 
-def test_evaluating_our_checkpoint_gives_the_losses_training_logged(step4, token_dir,
-                                                                    tiny_indices):
+def test_evaluating_our_checkpoint_gives_the_losses_training_logged(step4, token_dir, tiny_indices):
     run, checkpoint, logged = step4
     result = evaluate(checkpoint, run.preset, token_dir, tiny_indices, device="cpu")
     assert (result["step"], result["format"], result["precision"]) == (4, "repro", "fp32")
@@ -46,14 +45,30 @@ def test_evaluating_our_checkpoint_gives_the_losses_training_logged(step4, token
 
 
 def test_evaluating_the_authors_checkpoint_of_the_same_model_gives_the_same(
-        step4, token_dir, tiny_indices, tmp_path, capsys):
+    step4, token_dir, tiny_indices, tmp_path, capsys
+):
     run, checkpoint, logged = step4
     model = GPT(run.model)
     model.load_state_dict(torch.load(checkpoint, weights_only=True)["model"])
     theirs = tmp_path / "ckpt.pt"
     write_authors_checkpoint(theirs, model, run, iter_num=4)
-    assert main(["evaluate", "--checkpoint", str(theirs), "--preset", "tiny", "--data",
-                 str(token_dir), "--indices", str(tiny_indices), "--json"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--checkpoint",
+                str(theirs),
+                "--preset",
+                "tiny",
+                "--data",
+                str(token_dir),
+                "--indices",
+                str(tiny_indices),
+                "--json",
+            ]
+        )
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     assert (result["format"], result["step"]) == ("authors", 4)
     assert result["eval_val_loss"] == pytest.approx(logged["eval_val_loss"], rel=1e-6)
@@ -75,8 +90,7 @@ def test_the_authors_run_imports_as_a_run_of_ours(tmp_path, token_dir, tiny_indi
     out = tmp_path / "imported"
     assert main(["import-authors-run", str(folder), "--out", str(out), "--preset", "tiny"]) == 0
     record = read_record(out)
-    assert (record.source, record.experiment, record.status) == ("authors", "baseline",
-                                                                 "completed")
+    assert (record.source, record.experiment, record.status) == ("authors", "baseline", "completed")
     assert record.identity == run.identity()
     assert record.data["authors_config"] == "tied/original"
     with open(out / "metrics.csv") as f:
@@ -95,8 +109,11 @@ def test_a_diverged_authors_run_is_recorded_as_diverged(tmp_path):
     run = RunConfig(preset, experiments["baseline-wd0.05"])
     folder = authors_folder(tmp_path, run, "out_config_tiedw_original_005wd", diverge_at=6)
     record = import_authors_run(folder, tmp_path / "out", preset, experiments)
-    assert (record.experiment, record.status, record.diverged_step) == ("baseline-wd0.05",
-                                                                        "diverged", 6)
+    assert (record.experiment, record.status, record.diverged_step) == (
+        "baseline-wd0.05",
+        "diverged",
+        6,
+    )
 
 
 def test_authors_folders_that_do_not_fit_are_refused(tmp_path, token_dir, tiny_indices):
@@ -107,8 +124,9 @@ def test_authors_folders_that_do_not_fit_are_refused(tmp_path, token_dir, tiny_i
     with pytest.raises(AuthorsError, match=r"weight_decay: 0.1 -> 0.05"):
         import_authors_run(folder, tmp_path / "x", preset, experiments, "baseline-wd0.05")
     # a longer run's tensors than the preset's schedule
-    longer = authors_folder(tmp_path / "b", RunConfig(short(preset, 16), experiments["baseline"]),
-                            ckpt=False)
+    longer = authors_folder(
+        tmp_path / "b", RunConfig(short(preset, 16), experiments["baseline"]), ckpt=False
+    )
     with pytest.raises(AuthorsError, match=r"tensor.pt: shape \(17, 3\), expected \(13, 3\)"):
         import_authors_run(longer, tmp_path / "y", preset, experiments)
     unknown = authors_folder(tmp_path / "c", baseline, "out_config_tiedw_mystery", ckpt=False)
@@ -152,14 +170,16 @@ def test_describe_counts_the_parameters_of_another_width(capsys):
 
 def test_a_model_override_is_validated(tmp_path):
     from repro.config import load_experiments
-    from repro.schema import ConfigError
+    from repro.config.schema import ConfigError
+
     path = write_experiments(tmp_path / "experiments.yaml", "a", model={"n_embd": 816})
     with pytest.raises(ConfigError, match="n_embd"):
         load_experiments(path)
 
 
 def test_a_longer_schedule_than_the_indices_cover_is_refused(token_dir, tiny_indices, tmp_path):
-    from repro.indices import IndicesError
+    from repro.data.indices import IndicesError
+
     run = load_run("tiny", "untied-identity")
     assert run.effective_preset.train.max_step == 105001
     with pytest.raises(IndicesError, match="train_rows is 13, preset tiny runs 105002 steps"):

@@ -9,12 +9,14 @@ import pytest
 
 from repro.cli import main
 from repro.config import load_run
-from repro.tokens import AUTHORS_TOKENS, corpus_note
+from repro.data.tokens import AUTHORS_TOKENS, corpus_note
 from repro.train import train
 
 COMMIT = "0123456789abcdef" * 2 + "01234567"
-FILES = [f"hf://datasets/Skylion007/openwebtext@{COMMIT}/plain_text/train-{i:05d}-of-00080.parquet"
-         for i in range(80)]
+FILES = [
+    f"hf://datasets/Skylion007/openwebtext@{COMMIT}/plain_text/train-{i:05d}-of-00080.parquet"
+    for i in range(80)
+]
 DOCS = [f"document number {i}: " + "words " * (i % 7) for i in range(40)]
 
 
@@ -35,9 +37,26 @@ def fake_hub(monkeypatch):
 
 def test_prepare_tries_the_default_branch_first_and_records_it(fake_hub, tmp_path, capsys):
     out = tmp_path / "owt"
-    assert main(["prepare", "--hub-id", "Skylion007/openwebtext", "--out", str(out),
-                 "--expected-docs", str(len(DOCS)), "--test-size", "0.25", "--num-proc", "1",
-                 "--cache-dir", str(tmp_path / "hf")]) == 0
+    assert (
+        main(
+            [
+                "prepare",
+                "--hub-id",
+                "Skylion007/openwebtext",
+                "--out",
+                str(out),
+                "--expected-docs",
+                str(len(DOCS)),
+                "--test-size",
+                "0.25",
+                "--num-proc",
+                "1",
+                "--cache-dir",
+                str(tmp_path / "hf"),
+            ]
+        )
+        == 0
+    )
     assert fake_hub == [None]  # the default branch, as the authors' datasets 3.6 loaded it
     manifest = __import__("json").loads((out / "manifest.json").read_text())
     assert manifest["source"]["revision"] is None
@@ -58,9 +77,10 @@ def test_the_authors_counts_are_recognised():
 
 def test_training_on_another_openwebtext_copy_warns(token_dir, tiny_indices, tmp_path, capsys):
     run = load_run("tiny", "baseline")
-    preset = replace(run.preset, corpus="openwebtext",
-                     train=replace(run.preset.train, max_step=0))
+    preset = replace(run.preset, corpus="openwebtext", train=replace(run.preset.train, max_step=0))
     record = train(replace(run, preset=preset), token_dir, tiny_indices, tmp_path / "run")
     assert record.status == "completed"
-    assert "warning: token counts 30,000 train / 6,000 val are not the authors'" in \
-        capsys.readouterr().out
+    assert (
+        "warning: token counts 30,000 train / 6,000 val are not the authors'"
+        in capsys.readouterr().out
+    )

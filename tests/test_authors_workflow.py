@@ -6,8 +6,8 @@ import pytest
 from authors_helpers import write_artefacts
 from workflow_helpers import copy_workflow, snakemake
 
-from repro import plots, results
-from repro.authors import import_authors_run
+from repro.analysis import plots, results
+from repro.authors.runs import import_authors_run
 from repro.config import RunConfig, load_config
 
 TABLE1 = ["baseline", "mlp4.75", "mlp4.75-scaled", "resgelu-lr2.6e-3", "resgelu-lr3e-3"]
@@ -26,8 +26,9 @@ def imported(tmp_path):
     runs = tmp_path / "authors" / "tiny"
     for name in TABLE1:
         source = experiments[name].source.split("/")
-        import_authors_run(folder / f"out_config_{source[0]}w_{source[1]}", runs / name, preset,
-                           experiments)
+        import_authors_run(
+            folder / f"out_config_{source[0]}w_{source[1]}", runs / name, preset, experiments
+        )
     return runs
 
 
@@ -52,15 +53,24 @@ def test_figures_draw_the_authors_runs_beside_ours(tiny_runs, imported):
 def test_the_workflow_adds_the_authors_targets(tmp_path):
     workdir = copy_workflow(tmp_path / "wf")
     folder = artefacts(tmp_path / "artefacts", TABLE1[:2])
-    result = snakemake(workdir, "-n", "--cores", "1", "all", "--config", "preset=tiny",
-                       f"authors_artefacts={folder}")
+    result = snakemake(
+        workdir,
+        "-n",
+        "--cores",
+        "1",
+        "all",
+        "--config",
+        "preset=tiny",
+        f"authors_artefacts={folder}",
+    )
     out = result.stdout + result.stderr
     assert result.returncode == 0, out
     for job in ("import_authors_run", "evaluate_authors_checkpoint", "authors_table1"):
         assert job in out, out
     assert "results/authors/runs/tiny/mlp4.75/metrics.csv" in out
-    missing = snakemake(workdir, "-n", "--cores", "1", "--config",
-                        f"authors_artefacts={tmp_path / 'nowhere'}")
+    missing = snakemake(
+        workdir, "-n", "--cores", "1", "--config", f"authors_artefacts={tmp_path / 'nowhere'}"
+    )
     assert missing.returncode != 0 and "authors_artefacts" in missing.stdout + missing.stderr
 
 
@@ -68,8 +78,15 @@ def test_the_workflow_adds_the_authors_targets(tmp_path):
 def test_the_authors_table_is_recomputed_from_their_checkpoints(tmp_path):
     workdir = copy_workflow(tmp_path / "wf")
     folder = artefacts(tmp_path / "artefacts", TABLE1[:2])
-    result = snakemake(workdir, "results/authors/table1.csv", "--cores", "2", "--config",
-                       "preset=tiny", f"authors_artefacts={folder}")
+    result = snakemake(
+        workdir,
+        "results/authors/table1.csv",
+        "--cores",
+        "2",
+        "--config",
+        "preset=tiny",
+        f"authors_artefacts={folder}",
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     table = pd.read_csv(workdir / "results" / "authors" / "table1.csv")
     assert list(table["experiment"]) == TABLE1[:2]

@@ -7,7 +7,7 @@ import pytest
 
 from repro.cli import main
 from repro.config import load_run
-from repro.cost import known_peak_flops, model_size
+from repro.perf.cost import known_peak_flops, model_size
 
 
 def test_known_peaks_are_dense_bf16():

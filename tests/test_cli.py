@@ -37,7 +37,7 @@ def test_train_errors_are_one_line_and_exit_2(tmp_path):
         [
             sys.executable,
             "-m",
-            "repro.cli",
+            "repro",
             "train",
             "--preset",
             "smoke",
@@ -87,16 +87,33 @@ def test_cli_trains_a_tiny_run(token_dir, tmp_path, capsys):
     assert "completed at step 12" in capsys.readouterr().out
 
 
-def test_train_uses_the_config_of_the_working_directory(token_dir, tiny_indices, tmp_path,
-                                                        monkeypatch, capsys):
+def test_train_uses_the_config_of_the_working_directory(
+    token_dir, tiny_indices, tmp_path, monkeypatch, capsys
+):
     """Run from another clone: its config/ is used, and said to be (not the installed one's)."""
     config = shutil.copytree(REPO / "config", tmp_path / "clone" / "config")
     preset = config / "presets" / "tiny.yaml"
     preset.write_text(preset.read_text().replace("description:", "description: the clone's,", 1))
     monkeypatch.chdir(tmp_path / "clone")
     monkeypatch.delenv("REPRO_CONFIG_DIR", raising=False)
-    assert main(["train", "--preset", "tiny", "--experiment", "baseline", "--data",
-                 str(token_dir), "--indices", str(tiny_indices), "--out", "run"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--preset",
+                "tiny",
+                "--experiment",
+                "baseline",
+                "--data",
+                str(token_dir),
+                "--indices",
+                str(tiny_indices),
+                "--out",
+                "run",
+            ]
+        )
+        == 0
+    )
     assert f"config: {config.resolve()}\n" in capsys.readouterr().out
     recorded = json.loads((tmp_path / "clone" / "run" / "run.json").read_text())
     assert recorded["config"]["preset"]["description"].startswith("the clone's,")

@@ -18,8 +18,8 @@ from repro.config import (
     load_preset,
     load_run,
 )
+from repro.config.schema import schema
 from repro.rundir import identity_differences
-from repro.schema import schema
 
 
 def write_preset(tmp_path, edit):
@@ -123,9 +123,14 @@ def test_importing_the_configuration_does_not_import_torch():
 
 def test_runtime_and_report_settings_are_not_the_runs_identity():
     paper = load_run("paper", "baseline")
-    other = replace(paper, preset=replace(paper.preset, report=Report(table_step=1000),
-                                          runtime=replace(paper.preset.runtime, log_interval=1,
-                                                          checkpoint_interval=7)))
+    other = replace(
+        paper,
+        preset=replace(
+            paper.preset,
+            report=Report(table_step=1000),
+            runtime=replace(paper.preset.runtime, log_interval=1, checkpoint_interval=7),
+        ),
+    )
     assert other.identity() == paper.identity()
     changed = replace(paper, preset=replace(paper.preset, train=replace(paper.train, max_step=5)))
     differences = identity_differences(paper.identity(), changed.identity())

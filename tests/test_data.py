@@ -12,12 +12,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from repro import cli
-from repro import corpus as corpus_module
-from repro import prepare as prepare_module
-from repro.corpus import Source
-from repro.prepare import prepare
-from repro.tokenizer import gpt2_encoding
-from repro.tokens import DataError, fingerprint, read_manifest, token_memmap
+from repro.data import corpus as corpus_module
+from repro.data import prepare as prepare_module
+from repro.data.corpus import Source
+from repro.data.prepare import prepare
+from repro.data.tokenizer import gpt2_encoding
+from repro.data.tokens import DataError, fingerprint, read_manifest, token_memmap
 
 TEST_SIZE = 0.1  # §5's 0.0005 would leave a 600-document corpus with no val document
 N_DOCS = 600
@@ -214,8 +214,19 @@ def test_hub_copy_with_too_few_documents_points_to_data_files(tmp_path, monkeypa
 
 def prepare_files(corpus, out, expected_docs: int) -> list[str]:
     """`repro prepare` of the test corpus's local files, as a user types it."""
-    return ["prepare", "--data-files", *corpus.data_files, "--cache-dir", corpus.cache_dir,
-            "--out", str(out), "--expected-docs", str(expected_docs), "--test-size", "0.1"]
+    return [
+        "prepare",
+        "--data-files",
+        *corpus.data_files,
+        "--cache-dir",
+        corpus.cache_dir,
+        "--out",
+        str(out),
+        "--expected-docs",
+        str(expected_docs),
+        "--test-size",
+        "0.1",
+    ]
 
 
 def test_cli_prints_data_errors_on_one_line(corpus, tmp_path, capsys):

@@ -14,10 +14,10 @@ import torch.multiprocessing
 from test_train import read_metrics, without_timing
 
 import repro.train as train_module
-from repro import preemption
 from repro.config import load_run
 from repro.model import GPT
 from repro.rundir import read_record
+from repro.runtime import preemption
 from repro.train import train
 
 EXPERIMENT = "resgelu-lr3e-3"
@@ -32,8 +32,13 @@ def free_port() -> int:
 
 def _rank(rank, world, port, data, indices, out, stop_at):
     """One rank, as torchrun would start it; rank 0 is signalled during step `stop_at`."""
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
     torch.set_num_threads(1)  # as torchrun sets OMP_NUM_THREADS
     if stop_at is not None and rank == 0:
         real_step = train_module.train_step
@@ -52,8 +57,9 @@ def _rank(rank, world, port, data, indices, out, stop_at):
 
 
 def spawn(out, data, indices, stop_at=None, world=2):
-    torch.multiprocessing.spawn(_rank, (world, free_port(), data, indices, out, stop_at),
-                                nprocs=world)
+    torch.multiprocessing.spawn(
+        _rank, (world, free_port(), data, indices, out, stop_at), nprocs=world
+    )
 
 
 @pytest.fixture(scope="module")
@@ -68,11 +74,34 @@ def torchrun_two(token_dir, tiny_indices, tmp_path_factory):
     """The run on 2 ranks, started as the workflow starts it: torchrun ... -m repro train."""
     out = tmp_path_factory.mktemp("torchrun") / "run"
     subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         "-m", "repro", "train", "--preset", "tiny", "--experiment", EXPERIMENT,
-         "--data", str(token_dir), "--indices", str(tiny_indices), "--out", str(out),
-         "--device", "cpu", "--train-micro-batch", str(MICRO)],
-        check=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "repro",
+            "train",
+            "--preset",
+            "tiny",
+            "--experiment",
+            EXPERIMENT,
+            "--data",
+            str(token_dir),
+            "--indices",
+            str(tiny_indices),
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--train-micro-batch",
+            str(MICRO),
+        ],
+        check=True,
+        timeout=600,
+    )
     return out
 
 
@@ -98,12 +127,18 @@ def test_two_ranks_give_the_one_process_losses(torchrun_two, one_process):
     record = read_record(torchrun_two)
     assert record.status == "completed" and record.world_size == 2
     # Rank 0 alone wrote: one set of files, no temporary left.
-    assert sorted(p.name for p in torchrun_two.iterdir()) == [".lock", "ckpt.pt", "metrics.csv",
-                                                             "run.json", "train.log"]
+    assert sorted(p.name for p in torchrun_two.iterdir()) == [
+        ".lock",
+        "ckpt.pt",
+        "metrics.csv",
+        "run.json",
+        "train.log",
+    ]
 
 
-def test_a_preempted_ddp_run_resumes_on_two_ranks_or_one(torchrun_two, one_process, token_dir,
-                                                          tiny_indices, tmp_path):
+def test_a_preempted_ddp_run_resumes_on_two_ranks_or_one(
+    torchrun_two, one_process, token_dir, tiny_indices, tmp_path
+):
     out = tmp_path / "run"
     spawn(out, token_dir, tiny_indices, stop_at=6)  # rank 0 signalled: both ranks stop at 7
     assert torch.load(out / "ckpt.pt", weights_only=True)["step"] == 7
@@ -113,8 +148,13 @@ def test_a_preempted_ddp_run_resumes_on_two_ranks_or_one(torchrun_two, one_proce
     spawn(out, token_dir, tiny_indices)
     assert without_timing(read_metrics(out)) == without_timing(read_metrics(torchrun_two))
 
-    record = train(load_run("tiny", EXPERIMENT), token_dir, tiny_indices, tmp_path / "on-one",
-                   train_micro_batch=MICRO)  # the world shrinks from 2 ranks to 1
+    record = train(
+        load_run("tiny", EXPERIMENT),
+        token_dir,
+        tiny_indices,
+        tmp_path / "on-one",
+        train_micro_batch=MICRO,
+    )  # the world shrinks from 2 ranks to 1
     assert record.status == "completed" and record.world_size == 1
     rows = read_metrics(tmp_path / "on-one")
     assert without_timing(rows[:7]) == without_timing(read_metrics(torchrun_two)[:7])

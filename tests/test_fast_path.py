@@ -10,8 +10,8 @@ from test_config import write_preset
 from test_train import read_metrics, without_timing
 
 from repro.config import ConfigError, load_preset, load_run
-from repro.files import ReproError
-from repro.fit import largest_fitting
+from repro.errors import ReproError
+from repro.runtime.fit import largest_fitting
 from repro.train import train
 
 

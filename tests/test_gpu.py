@@ -8,11 +8,11 @@ import pytest
 import torch
 from test_train import read_metrics
 
-from repro.batches import DeviceBatches, inputs_targets
-from repro.bench import random_batches
 from repro.cli import main
 from repro.config import load_run
-from repro.fit import fits_on_gpu, largest_fitting
+from repro.data.batches import DeviceBatches, inputs_targets
+from repro.perf.bench import random_batches
+from repro.runtime.fit import fits_on_gpu, largest_fitting
 from repro.step import build, train_step
 from repro.train import train
 

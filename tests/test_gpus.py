@@ -1,4 +1,4 @@
-"""GPU slots (repro.gpus) with fake devices: concurrent processes each get their own GPU."""
+"""GPU slots (repro.runtime.gpus) with fake devices: concurrent processes each get their own GPU."""
 
 import os
 import subprocess
@@ -9,8 +9,8 @@ import pytest
 import torch
 from conftest import REPO
 
-from repro import gpus
-from repro.gpus import GPUError
+from repro.runtime import gpus
+from repro.runtime.gpus import GPUError
 
 FAKE_GPUS = ["GPU-aaaa", "GPU-bbbb", "GPU-cccc"]
 
@@ -19,7 +19,7 @@ FAKE_GPUS = ["GPU-aaaa", "GPU-bbbb", "GPU-cccc"]
 HOLD = """
 import sys
 from pathlib import Path
-from repro.gpus import GPUError, claim_gpu
+from repro.runtime.gpus import GPUError, claim_gpu
 wait = float(sys.argv[3]) if len(sys.argv) > 3 else None
 try:
     print(claim_gpu(sys.argv[1].split(","), Path(sys.argv[2]), wait), flush=True)
@@ -35,7 +35,11 @@ class Job:
         env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
         self.process = subprocess.Popen(
             [sys.executable, "-c", HOLD, ",".join(FAKE_GPUS), str(directory), *map(str, wait)],
-            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
 
     def line(self):
         return self.process.stdout.readline().strip()
@@ -80,8 +84,9 @@ def test_a_job_waits_while_every_gpu_is_held(tmp_path):
 def test_a_cuda_device_without_index_is_this_process_own(tmp_path, monkeypatch):
     monkeypatch.setenv(gpus.LOCK_DIR_ENV, str(tmp_path / "locks"))
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    monkeypatch.setattr(torch.cuda, "get_device_properties",
-                        lambda i: SimpleNamespace(uuid=FAKE_GPUS[i]))
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda i: SimpleNamespace(uuid=FAKE_GPUS[i])
+    )
     monkeypatch.setattr(torch.cuda, "set_device", lambda i: None)
     monkeypatch.setattr(gpus, "_held", [])
     try:
@@ -90,7 +95,8 @@ def test_a_cuda_device_without_index_is_this_process_own(tmp_path, monkeypatch):
         with pytest.raises(GPUError, match=r"all 2 visible GPUs are held .* --resources gpu=N"):
             gpus.claim_device(wait=False)  # a torchrun rank's claim
         assert sorted(p.name for p in (tmp_path / "locks").iterdir()) == [
-            f"gpu-{uuid}.lock" for uuid in FAKE_GPUS[:2]]
+            f"gpu-{uuid}.lock" for uuid in FAKE_GPUS[:2]
+        ]
     finally:
         for fd in gpus._held:
             os.close(fd)

@@ -1,4 +1,4 @@
-"""The key/value-cached forward of repro.inference and `repro bench --inference`."""
+"""The key/value-cached forward of repro.perf.inference and `repro bench --inference`."""
 
 import json
 from dataclasses import replace
@@ -8,14 +8,14 @@ import torch
 
 from repro.cli import main
 from repro.config import QUERY_MODES, load_experiments, load_run
-from repro.inference import (
+from repro.model import GPT
+from repro.perf.inference import (
     KVCache,
     decode,
     default_experiments,
     forward_cached,
     prefill,
 )
-from repro.model import GPT
 
 
 def tiny_model(mode: str, fused: bool) -> GPT:

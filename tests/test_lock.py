@@ -17,13 +17,15 @@ from conftest import REPO
 from test_train import read_metrics, without_timing
 
 from repro.config import load_preset, load_run
-from repro.indices import write_indices
-from repro.preemption import Preempted, stop_signals
+from repro.data.indices import write_indices
 from repro.rundir import read_record
+from repro.runtime.preemption import Preempted, stop_signals
 from repro.train import train
 
-ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "src"),
-                                                                os.environ.get("PYTHONPATH")])))
+ENV = dict(
+    os.environ,
+    PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])),
+)
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +42,23 @@ def long_run(token_dir, tmp_path_factory):
 
 
 def train_command(run, out, *extra):
-    return [sys.executable, "-m", "repro.cli", "train", "--preset", run["preset"],
-            "--experiment", "baseline", "--data", run["data"], "--indices", run["indices"],
-            "--out", str(out), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "repro",
+        "train",
+        "--preset",
+        run["preset"],
+        "--experiment",
+        "baseline",
+        "--data",
+        run["data"],
+        "--indices",
+        run["indices"],
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
 def wait_for_rows(out: Path, rows: int = 3, timeout: float = 120) -> None:
@@ -71,12 +87,14 @@ def wait_gone(pid: int, timeout: float = 60) -> bool:
 
 def test_a_second_trainer_stops_at_once_naming_the_holder(long_run, tmp_path):
     out = tmp_path / "run"
-    first = subprocess.Popen(train_command(long_run, out), env=ENV, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+    first = subprocess.Popen(
+        train_command(long_run, out), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         wait_for_rows(out)
-        second = subprocess.run(train_command(long_run, out), env=ENV, capture_output=True,
-                                text=True, timeout=120)
+        second = subprocess.run(
+            train_command(long_run, out), env=ENV, capture_output=True, text=True, timeout=120
+        )
         rows = len(read_metrics(out))
         time.sleep(1)
         assert len(read_metrics(out)) >= rows  # metrics.csv was not swapped under the first
@@ -88,8 +106,13 @@ def test_a_second_trainer_stops_at_once_naming_the_holder(long_run, tmp_path):
     assert message.startswith("repro: error: ") and str(out) in message
     assert f"PID {first.pid}" in message and socket.gethostname() in message
     # kill -9 released the lock: the run can be taken again (and resumes).
-    resumed = subprocess.Popen(train_command(long_run, out), env=ENV, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+    resumed = subprocess.Popen(
+        train_command(long_run, out),
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         wait_for_rows(out, rows + 1)
     finally:
@@ -98,7 +121,8 @@ def test_a_second_trainer_stops_at_once_naming_the_holder(long_run, tmp_path):
 
 
 def test_sigterm_checkpoints_and_the_run_resumes_to_the_same_result(
-        token_dir, tiny_indices, tmp_path, monkeypatch):
+    token_dir, tiny_indices, tmp_path, monkeypatch
+):
     run = load_run("tiny", "baseline")
     train(run, token_dir, tiny_indices, tmp_path / "whole")
 
@@ -128,7 +152,8 @@ def test_sigterm_checkpoints_and_the_run_resumes_to_the_same_result(
     monkeypatch.setattr(train_module, "train_step", real_step)
     assert train(run, token_dir, tiny_indices, tmp_path / "split").status == "completed"
     assert without_timing(read_metrics(tmp_path / "split")) == without_timing(
-        read_metrics(tmp_path / "whole"))
+        read_metrics(tmp_path / "whole")
+    )
 
 
 def test_a_trainer_stops_when_its_workflow_is_killed(long_run, tmp_path):
@@ -136,13 +161,22 @@ def test_a_trainer_stops_when_its_workflow_is_killed(long_run, tmp_path):
     stops instead of training on, and publishes nothing."""
     out, log, published = tmp_path / "run", tmp_path / "train.log", tmp_path / "published"
     command = train_command(long_run, out, "--exit-with-parent", "--publish", str(published))
-    parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import subprocess, sys, time
         log = open({str(log)!r}, "w")
         child = subprocess.Popen({command!r}, stdout=log, stderr=subprocess.STDOUT)
         print(child.pid, flush=True)
         time.sleep(600)
-        """)], env=ENV, stdout=subprocess.PIPE, text=True)
+        """),
+        ],
+        env=ENV,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     trainer = int(parent.stdout.readline())
     try:
         wait_for_rows(out)
@@ -156,19 +190,31 @@ def test_a_trainer_stops_when_its_workflow_is_killed(long_run, tmp_path):
 
 
 def children(pid: int) -> list[int]:
-    return [int(c) for task in Path(f"/proc/{pid}/task").iterdir()
-            for c in (task / "children").read_text().split()]
+    return [
+        int(c)
+        for task in Path(f"/proc/{pid}/task").iterdir()
+        for c in (task / "children").read_text().split()
+    ]
 
 
 def test_prepare_workers_exit_when_prepare_is_killed():
-    parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent("""
         import os, time
-        from repro.prepare import worker_pool
+        from repro.data.prepare import worker_pool
         pool = worker_pool(2, None)
         [f.result() for f in [pool.submit(time.sleep, 0.5) for _ in range(4)]]
         print("ready", flush=True)
         time.sleep(600)
-        """)], env=ENV, stdout=subprocess.PIPE, text=True)
+        """),
+        ],
+        env=ENV,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert parent.stdout.readline().strip() == "ready"
     workers = children(parent.pid)
     assert workers

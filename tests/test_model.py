@@ -140,8 +140,10 @@ def test_the_loss_only_forward_has_the_gradients_of_the_logits_forward():
     model = small("residual_gelu").double()
     idx = torch.randint(50257, (2, 16))
     grads = []
-    for loss_of in (lambda: model(idx, idx),
-                    lambda: F.cross_entropy(model(idx).reshape(-1, 50304), idx.reshape(-1))):
+    for loss_of in (
+        lambda: model(idx, idx),
+        lambda: F.cross_entropy(model(idx).reshape(-1, 50304), idx.reshape(-1)),
+    ):
         model.zero_grad()
         loss_of().backward()
         grads.append({n: p.grad.clone() for n, p in model.named_parameters()})

@@ -94,9 +94,7 @@ def test_runs_are_kept_and_not_retrained(built):
     # Losing the declared outputs does not retrain: `repro train` finds its finished run in live/.
     checkpoint_mtime = (run / "live" / "ckpt.pt").stat().st_mtime_ns
     (run / "metrics.csv").unlink()
-    redo = snakemake(
-        built, "results/runs/tiny/baseline/metrics.csv", "--cores", "1", *CONFIG
-    )
+    redo = snakemake(built, "results/runs/tiny/baseline/metrics.csv", "--cores", "1", *CONFIG)
     assert redo.returncode == 0, redo.stderr[-3000:]
     assert (run / "live" / "ckpt.pt").stat().st_mtime_ns == checkpoint_mtime
     assert (run / "metrics.csv").read_text() == (run / "live" / "metrics.csv").read_text()
@@ -106,8 +104,12 @@ def test_report_holds_table1_figures_and_the_claims(built):
     result = snakemake(built, "--report", "results/report.html", *CONFIG)
     assert result.returncode == 0, result.stderr[-3000:]
     report = (built / "results" / "report.html").read_text()
-    for caption in ("Table 1 at preset <strong>tiny", "The claims check at preset <strong>tiny",
-                    "Figure 1 at preset <strong>tiny", "Figure 2 at preset <strong>tiny"):
+    for caption in (
+        "Table 1 at preset <strong>tiny",
+        "The claims check at preset <strong>tiny",
+        "Figure 1 at preset <strong>tiny",
+        "Figure 2 at preset <strong>tiny",
+    ):
         assert caption in report
     claims = pd.read_csv(built / "results" / "claims.csv")
     assert claims["caveat"].str.contains("cannot test the paper").all()

@@ -5,7 +5,7 @@ matplotlib.use("Agg")
 from conftest import write_run
 from PIL import Image
 
-from repro import plots, results
+from repro.analysis import plots, results
 
 
 def test_figure1(tiny_runs, tmp_path):

@@ -10,10 +10,10 @@ import torch
 from test_train import read_metrics, without_timing
 
 import repro.train as train_module
-from repro import preemption
 from repro.cli import main
 from repro.config import load_run
 from repro.rundir import read_record
+from repro.runtime import preemption
 from repro.train import train
 
 
@@ -30,11 +30,25 @@ def signal_during(monkeypatch, step, signum):
 
 
 def test_a_stop_signal_checkpoints_and_the_next_attempt_resumes(
-        token_dir, tiny_indices, tmp_path, monkeypatch, capsys):
+    token_dir, tiny_indices, tmp_path, monkeypatch, capsys
+):
     train(load_run("tiny", "baseline"), token_dir, tiny_indices, tmp_path / "whole")
     out = tmp_path / "split"
-    args = ["train", "--preset", "tiny", "--experiment", "baseline", "--data", str(token_dir),
-            "--indices", str(tiny_indices), "--out", str(out), "--stop-signal", "USR1"]
+    args = [
+        "train",
+        "--preset",
+        "tiny",
+        "--experiment",
+        "baseline",
+        "--data",
+        str(token_dir),
+        "--indices",
+        str(tiny_indices),
+        "--out",
+        str(out),
+        "--stop-signal",
+        "USR1",
+    ]
     signal_during(monkeypatch, 7, signal.SIGUSR1)
     assert main(args) == preemption.REQUEUE_EXIT == 75
     assert "stopped by SIGUSR1 signal at step 8, checkpointed" in capsys.readouterr().err
@@ -60,6 +74,24 @@ def test_sigterm_is_a_stop_signal_by_default(token_dir, tiny_indices, tmp_path, 
 
 
 def test_an_unknown_stop_signal_is_named(capsys):
-    assert main(["train", "--preset", "tiny", "--experiment", "baseline", "--data", "d",
-                 "--indices", "i", "--out", "o", "--stop-signal", "SIGNOPE"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--preset",
+                "tiny",
+                "--experiment",
+                "baseline",
+                "--data",
+                "d",
+                "--indices",
+                "i",
+                "--out",
+                "o",
+                "--stop-signal",
+                "SIGNOPE",
+            ]
+        )
+        == 2
+    )
     assert "--stop-signal: no signal named 'SIGNOPE'" in capsys.readouterr().err

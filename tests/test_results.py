@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 from conftest import write_run
 
-from repro import results
-from repro.claims import check_claims
+from repro.analysis import results
+from repro.analysis.claims import check_claims
 from repro.config import load_preset
 from repro.rundir import RunError
 

@@ -19,16 +19,16 @@ import yaml
 from conftest import REPO, write_token_files
 
 import repro.checkpoint as checkpoint_module
-from repro import results
-from repro.batches import Batches
+from repro.analysis import results
 from repro.checkpoint import CheckpointError
 from repro.cli import main
 from repro.config import OptimizerSettings, load_experiments, load_preset, load_run
+from repro.config.schema import ConfigError
+from repro.data.batches import Batches
+from repro.data.indices import IndicesError, write_indices
 from repro.files import file_sha256
-from repro.indices import IndicesError, write_indices
 from repro.model import GPT
 from repro.rundir import RunError
-from repro.schema import ConfigError
 from repro.train import train
 
 
@@ -49,6 +49,7 @@ def replace_array(indices_dir, name, array, record_hash=False):
 
 
 # ---- 2. batches are verified -----------------------------------------------------------------
+
 
 def test_an_all_zeros_train_index_file_is_refused_before_training(token_dir, indices, tmp_path):
     starts = np.load(indices / "train.npy")
@@ -82,28 +83,37 @@ def test_out_of_range_starts_are_refused(token_dir, indices):
 
 # ---- 3. resuming names what differs; 4. disk ---------------------------------------------------
 
+
 def test_resuming_with_another_configuration_names_the_keys(token_dir, tiny_indices, tmp_path):
     run = load_run("tiny", "baseline")
     train(run, token_dir, tiny_indices, tmp_path / "run")
     (tmp_path / "run" / "run.json").write_text(  # as an interrupted run leaves it
-        (tmp_path / "run" / "run.json").read_text().replace('"completed"', '"running"'))
-    edited = replace(run, experiment=replace(
-        run.experiment, optimizer=replace(run.experiment.optimizer, lr_max=1e-3)))
+        (tmp_path / "run" / "run.json").read_text().replace('"completed"', '"running"')
+    )
+    edited = replace(
+        run,
+        experiment=replace(
+            run.experiment, optimizer=replace(run.experiment.optimizer, lr_max=1e-3)
+        ),
+    )
     with pytest.raises(RunError, match=r"optimizer\.lr_max: 0\.0006 -> 0\.001"):
         train(edited, token_dir, tiny_indices, tmp_path / "run")
 
 
 def test_too_little_disk_for_checkpoints_is_refused_before_training(
-        token_dir, tiny_indices, tmp_path, monkeypatch):
+    token_dir, tiny_indices, tmp_path, monkeypatch
+):
     monkeypatch.setattr(checkpoint_module, "free_bytes", lambda path: 1000)
-    with pytest.raises(CheckpointError, match=r"run: 1,000 bytes free, its checkpoints need [0-9,]+"
-                       ):
+    with pytest.raises(
+        CheckpointError, match=r"run: 1,000 bytes free, its checkpoints need [0-9,]+"
+    ):
         train(load_run("tiny", "baseline"), token_dir, tiny_indices, tmp_path / "run")
     assert not (tmp_path / "run" / "metrics.csv").exists()
 
 
 def test_a_full_disk_during_a_checkpoint_is_one_line_and_leaves_no_partial(
-        token_dir, tiny_indices, tmp_path, monkeypatch):
+    token_dir, tiny_indices, tmp_path, monkeypatch
+):
     def full(state, f):
         f.write(b"PK\x03\x04 half a checkpoint")
         raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 4096")
@@ -115,7 +125,8 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_leaves_no_partial(
 
 
 def test_a_stale_partial_checkpoint_never_blocks_a_rerun(
-        token_dir, tiny_indices, tmp_path, monkeypatch):
+    token_dir, tiny_indices, tmp_path, monkeypatch
+):
     run, run_dir = load_run("tiny", "baseline"), tmp_path / "run"
     run_dir.mkdir()
     stale = b"PK\x03\x04" + bytes(100_000)  # the start of a checkpoint whose write failed
@@ -129,6 +140,7 @@ def test_a_stale_partial_checkpoint_never_blocks_a_rerun(
 
 # ---- 5. relations between values; the default loss ceiling -------------------------------------
 
+
 def edited_preset(tmp_path, section, **values):
     data = yaml.safe_load((REPO / "config" / "presets" / "tiny.yaml").read_text())
     data[section].update(values)
@@ -137,12 +149,19 @@ def edited_preset(tmp_path, section, **values):
     return str(path)
 
 
-@pytest.mark.parametrize("section,values,named", [
-    ("train", {"warmup_steps": 12}, "train.warmup_steps: 12 must be less than train.decay_steps"),
-    ("train", {"warmup_steps": 20}, "train.warmup_steps: 20"),
-    ("report", {"table_step": 10}, "report.table_step: 10 is not an evaluation step"),
-    ("report", {"table_step": 16}, "report.table_step: 16 is not an evaluation step"),
-])
+@pytest.mark.parametrize(
+    "section,values,named",
+    [
+        (
+            "train",
+            {"warmup_steps": 12},
+            "train.warmup_steps: 12 must be less than train.decay_steps",
+        ),
+        ("train", {"warmup_steps": 20}, "train.warmup_steps: 20"),
+        ("report", {"table_step": 10}, "report.table_step: 10 is not an evaluation step"),
+        ("report", {"table_step": 16}, "report.table_step: 16 is not an evaluation step"),
+    ],
+)
 def test_preset_relations_are_checked_on_load(tmp_path, section, values, named):
     with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
         load_preset(edited_preset(tmp_path, section, **values))
@@ -152,23 +171,27 @@ def test_lr_min_above_lr_max_is_refused(tmp_path):
     data = yaml.safe_load((REPO / "config" / "experiments.yaml").read_text())
     data["experiments"]["baseline"]["lr_min"] = 1.0
     (tmp_path / "experiments.yaml").write_text(yaml.safe_dump(data))
-    with pytest.raises(ConfigError,
-                       match=r"experiments\.baseline\.lr_min: 1\.0 is more than lr_max"):
+    with pytest.raises(
+        ConfigError, match=r"experiments\.baseline\.lr_min: 1\.0 is more than lr_max"
+    ):
         load_experiments(tmp_path / "experiments.yaml")
 
 
-def test_the_default_loss_ceiling_ends_a_run_that_is_not_learning(token_dir, tiny_indices,
-                                                                  tmp_path):
+def test_the_default_loss_ceiling_ends_a_run_that_is_not_learning(
+    token_dir, tiny_indices, tmp_path
+):
     run = load_run("tiny", "baseline")
     assert run.train.loss_ceiling is None  # the presets leave it to the default
     assert run.loss_ceiling == pytest.approx(math.log(50304) + 1)
-    wild = replace(run, experiment=replace(run.experiment,
-                                           optimizer=OptimizerSettings(10.0, 1.0, 0.0)))
+    wild = replace(
+        run, experiment=replace(run.experiment, optimizer=OptimizerSettings(10.0, 1.0, 0.0))
+    )
     record = train(wild, token_dir, tiny_indices, tmp_path / "run")
     assert record.status == "diverged"
 
 
 # ---- 3. Table 1 never mislabels --------------------------------------------------------------
+
 
 def test_table1_shows_the_recorded_configuration_and_flags_an_edited_one(tiny_runs, tmp_path):
     config = shutil.copytree(REPO / "config", tmp_path / "config")
@@ -183,9 +206,22 @@ def test_table1_shows_the_recorded_configuration_and_flags_an_edited_one(tiny_ru
 
 # ---- 6. one-line errors ----------------------------------------------------------------------
 
+
 def train_args(data, indices, out, *extra):
-    return ["train", "--preset", "tiny", "--experiment", "baseline", "--data", str(data),
-            "--indices", str(indices), "--out", str(out), *extra]
+    return [
+        "train",
+        "--preset",
+        "tiny",
+        "--experiment",
+        "baseline",
+        "--data",
+        str(data),
+        "--indices",
+        str(indices),
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
 def missing_index(tmp_path, data, indices):
@@ -216,22 +252,34 @@ def corrupt_checkpoint(content):
         (tmp_path / "run").mkdir()
         (tmp_path / "run" / "ckpt.pt").write_bytes(content)
         return train_args(data, indices, tmp_path / "run")
+
     return make
 
 
 def truncated_checkpoint(tmp_path, data, indices):
     train(load_run("tiny", "baseline"), data, indices, tmp_path / "whole")
     content = (tmp_path / "whole" / "ckpt.pt").read_bytes()
-    return corrupt_checkpoint(content[:len(content) // 2])(tmp_path, data, indices)
+    return corrupt_checkpoint(content[: len(content) // 2])(tmp_path, data, indices)
 
 
 def corpus(name, write, num_proc=1):
     def make(tmp_path, data, indices):
         path = tmp_path / name
         write(path)
-        return ["prepare", "--data-files", str(path), "--out", str(tmp_path / "tokens"),
-                "--expected-docs", "3", "--num-proc", str(num_proc),
-                "--cache-dir", str(tmp_path / "cache")]
+        return [
+            "prepare",
+            "--data-files",
+            str(path),
+            "--out",
+            str(tmp_path / "tokens"),
+            "--expected-docs",
+            "3",
+            "--num-proc",
+            str(num_proc),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ]
+
     return make
 
 
@@ -241,8 +289,15 @@ def parquet(column):
 
 def short_val(tmp_path, data, indices):
     write_token_files(tmp_path / "short", val_tokens=20)
-    return ["indices", "--preset", "tiny", "--data", str(tmp_path / "short"),
-            "--out", str(tmp_path / "ix")]
+    return [
+        "indices",
+        "--preset",
+        "tiny",
+        "--data",
+        str(tmp_path / "short"),
+        "--out",
+        str(tmp_path / "ix"),
+    ]
 
 
 ONE_LINE_ERRORS = {
@@ -253,30 +308,51 @@ ONE_LINE_ERRORS = {
     "empty checkpoint": (corrupt_checkpoint(b""), r"ckpt\.pt: not a readable checkpoint"),
     "text checkpoint": (corrupt_checkpoint(b"hello\n"), r"ckpt\.pt: not a readable checkpoint"),
     "truncated checkpoint": (truncated_checkpoint, r"ckpt\.pt: not a readable checkpoint"),
-    "not UTF-8": (corpus("latin1.txt", lambda p: p.write_bytes("café".encode("latin-1") * 50)),
-                  r"latin1\.txt: cannot be read as text \(UnicodeDecodeError"),
-    "null text": (corpus("null.parquet", parquet(["some text", None, "more text"])),
-                  r"null\.parquet: 1 documents have no text"),
-    "integer text": (corpus("int.parquet", parquet([1, 2, 3])),
-                     r"int\.parquet: the 'text' column holds .*int64.*, not strings"),
-    "corrupt parquet": (corpus("bad.parquet", lambda p: p.write_bytes(b"PAR1 garbage")),
-                        r"bad\.parquet: cannot be read as parquet"),
-    "zero documents": (corpus("zero.parquet", parquet(pa.array([], pa.string()))),
-                       r"zero\.parquet: cannot be read as parquet"),
-    "empty jsonl": (corpus("empty.jsonl", lambda p: p.write_text("")),
-                    r"empty\.jsonl: empty file, no documents"),
+    "not UTF-8": (
+        corpus("latin1.txt", lambda p: p.write_bytes("café".encode("latin-1") * 50)),
+        r"latin1\.txt: cannot be read as text \(UnicodeDecodeError",
+    ),
+    "null text": (
+        corpus("null.parquet", parquet(["some text", None, "more text"])),
+        r"null\.parquet: 1 documents have no text",
+    ),
+    "integer text": (
+        corpus("int.parquet", parquet([1, 2, 3])),
+        r"int\.parquet: the 'text' column holds .*int64.*, not strings",
+    ),
+    "corrupt parquet": (
+        corpus("bad.parquet", lambda p: p.write_bytes(b"PAR1 garbage")),
+        r"bad\.parquet: cannot be read as parquet",
+    ),
+    "zero documents": (
+        corpus("zero.parquet", parquet(pa.array([], pa.string()))),
+        r"zero\.parquet: cannot be read as parquet",
+    ),
+    "empty jsonl": (
+        corpus("empty.jsonl", lambda p: p.write_text("")),
+        r"empty\.jsonl: empty file, no documents",
+    ),
     "val shorter than the context": (short_val, r"val\.bin: 20 tokens, shorter than a sequence"),
-    "device banana": (lambda t, d, i: train_args(d, i, t / "run", "--device", "banana"),
-                      r"device 'banana': not a device"),
+    "device banana": (
+        lambda t, d, i: train_args(d, i, t / "run", "--device", "banana"),
+        r"device 'banana': not a device",
+    ),
     "device cuda without CUDA": (
         lambda t, d, i: train_args(d, i, t / "run", "--device", "cuda"),
-        r"device 'cuda': this machine has 0 CUDA device"),
-    "num-proc -1": (corpus("ok.jsonl", lambda p: p.write_text('{"text": "a"}\n'), num_proc=-1),
-                    r"--num-proc: -1 is not a number of processes"),
-    "micro-batch -2": (lambda t, d, i: train_args(d, i, t / "run", "--train-micro-batch", "-2"),
-                       r"train_micro_batch: -2 does not divide"),
-    "micro-batch 0": (lambda t, d, i: train_args(d, i, t / "run", "--train-micro-batch", "0"),
-                      r"train_micro_batch: 0 does not divide"),
+        r"device 'cuda': this machine has 0 CUDA device",
+    ),
+    "num-proc -1": (
+        corpus("ok.jsonl", lambda p: p.write_text('{"text": "a"}\n'), num_proc=-1),
+        r"--num-proc: -1 is not a number of processes",
+    ),
+    "micro-batch -2": (
+        lambda t, d, i: train_args(d, i, t / "run", "--train-micro-batch", "-2"),
+        r"train_micro_batch: -2 does not divide",
+    ),
+    "micro-batch 0": (
+        lambda t, d, i: train_args(d, i, t / "run", "--train-micro-batch", "0"),
+        r"train_micro_batch: 0 does not divide",
+    ),
 }
 
 

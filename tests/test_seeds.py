@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 from conftest import write_experiments, write_run
 
-from repro import seeds
-from repro.claims import check_claims
+from repro.analysis import seeds
+from repro.analysis.claims import check_claims
 from repro.config import load_preset, load_run, seed_dir
-from repro.schema import ConfigError
+from repro.config.schema import ConfigError
 
 # t(0.975, df) from a printed t table (df = 1, 2, 3)
 T_TABLE = {1: 12.706, 2: 4.303, 3: 3.182}
@@ -20,7 +20,9 @@ T_TABLE = {1: 12.706, 2: 4.303, 3: 3.182}
 def test_seed_k_shifts_both_seeds_and_seed_0_is_the_papers():
     paper = load_preset("paper")
     assert paper.with_seed(0) == paper and (paper.train.index_seed, paper.train.init_seed) == (
-        42, 1337)
+        42,
+        1337,
+    )
     third = paper.with_seed(2)
     assert (third.train.index_seed, third.train.init_seed, third.seed) == (44, 1339, 2)
     assert third.with_seed(1).train == paper.with_seed(1).train  # seeds are absolute
@@ -67,8 +69,12 @@ def seed_runs(tmp_path):
         for k, loss in enumerate(losses):
             if loss is not None:
                 gain = GAINS["baseline"][k] - loss
-                write_run(runs / seed_dir("", k) / name, name,
-                          {0: 10.0, 4: 8.0 - gain, 8: 6.0 - gain, 12: loss}, last_step=12)
+                write_run(
+                    runs / seed_dir("", k) / name,
+                    name,
+                    {0: 10.0, 4: 8.0 - gain, 8: 6.0 - gain, 12: loss},
+                    last_step=12,
+                )
     return runs
 
 
@@ -87,7 +93,8 @@ def test_table1_seeds_by_hand(seed_runs):
     g_sd = math.sqrt(sum((g - g_mean) ** 2 for g in gains) / 2)
     assert row["rel_improvement_mean"] == pytest.approx(g_mean)
     assert row["rel_improvement_ci_low"] == pytest.approx(
-        g_mean - T_TABLE[2] * g_sd / math.sqrt(3), rel=1e-3)
+        g_mean - T_TABLE[2] * g_sd / math.sqrt(3), rel=1e-3
+    )
     assert row["paper_val_loss"] == 2.915 and row["preset"] == "tiny"
     # two seeds of mlp4.75-scaled: two pairs, t with one degree of freedom
     scaled = table.loc["mlp4.75-scaled"]
@@ -112,7 +119,7 @@ def test_claims_use_the_paired_intervals(seed_runs):
 
 
 def test_figure1_draws_means_and_bands(seed_runs):
-    from repro import plots
+    from repro.analysis import plots
 
     fig = plots.figure1(seed_runs, "tiny", seeds=3)
     top, bottom = fig.axes

@@ -19,7 +19,7 @@ import yaml
 from workflow_helpers import REPO, copy_workflow, snakemake
 
 from repro.config import load_experiments, load_preset
-from repro.schema import ConfigError
+from repro.config.schema import ConfigError
 
 pytestmark = pytest.mark.slurm
 
@@ -132,8 +132,13 @@ def cluster(tmp_path_factory):
     """A running single-node SLURM cluster; SLURM_CONF points the clients (and the workflow's
     snakemake, which inherits the environment) at it."""
     missing = [name for name in DAEMONS + CLIENTS if not which(name)]
-    reason = (f"SLURM is not installed (no {', '.join(missing)}): apt-get install slurm-wlm munge"
-              if missing else None if os.geteuid() == 0 else "slurmd must run as root")
+    reason = (
+        f"SLURM is not installed (no {', '.join(missing)}): apt-get install slurm-wlm munge"
+        if missing
+        else None
+        if os.geteuid() == 0
+        else "slurmd must run as root"
+    )
     if reason and os.environ.get("CI") == "true":
         pytest.fail(f"{reason} (.ci/run installs SLURM and runs as root)")
     if reason:
@@ -151,9 +156,15 @@ def cluster(tmp_path_factory):
     env = {**os.environ, "SLURM_CONF": str(conf)}
 
     commands = {
-        "munged": [which("munged"), "--force", f"--socket={munge_socket}", f"--key-file={key}",
-                   f"--pid-file={root}/munged.pid", f"--log-file={root}/munged.log",
-                   f"--seed-file={root}/munged.seed"],
+        "munged": [
+            which("munged"),
+            "--force",
+            f"--socket={munge_socket}",
+            f"--key-file={key}",
+            f"--pid-file={root}/munged.pid",
+            f"--log-file={root}/munged.log",
+            f"--seed-file={root}/munged.seed",
+        ],
         "slurmctld": [which("slurmctld"), "-i"],  # -i: ignore any saved state
         "slurmd": [which("slurmd"), "-N", "localhost"],
     }
@@ -162,13 +173,17 @@ def cluster(tmp_path_factory):
         for name in DAEMONS:  # each forks into the background and writes its pid file
             subprocess.run(commands[name], env=env, check=True, capture_output=True, timeout=30)
             pid_file = root / f"{name}.pid"
-            wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 10,
-                     f"{pid_file} to appear")
+            wait_for(
+                lambda: pid_file.exists() and pid_file.read_text().strip(),
+                10,
+                f"{pid_file} to appear",
+            )
             pids.append(int(pid_file.read_text()))
 
         def node_idle():
-            state = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], env=env,
-                                   capture_output=True, text=True)
+            state = subprocess.run(
+                ["sinfo", "-h", "-N", "-o", "%T"], env=env, capture_output=True, text=True
+            )
             return state.stdout.strip() == "idle"
 
         wait_for(node_idle, 60, "the node to be idle")
@@ -186,22 +201,34 @@ def cluster(tmp_path_factory):
 
 def slurm_jobs():
     """{job id: (state, comment)} of every job the cluster remembers (finished ones: MinJobAge)."""
-    out = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%k"], capture_output=True,
-                         text=True, check=True).stdout
-    return {job: (state, comment) for job, state, comment in
-            (line.split("|", 2) for line in out.splitlines())}
+    out = subprocess.run(
+        ["squeue", "-h", "-t", "all", "-o", "%i|%T|%k"], capture_output=True, text=True, check=True
+    ).stdout
+    return {
+        job: (state, comment)
+        for job, state, comment in (line.split("|", 2) for line in out.splitlines())
+    }
 
 
 def scontrol_job(job_id):
-    return subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True,
-                          check=True).stdout
+    return subprocess.run(
+        ["scontrol", "show", "job", job_id], capture_output=True, text=True, check=True
+    ).stdout
 
 
 def test_profile_asks_for_the_presets_resources(tmp_path):
     """Without a cluster: the jobs the profile would submit at the paper's scale (a dry run)."""
     workdir = copy_workflow(tmp_path / "workflow")
-    result = snakemake(workdir, "-n", "--profile", "profiles/slurm", "results/table1.csv",
-                       "--config", "preset=paper", *NO_ACCOUNTING)
+    result = snakemake(
+        workdir,
+        "-n",
+        "--profile",
+        "profiles/slurm",
+        "results/table1.csv",
+        "--config",
+        "preset=paper",
+        *NO_ACCOUNTING,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     resources = {}
     for block in result.stdout.split("\nrule ")[1:]:
@@ -228,10 +255,19 @@ def test_preset_resources_are_validated(tmp_path):
 @pytest.mark.slow
 def test_tiny_dag_through_slurm(cluster, tmp_path):
     workdir = copy_workflow(tmp_path / "workflow")
-    result = snakemake(workdir, "--profile", "profiles/slurm", "results/table1.csv",
-                       "--config", "preset=tiny", *NO_ACCOUNTING,
-                       "--slurm-init-seconds-before-status-checks", "2",
-                       "--slurm-keep-successful-logs", timeout=900)
+    result = snakemake(
+        workdir,
+        "--profile",
+        "profiles/slurm",
+        "results/table1.csv",
+        "--config",
+        "preset=tiny",
+        *NO_ACCOUNTING,
+        "--slurm-init-seconds-before-status-checks",
+        "2",
+        "--slurm-keep-successful-logs",
+        timeout=900,
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:]
 
@@ -244,10 +280,16 @@ def test_tiny_dag_through_slurm(cluster, tmp_path):
     # Every job was an sbatch job, logged by the plugin under its SLURM job id, that SLURM ran
     # to completion...
     logs = workdir / ".snakemake" / "slurm_logs"
-    job_ids = {rule: sorted(log.stem for log in (logs / f"rule_{rule}").rglob("*.log"))
-               for rule in ("prepare", "indices", "train", "table1")}
+    job_ids = {
+        rule: sorted(log.stem for log in (logs / f"rule_{rule}").rglob("*.log"))
+        for rule in ("prepare", "indices", "train", "table1")
+    }
     assert {rule: len(ids) for rule, ids in job_ids.items()} == {
-        "prepare": 1, "indices": 1, "train": len(table1), "table1": 1}
+        "prepare": 1,
+        "indices": 1,
+        "train": len(table1),
+        "table1": 1,
+    }
     jobs = slurm_jobs()
     assert sorted(jobs) == sorted(sum(job_ids.values(), [])), jobs
     assert {state for state, _ in jobs.values()} == {"COMPLETED"}, jobs

@@ -6,15 +6,16 @@ import socket
 import pandas as pd
 from conftest import write_run
 
-from repro import results
+from repro.analysis import results
+from repro.analysis.status import status_table, trainer_holding
 from repro.cli import main
-from repro.status import status_table, trainer_holding
 
 
 def in_progress(runs_dir, name, last_step=30, max_step=100):
     """A run as the workflow leaves it while it trains: everything in live/."""
-    live = write_run(runs_dir / name / "live", name, {0: 6.0, 20: 5.5}, last_step=last_step,
-                     status="running")
+    live = write_run(
+        runs_dir / name / "live", name, {0: 6.0, 20: 5.5}, last_step=last_step, status="running"
+    )
     record = results.read_record(live)
     record.config = {"preset": {"train": {"max_step": max_step}}}
     record.write(live)
@@ -33,7 +34,8 @@ def test_status_lists_each_run(tmp_path, capsys):
     in_progress(runs / "tiny", "baseline")
     write_run(runs / "tiny" / "mlp4.75", "mlp4.75", {0: 6.0, 12: 5.0}, last_step=12)
     (runs / "tiny" / "baseline" / "live" / ".lock").write_text(
-        f"host {socket.gethostname()}, PID {os.getpid()}\n")
+        f"host {socket.gethostname()}, PID {os.getpid()}\n"
+    )
     table = status_table(runs, "tiny").set_index("experiment")
     assert table.at["baseline", "last_step"] == 30 and table.at["baseline", "max_step"] == 100
     assert table.at["baseline", "last_eval_val_loss"] == 5.5
@@ -44,10 +46,31 @@ def test_status_lists_each_run(tmp_path, capsys):
 
     assert main(["status", "--runs-dir", str(runs)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["preset", "experiment", "status", "step", "val", "loss", "at",
-                              "step", "tokens/s", "ETA", "trainer"]
-    assert out[1].split() == ["tiny", "baseline", "running", "30/100", "5.5000", "20", "12,800",
-                              "0:00:01", "PID", str(os.getpid())]
+    assert out[0].split() == [
+        "preset",
+        "experiment",
+        "status",
+        "step",
+        "val",
+        "loss",
+        "at",
+        "step",
+        "tokens/s",
+        "ETA",
+        "trainer",
+    ]
+    assert out[1].split() == [
+        "tiny",
+        "baseline",
+        "running",
+        "30/100",
+        "5.5000",
+        "20",
+        "12,800",
+        "0:00:01",
+        "PID",
+        str(os.getpid()),
+    ]
 
 
 def test_a_dead_trainer_holds_nothing(tmp_path):

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from repro.tokenizer import (
+from repro.data.tokenizer import (
     GPT2_FILE_HASHES,
     TokenizerError,
     bundled_data_dir,

@@ -10,9 +10,9 @@ import pytest
 import torch
 from conftest import write_token_files
 
-from repro.batches import Batches
 from repro.config import load_preset, load_run
-from repro.indices import IndicesError, draw_indices
+from repro.data.batches import Batches
+from repro.data.indices import IndicesError, draw_indices
 from repro.model import GPT
 from repro.rundir import RunError, read_record
 from repro.step import learning_rate, make_optimizer

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from conftest import write_token_files
 
-from repro import tokens as tokens_module
 from repro.cli import main
-from repro.tokens import FINGERPRINT_BLOCK, DataError, fingerprint, read_manifest, verify
+from repro.data import tokens as tokens_module
+from repro.data.tokens import FINGERPRINT_BLOCK, DataError, fingerprint, read_manifest, verify
 
 BIG = 3 * 2**20  # tokens: a 6 MiB train.bin, larger than the 64 sampled blocks of 64 KiB
 
@@ -44,8 +44,11 @@ def test_start_reads_sampled_blocks_not_the_whole_file(big_data, monkeypatch):
 @pytest.mark.parametrize("where", ["first block", "last block", "middle block"])
 def test_a_changed_sampled_block_is_refused_at_start(big_data, where):
     size = 2 * BIG
-    offset = {"first block": 10, "last block": size - 1,
-              "middle block": 32 * (size - FINGERPRINT_BLOCK) // 63 + 5}[where]
+    offset = {
+        "first block": 10,
+        "last block": size - 1,
+        "middle block": 32 * (size - FINGERPRINT_BLOCK) // 63 + 5,
+    }[where]
     flip_byte(big_data / "train.bin", offset)
     with pytest.raises(DataError, match=r"train\.bin: fingerprint differs from manifest\.json"):
         read_manifest(big_data)

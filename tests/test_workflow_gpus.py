@@ -18,7 +18,7 @@ def train_job(workdir, *args):
     """The resources and shell command of the paper baseline's training job (dry run)."""
     result = snakemake(workdir, "-n", "-p", "--cores", "8", *args, "--", TARGET)
     assert result.returncode == 0, result.stdout + result.stderr
-    job = result.stdout[result.stdout.index("rule train:"):]
+    job = result.stdout[result.stdout.index("rule train:") :]
     resources = re.search(r"resources: (.*)", job).group(1)
     command = re.search(r"Shell command: (.*)", job).group(1)
     return resources, command
@@ -31,15 +31,17 @@ def test_a_gpu_run_claims_one_gpu_and_runs_repro_train(workdir):
 
 
 def test_gpus_per_run_launches_torchrun_and_claims_as_many(workdir):
-    resources, command = train_job(workdir, "--resources", "gpu=4", "--config", "preset=paper",
-                                   "gpus_per_run=2")
+    resources, command = train_job(
+        workdir, "--resources", "gpu=4", "--config", "preset=paper", "gpus_per_run=2"
+    )
     assert "gpu=2" in resources
     assert command.startswith(
-        "exec torchrun --standalone --nproc_per_node 2 -m repro train --preset")
+        "exec torchrun --standalone --nproc_per_node 2 -m repro train --preset"
+    )
 
 
 def test_a_cpu_preset_claims_no_gpu(workdir):
     result = snakemake(workdir, "-n", "-p", "--cores", "1", "results/runs/smoke/baseline/run.json")
     assert result.returncode == 0, result.stdout + result.stderr
-    job = result.stdout[result.stdout.index("rule train:"):]
+    job = result.stdout[result.stdout.index("rule train:") :]
     assert "gpu=0" in re.search(r"resources: (.*)", job).group(1)

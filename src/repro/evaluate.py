@@ -1,20 +1,22 @@
 """Evaluation losses of one checkpoint, ours or the authors', on the fixed evaluation sequences.
 
 The losses are computed exactly as training computes them at an evaluation step (repro.train.
-eval_losses on repro.batches.Batches): the mean and std of the preset's evaluation micro-batches of
-that step's row of eval_train / eval_val, on CUDA in training's precision (bf16 autocast), on the
-CPU in fp32. A checkpoint holds the model before the update of its step, as an evaluation sees it.
+eval_losses on repro.data.batches.Batches): the mean and std of the preset's evaluation
+micro-batches of that step's row of eval_train / eval_val, on CUDA in training's precision
+(bf16 autocast), on the CPU in fp32. A checkpoint holds the model before the update of its
+step, as an evaluation sees it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from repro.batches import Batches
-from repro.checkpoint import FORMAT, CheckpointError, authors_model, read_checkpoint
+from repro.authors.checkpoint import authors_model
+from repro.checkpoint import FORMAT, CheckpointError, read_checkpoint
 from repro.config import ModelConfig, Preset
-from repro.device import precision, resolve_device
+from repro.data.batches import Batches
 from repro.model import GPT
+from repro.runtime.device import precision, resolve_device
 from repro.step import eval_losses
 
 
@@ -26,8 +28,10 @@ def load_any_checkpoint(path: Path) -> tuple[GPT, int, str]:
     if "model_args" in state:  # the authors' train.py (docs/specification.md §8.1)
         return authors_model(state), int(state["iter_num"]), "authors"
     if state.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: neither a repro checkpoint nor the authors' "
-                              f"(keys: {', '.join(sorted(state))})")
+        raise CheckpointError(
+            f"{path}: neither a repro checkpoint nor the authors' "
+            f"(keys: {', '.join(sorted(state))})"
+        )
     model = GPT(ModelConfig(**state["config"]["model"]))
     model.load_state_dict(state["model"])
     return model.eval(), int(state["step"]), "repro"
@@ -37,23 +41,35 @@ def evaluation_row(step: int, preset: Preset) -> int:
     """The row of the evaluation index arrays that training reads at `step`."""
     t = preset.train
     if step % t.eval_interval:
-        raise CheckpointError(f"step {step} is not an evaluation step of preset {preset.name} "
-                              f"(every {t.eval_interval}); give --step")
+        raise CheckpointError(
+            f"step {step} is not an evaluation step of preset {preset.name} "
+            f"(every {t.eval_interval}); give --step"
+        )
     row = step // t.eval_interval
     if not 0 <= row < t.eval_rows:
-        raise CheckpointError(f"step {step}: evaluation row {row} is outside the "
-                              f"{t.eval_rows} rows of preset {preset.name}")
+        raise CheckpointError(
+            f"step {step}: evaluation row {row} is outside the "
+            f"{t.eval_rows} rows of preset {preset.name}"
+        )
     return row
 
 
-def evaluate(checkpoint: Path, preset: Preset, data_dir: Path, indices_dir: Path,
-             step: int | None = None, device: str = "auto") -> dict:
+def evaluate(
+    checkpoint: Path,
+    preset: Preset,
+    data_dir: Path,
+    indices_dir: Path,
+    step: int | None = None,
+    device: str = "auto",
+) -> dict:
     """The evaluation losses of `checkpoint` at `step` (default: its own) as training computes
     them; a dict that names the checkpoint, its format, the step, row and device."""
     model, own_step, kind = load_any_checkpoint(checkpoint)
     if model.config.block_size != preset.model.block_size:
-        raise CheckpointError(f"{checkpoint}: block_size {model.config.block_size}, but preset "
-                              f"{preset.name} evaluates sequences of {preset.model.block_size}")
+        raise CheckpointError(
+            f"{checkpoint}: block_size {model.config.block_size}, but preset "
+            f"{preset.name} evaluates sequences of {preset.model.block_size}"
+        )
     step = own_step if step is None else step
     row = evaluation_row(step, preset)
     batches = Batches.open(data_dir, indices_dir, preset)
@@ -62,15 +78,24 @@ def evaluate(checkpoint: Path, preset: Preset, data_dir: Path, indices_dir: Path
     model = model.to(dev)
     model.fuse_projections(dev.type == "cuda")  # as training evaluates on CUDA
     losses = eval_losses(model, batches, row, preset.train.eval_batches, autocast)
-    return {"checkpoint": str(checkpoint), "format": kind, "step": step, "row": row,
-            "checkpoint_step": own_step, "micro_batches": preset.train.eval_batches,
-            "device": str(dev), "precision": "bf16 autocast" if dev.type == "cuda" else "fp32",
-            **losses}
+    return {
+        "checkpoint": str(checkpoint),
+        "format": kind,
+        "step": step,
+        "row": row,
+        "checkpoint_step": own_step,
+        "micro_batches": preset.train.eval_batches,
+        "device": str(dev),
+        "precision": "bf16 autocast" if dev.type == "cuda" else "fp32",
+        **losses,
+    }
 
 
 def format_result(result: dict) -> str:
-    return (f"{result['checkpoint']} ({result['format']}) at step {result['step']:,}: "
-            f"eval train {result['eval_train_loss']:.4f} ± {result['eval_train_std']:.4f}, "
-            f"val {result['eval_val_loss']:.4f} ± {result['eval_val_std']:.4f} "
-            f"({result['micro_batches']} micro-batches, {result['device']}, "
-            f"{result['precision']})")
+    return (
+        f"{result['checkpoint']} ({result['format']}) at step {result['step']:,}: "
+        f"eval train {result['eval_train_loss']:.4f} ± {result['eval_train_std']:.4f}, "
+        f"val {result['eval_val_loss']:.4f} ± {result['eval_val_std']:.4f} "
+        f"({result['micro_batches']} micro-batches, {result['device']}, "
+        f"{result['precision']})"
+    )

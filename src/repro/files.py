@@ -14,11 +14,7 @@ import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
-
-class ReproError(ValueError):
-    """An input the package cannot use; the message is one line naming the file, field or value.
-
-    The command line prints it as `repro: error: ...`; every module's own error derives from it."""
+from repro.errors import ReproError
 
 
 @contextmanager

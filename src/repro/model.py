@@ -43,7 +43,6 @@ class QueryMLP(nn.Module):
 
 
 class CausalSelfAttention(nn.Module):
-
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
@@ -86,7 +85,6 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.c_fc = nn.Linear(config.d_model, config.mlp_hidden, bias=False)
@@ -97,7 +95,6 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.ln_1 = nn.LayerNorm(config.d_model, eps=1e-5, bias=False)
@@ -111,16 +108,17 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
-        self.transformer = nn.ModuleDict(dict(
-            wte=nn.Embedding(config.vocab_size, config.d_model),
-            wpe=nn.Embedding(config.block_size, config.d_model),
-            h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
-            ln_f=nn.LayerNorm(config.d_model, eps=1e-5, bias=False),
-        ))
+        self.transformer = nn.ModuleDict(
+            dict(
+                wte=nn.Embedding(config.vocab_size, config.d_model),
+                wpe=nn.Embedding(config.block_size, config.d_model),
+                h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+                ln_f=nn.LayerNorm(config.d_model, eps=1e-5, bias=False),
+            )
+        )
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         # A speed switch like the fused projection: the loss over this many slices of the
         # positions (chunked_cross_entropy), so that the whole logits never exist at once.
@@ -163,8 +161,9 @@ class GPT(nn.Module):
 
 def cross_entropy(logits, targets):
     """Mean cross-entropy over every position, in float32 at least (bf16 logits are upcast)."""
-    return F.cross_entropy(_at_least_float32(logits.reshape(-1, logits.size(-1))),
-                           targets.reshape(-1))
+    return F.cross_entropy(
+        _at_least_float32(logits.reshape(-1, logits.size(-1))), targets.reshape(-1)
+    )
 
 
 def _at_least_float32(t):
@@ -178,8 +177,10 @@ def chunked_cross_entropy(x, weight, targets, chunks: int):
     checkpointing), so at most one slice of the (positions x vocab) logits exists at a time. The
     same function as cross_entropy(x @ weight.T, targets), up to the order of the float sums."""
     x, targets = x.reshape(-1, x.size(-1)), targets.reshape(-1)
-    sums = [checkpoint(_summed_cross_entropy, xs, weight, ts, use_reentrant=False)
-            for xs, ts in zip(x.chunk(chunks), targets.chunk(chunks))]
+    sums = [
+        checkpoint(_summed_cross_entropy, xs, weight, ts, use_reentrant=False)
+        for xs, ts in zip(x.chunk(chunks), targets.chunk(chunks))
+    ]
     return torch.stack(sums).sum() / targets.numel()
 
 

@@ -14,13 +14,24 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import repro
-from repro.files import ReproError, atomic_write, read_json, write_json
+from repro.errors import ReproError
+from repro.files import atomic_write, read_json, write_json
 
 RUN_JSON, METRICS_CSV, CHECKPOINT = "run.json", "metrics.csv", "ckpt.pt"
 LIVE = "live"  # where `repro train` works in the workflow's run folders (rules/train.smk)
 RECORD_FORMAT = "repro-run/2"
-METRICS_COLUMNS = ["step", "lr", "train_loss", "eval_train_loss", "eval_train_std",
-                   "eval_val_loss", "eval_val_std", "tokens_seen", "step_time_s", "tokens_per_s"]
+METRICS_COLUMNS = [
+    "step",
+    "lr",
+    "train_loss",
+    "eval_train_loss",
+    "eval_train_std",
+    "eval_val_loss",
+    "eval_val_std",
+    "tokens_seen",
+    "step_time_s",
+    "tokens_per_s",
+]
 FINISHED = ("completed", "diverged")
 
 
@@ -31,6 +42,7 @@ class RunError(ReproError):
 @dataclass
 class RunRecord:
     """run.json. `identity` is RunConfig.identity(); `config` the whole preset and experiment."""
+
     status: str  # running, completed or diverged (an imported run may have "stopped")
     preset: str
     experiment: str
@@ -54,7 +66,7 @@ class RunRecord:
     world_size: int | None = None  # processes (torchrun ranks) of the latest session
     started: str | None = None
     finished: str | None = None
-    source: str = "repro"  # "authors": imported by repro.authors, never trained over
+    source: str = "repro"  # "authors": imported by repro.authors.runs, never trained over
     format: str = RECORD_FORMAT
 
     @property
@@ -102,12 +114,21 @@ def legacy_identity(identity: dict, eval_micro_batch: int) -> dict:
     The old one left out the micro-batch, which sets how evaluation batches; it is passed in."""
     if "preset" not in identity:
         return identity
-    train = {k: v for k, v in identity["preset"]["train"].items()
-             if k not in ("table_step", "checkpoint_interval")}  # now report and runtime settings
+    train = {
+        k: v
+        for k, v in identity["preset"]["train"].items()
+        if k not in ("table_step", "checkpoint_interval")
+    }  # now report and runtime settings
     e = identity["experiment"]
-    return {"model": identity["model"], "train": train | {"eval_micro_batch": eval_micro_batch},
-            "optimizer": {"lr_max": e["lr_max"], "lr_min": e["lr_min"],
-                          "weight_decay": e["weight_decay"]}}
+    return {
+        "model": identity["model"],
+        "train": train | {"eval_micro_batch": eval_micro_batch},
+        "optimizer": {
+            "lr_max": e["lr_max"],
+            "lr_min": e["lr_min"],
+            "weight_decay": e["weight_decay"],
+        },
+    }
 
 
 def identity_differences(old: dict, new: dict, prefix: str = "") -> list[str]:
@@ -136,13 +157,22 @@ def code_version() -> dict:
 
     def git(*args):
         try:
-            return subprocess.run(["git", "-C", str(src), *args], capture_output=True, text=True,
-                                  timeout=10, check=True).stdout.strip()
+            return subprocess.run(
+                ["git", "-C", str(src), *args],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=True,
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return None
+
     commit = git("rev-parse", "HEAD")
-    return {"package_version": repro.__version__, "git_commit": commit,
-            "git_dirty": bool(git("status", "--porcelain")) if commit else None}
+    return {
+        "package_version": repro.__version__,
+        "git_commit": commit,
+        "git_dirty": bool(git("status", "--porcelain")) if commit else None,
+    }
 
 
 class MetricsLog:

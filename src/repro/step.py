@@ -1,7 +1,7 @@
 """One optimiser step and one evaluation: the schedule, the optimiser, the model they drive.
 
-repro.train runs these step after step for a run; repro.bench times them; repro.evaluate scores a
-checkpoint with eval_losses exactly as training evaluates.
+repro.train runs these step after step for a run; repro.perf.bench times them; repro.evaluate
+scores a checkpoint with eval_losses exactly as training evaluates.
 """
 
 from __future__ import annotations
@@ -10,15 +10,16 @@ import math
 
 import torch
 
-from repro import distributed
-from repro.batches import Batches, DeviceBatches
 from repro.config import RunConfig
-from repro.device import precision
+from repro.data.batches import Batches, DeviceBatches
 from repro.model import GPT
+from repro.runtime import distributed
+from repro.runtime.device import precision
 
 
-def learning_rate(step: int, lr_max: float, lr_min: float, warmup_steps: int,
-                  decay_steps: int) -> float:
+def learning_rate(
+    step: int, lr_max: float, lr_min: float, warmup_steps: int, decay_steps: int
+) -> float:
     """Linear warm-up, then cosine from lr_max to lr_min until decay_steps, then lr_min
     (docs/specification.md §2)."""
     if step < warmup_steps:
@@ -33,15 +34,22 @@ def make_optimizer(model: GPT, run: RunConfig, fused: bool) -> torch.optim.AdamW
     """AdamW with weight decay on every parameter of 2 or more dimensions only (§2)."""
     params = [p for p in model.parameters() if p.requires_grad]
     decay = run.optimizer.weight_decay
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": decay},
-              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
     t = run.train
-    return torch.optim.AdamW(groups, lr=run.optimizer.lr_max, betas=(t.beta1, t.beta2),
-                             eps=t.adam_eps, fused=fused)
+    return torch.optim.AdamW(
+        groups, lr=run.optimizer.lr_max, betas=(t.beta1, t.beta2), eps=t.adam_eps, fused=fused
+    )
 
 
-def build(run: RunConfig, device: torch.device, compile: bool | str | None = None,
-          fused: bool | None = None):
+def build(
+    run: RunConfig,
+    device: torch.device,
+    compile: bool | str | None = None,
+    fused: bool | None = None,
+):
     """The model, the model the steps call (compiled or not), the optimiser, the autocast context.
 
     The fast path (§2): TF32 matmuls, bf16 autocast, fused AdamW, torch.compile and the fused
@@ -82,8 +90,15 @@ def eval_losses(model, batches: Batches, row: int, n_batches: int, autocast) -> 
     return result
 
 
-def train_step(model, optimizer, batches: DeviceBatches, step: int, accumulation: int,
-               grad_clip: float, autocast) -> torch.Tensor:
+def train_step(
+    model,
+    optimizer,
+    batches: DeviceBatches,
+    step: int,
+    accumulation: int,
+    grad_clip: float,
+    autocast,
+) -> torch.Tensor:
     """One optimiser step over `accumulation` micro-batches; returns the mean loss (on device).
 
     Nothing here waits for the device: the loss stays a device tensor until the caller logs it.
@@ -102,5 +117,3 @@ def train_step(model, optimizer, batches: DeviceBatches, step: int, accumulation
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return total
-
-

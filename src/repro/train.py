@@ -3,8 +3,8 @@
 A run directory (repro.rundir) holds metrics.csv, run.json and ckpt.pt, the latest checkpoint.
 Starting a run whose directory holds a checkpoint resumes from it; a finished run is never trained
 or overwritten again, and a directory holding another configuration's run is refused. One process
-at a time holds a run directory (repro.lock); a stop signal (SIGTERM, repro.preemption) ends the
-run at a step boundary, with a checkpoint.
+at a time holds a run directory (repro.runtime.lock); a stop signal (SIGTERM,
+repro.runtime.preemption) ends the run at a step boundary, with a checkpoint.
 """
 
 from __future__ import annotations
@@ -19,17 +19,11 @@ from pathlib import Path
 
 import torch
 
-from repro import distributed, preemption
-from repro.allocator import keep_freed_memory
-from repro.batches import Batches, DeviceBatches
 from repro.checkpoint import check_checkpoint_space, load_checkpoint, save_checkpoint
 from repro.config import RunConfig
-from repro.device import resolve_device
-from repro.fit import fits_on_gpu, largest_fitting
-from repro.gpus import claim_device
-from repro.lock import hold
+from repro.data.batches import Batches, DeviceBatches
+from repro.data.tokens import corpus_note
 from repro.model import GPT, count_parameters
-from repro.progress import Progress
 from repro.rundir import (
     CHECKPOINT,
     METRICS_CSV,
@@ -41,8 +35,14 @@ from repro.rundir import (
     legacy_identity,
     read_record,
 )
+from repro.runtime import distributed, preemption
+from repro.runtime.allocator import keep_freed_memory
+from repro.runtime.device import resolve_device
+from repro.runtime.fit import fits_on_gpu, largest_fitting
+from repro.runtime.gpus import claim_device
+from repro.runtime.lock import hold
+from repro.runtime.progress import Progress
 from repro.step import build, eval_losses, learning_rate, train_step
-from repro.tokens import corpus_note
 
 keep_freed_memory()  # every process that trains imports this module
 
@@ -50,6 +50,7 @@ keep_freed_memory()  # every process that trains imports this module
 @dataclass
 class Session:
     """What the steps of one training session use."""
+
     run: RunConfig
     model: GPT
     step_model: torch.nn.Module  # the model, or its compiled wrapper
@@ -64,9 +65,16 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path,
-          device: str | None = None, compile: bool | None = None,
-          train_micro_batch: int | None = None, fused: bool | None = None) -> RunRecord:
+def train(
+    run: RunConfig,
+    data_dir: Path,
+    indices_dir: Path,
+    out_dir: Path,
+    device: str | None = None,
+    compile: bool | None = None,
+    train_micro_batch: int | None = None,
+    fused: bool | None = None,
+) -> RunRecord:
     """Train one run into out_dir (resuming from its checkpoint if any); return its record.
 
     device, compile, train_micro_batch (sequences per forward pass) and fused (the fused
@@ -81,14 +89,17 @@ def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path,
         return _train(run, data_dir, indices_dir, out_dir, device, compile, fused)
 
 
-def _train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path, device, compile,
-           fused) -> RunRecord:
+def _train(
+    run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path, device, compile, fused
+) -> RunRecord:
     """train(), in a run directory this process holds."""
     previous = read_record(out_dir) if (out_dir / "run.json").exists() else None
     if previous is not None:
         if previous.source != "repro":
-            raise RunError(f"{out_dir / 'run.json'}: a run imported from the {previous.source}' "
-                           f"artefacts, never trained over: use another --out")
+            raise RunError(
+                f"{out_dir / 'run.json'}: a run imported from the {previous.source}' "
+                f"artefacts, never trained over: use another --out"
+            )
         _refuse_other_configuration(out_dir / "run.json", previous.identity, run)
         if previous.finished_training:
             print(f"{out_dir}: already {previous.status}; nothing to do", flush=True)
@@ -101,8 +112,10 @@ def _train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path, dev
     model, step_model, optimizer, autocast = build(run, dev, compile, fused)
     check_checkpoint_space(out_dir / CHECKPOINT, model)
     if run.preset.runtime.train_micro_batch == "auto" and dev.type == "cuda":
-        chosen = largest_fitting(run.train.batch_size, lambda n: fits_on_gpu(
-            model, n, run.preset.model.block_size, autocast))
+        chosen = largest_fitting(
+            run.train.batch_size,
+            lambda n: fits_on_gpu(model, n, run.preset.model.block_size, autocast),
+        )
         chosen = distributed.smallest(chosen)  # one micro-batch for every rank
         print(f"{out_dir}: training micro-batch {chosen} (auto)", flush=True)
         run = replace(run, preset=run.preset.with_train_micro_batch(chosen))
@@ -111,24 +124,43 @@ def _train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path, dev
         print(corpus_note(batches.manifest), flush=True)
     start = _resume(out_dir / CHECKPOINT, model, optimizer, run, previous)
     record = RunRecord(
-        status="running", preset=run.preset.name, experiment=run.experiment.name,
-        identity=run.identity(), config=run.to_dict(), params=count_parameters(model),
-        tokens_per_step=run.preset.tokens_per_step, last_step=start - 1 if start else None,
-        data={"dir": str(data_dir), "source": batches.manifest.get("source"),
-              "token_files": batches.sidecar["token_files"]},
+        status="running",
+        preset=run.preset.name,
+        experiment=run.experiment.name,
+        identity=run.identity(),
+        config=run.to_dict(),
+        params=count_parameters(model),
+        tokens_per_step=run.preset.tokens_per_step,
+        last_step=start - 1 if start else None,
+        data={
+            "dir": str(data_dir),
+            "source": batches.manifest.get("source"),
+            "token_files": batches.sidecar["token_files"],
+        },
         indices={"dir": str(indices_dir), "sha256": batches.sidecar["sha256"]},
-        **code_version(), torch_version=torch.__version__,
+        **code_version(),
+        torch_version=torch.__version__,
         python_version=platform.python_version(),
         device=torch.cuda.get_device_name(dev) if dev.type == "cuda" else str(dev),
         compile=hasattr(step_model, "_orig_mod"),  # torch.compile's wrapper
-        world_size=distributed.size(), fused_projection=model.transformer.h[0].attn.fused,
+        world_size=distributed.size(),
+        fused_projection=model.transformer.h[0].attn.fused,
         train_micro_batch=run.preset.train_micro_batch,
-        started=previous.started if previous else now())
+        started=previous.started if previous else now(),
+    )
     main = distributed.is_main()  # the one process that writes the run's files
     if main:
         record.write(out_dir)
-    session = Session(run, model, step_model, optimizer, autocast, batches,
-                      MetricsLog(out_dir / METRICS_CSV if main else None, start), out_dir)
+    session = Session(
+        run,
+        model,
+        step_model,
+        optimizer,
+        autocast,
+        batches,
+        MetricsLog(out_dir / METRICS_CSV if main else None, start),
+        out_dir,
+    )
     try:
         record = run_steps(session, start, record)
     finally:
@@ -142,8 +174,10 @@ def _train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path, dev
 def _refuse_other_configuration(source: Path, identity: dict, run: RunConfig) -> None:
     differences = identity_differences(identity, run.identity())
     if differences:
-        raise RunError(f"{source} holds a run of another configuration ({'; '.join(differences)}); "
-                       f"refusing to overwrite it: use another --out")
+        raise RunError(
+            f"{source} holds a run of another configuration ({'; '.join(differences)}); "
+            f"refusing to overwrite it: use another --out"
+        )
 
 
 def _resume(path: Path, model, optimizer, run: RunConfig, previous: RunRecord | None) -> int:
@@ -174,12 +208,25 @@ def run_steps(s: Session, start: int, record: RunRecord) -> RunRecord:
             group["lr"] = lr
         row = {"step": step, "lr": lr}
         if step % t.eval_interval == 0:  # the model before this step's update, as the authors did
-            row |= eval_losses(s.step_model, s.batches, step // t.eval_interval, t.eval_batches,
-                               s.autocast)
+            row |= eval_losses(
+                s.step_model, s.batches, step // t.eval_interval, t.eval_batches, s.autocast
+            )
         if not pending:
             began = time.perf_counter()
-        pending.append((row, train_step(s.step_model, s.optimizer, device_batches, step,
-                                        s.run.preset.accumulation, t.grad_clip, s.autocast)))
+        pending.append(
+            (
+                row,
+                train_step(
+                    s.step_model,
+                    s.optimizer,
+                    device_batches,
+                    step,
+                    s.run.preset.accumulation,
+                    t.grad_clip,
+                    s.autocast,
+                ),
+            )
+        )
         checkpoint = (step + 1) % runtime.checkpoint_interval == 0 or step == t.max_step
         # Flush before an evaluation (so that its time stays out of the step times) and before a
         # checkpoint (so that metrics.csv holds every step the checkpoint has taken).
@@ -187,17 +234,20 @@ def run_steps(s: Session, start: int, record: RunRecord) -> RunRecord:
         if checkpoint or logged:
             diverged = _flush(pending, s.metrics, began, s.run, progress)
             if diverged is not None:
-                return replace(record, status="diverged", diverged_step=diverged,
-                               last_step=diverged)
+                return replace(
+                    record, status="diverged", diverged_step=diverged, last_step=diverged
+                )
             record.last_step, pending = step, []
         if checkpoint and distributed.is_main():
-            save_checkpoint(s.out_dir / CHECKPOINT, s.model, s.optimizer, step + 1,
-                            checkpoint_config)
+            save_checkpoint(
+                s.out_dir / CHECKPOINT, s.model, s.optimizer, step + 1, checkpoint_config
+            )
     return replace(record, status="completed")
 
 
-def _stop(s: Session, step: int, pending, began: float, record: RunRecord,
-          checkpoint_config: dict) -> RunRecord:
+def _stop(
+    s: Session, step: int, pending, began: float, record: RunRecord, checkpoint_config: dict
+) -> RunRecord:
     """On a stop signal: log the steps taken, checkpoint at `step`, raise Preempted."""
     if pending:
         diverged = _flush(pending, s.metrics, began, s.run)
@@ -209,8 +259,9 @@ def _stop(s: Session, step: int, pending, began: float, record: RunRecord,
     raise preemption.Preempted(step)
 
 
-def _flush(pending, metrics: MetricsLog, began: float, run: RunConfig,
-           progress: Progress | None = None) -> int | None:
+def _flush(
+    pending, metrics: MetricsLog, began: float, run: RunConfig, progress: Progress | None = None
+) -> int | None:
     """Write the pending steps' rows and their progress line, waiting for the device once.
 
     Returns the first diverged step (its row is the last one written), else None. Step times are
@@ -221,8 +272,15 @@ def _flush(pending, metrics: MetricsLog, began: float, run: RunConfig,
     ceiling, per_step = run.loss_ceiling, run.preset.tokens_per_step
     written = []
     for (row, _), loss in zip(pending, losses):
-        written.append(row | {"train_loss": loss, "tokens_seen": (row["step"] + 1) * per_step,
-                              "step_time_s": step_time, "tokens_per_s": per_step / step_time})
+        written.append(
+            row
+            | {
+                "train_loss": loss,
+                "tokens_seen": (row["step"] + 1) * per_step,
+                "step_time_s": step_time,
+                "tokens_per_s": per_step / step_time,
+            }
+        )
         metrics.append(written[-1])
         if not math.isfinite(loss) or loss > ceiling:
             if progress is not None:

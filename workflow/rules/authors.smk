@@ -5,7 +5,7 @@
 # results/authors/table1.csv sets those losses beside their logged ones and the paper's. The
 # notebooks then draw the imported runs beside ours (authors_param).
 
-from repro.experiments import authors_folders, source_of
+from repro.config.experiments import authors_folders, source_of
 
 AUTHORS_ARTEFACTS = config["authors_artefacts"]
 AUTHORS_FOLDERS = {}  # experiment -> its folder in the artefacts
@@ -99,7 +99,7 @@ rule authors_table1:
     output:
         "results/authors/table1.csv",
     run:
-        from repro.authors import checkpoint_table
+        from repro.authors.runs import checkpoint_table
 
         checkpoint_table(f"results/authors/evaluations/{PRESET.name}", authors_runs_dir(),
                          PRESET, EXPERIMENTS).to_csv(output[0], index=False)

@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 from repro.config import CORPORA, load_experiments, load_preset, seed_dir
-from repro.schema import ConfigError
+from repro.config.schema import ConfigError
 
 # The rules and notebooks read presets and experiments from this workflow's config/.
 CONFIG_DIR = Path("config")

@@ -1,0 +1,297 @@
+"""Runs -> tables and curves: Table 1 and the relative improvement over the baseline.
+
+A run directory (results/runs/<preset>/<experiment>/, repro.rundir) holds metrics.csv, one row per
+optimiser step whose eval_* columns are filled at evaluation steps only, and run.json, what was run
+and how it ended. Everything here reads those two files; nothing trains or plots.
+
+Relative improvement (docs/specification.md §3): (L_baseline - L) / L_baseline, positive when L
+beats the baseline.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from repro.config import Experiment, Preset, RunConfig, load_config, load_preset
+from repro.rundir import (
+    METRICS_CSV,
+    RUN_JSON,
+    RunError,
+    RunRecord,
+    files_dir,
+    identity_differences,
+    read_record,
+)
+
+TABLE1_COLUMNS = [
+    "experiment",
+    "query_mode",
+    "mlp_ratio",
+    "lr_max",
+    "lr_min",
+    "weight_decay",
+    "non_embedding_params",
+    "step",
+    "val_loss",
+    "rel_improvement",
+    "paper_val_loss",
+    "paper_rel_improvement",
+    "status",
+    "preset",
+    "config_differences",
+    "caveat",
+]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run directory, read: its metrics (one row per step) and its run.json."""
+
+    path: Path
+    metrics: pd.DataFrame
+    record: RunRecord
+
+    @property
+    def name(self) -> str:
+        return self.record.experiment
+
+    @property
+    def status(self) -> str:
+        return self.record.status
+
+    def evals(self) -> pd.DataFrame:
+        """The evaluation rows only (step, eval_train_loss, eval_val_loss, ...), indexed by step."""
+        evals = self.metrics.dropna(subset=["eval_val_loss"])
+        return evals.set_index("step")[
+            ["eval_train_loss", "eval_train_std", "eval_val_loss", "eval_val_std"]
+        ]
+
+    def loss_at(self, step: int, split: str = "val") -> float:
+        """The evaluation loss at `step` (NaN if the run has no evaluation there)."""
+        evals = self.evals()
+        return float(evals.at[step, f"eval_{split}_loss"]) if step in evals.index else math.nan
+
+
+def read_run(run_dir: str | Path) -> Run:
+    """Read metrics.csv and run.json of a run directory (its live/ folder while it trains)."""
+    run_dir = files_dir(run_dir)
+    record = read_record(run_dir)
+    if not (run_dir / METRICS_CSV).exists():
+        raise RunError(f"{run_dir / METRICS_CSV}: no such file (has this run been trained?)")
+    return Run(path=run_dir, metrics=pd.read_csv(run_dir / METRICS_CSV), record=record)
+
+
+def has_run(run_dir: str | Path) -> bool:
+    """Whether a run directory (or its live/ folder) holds a run to read."""
+    files = files_dir(run_dir)
+    return (files / RUN_JSON).exists() and (files / METRICS_CSV).exists()
+
+
+def read_runs(runs_dir: str | Path, names: list[str]) -> dict[str, Run]:
+    """The runs of `names` under runs_dir (results/runs/<preset>/), those in progress too;
+    missing ones are left out."""
+    return {
+        name: read_run(Path(runs_dir) / name) for name in names if has_run(Path(runs_dir) / name)
+    }
+
+
+RUN_COLUMNS = [
+    "experiment",
+    "status",
+    "last_step",
+    "max_step",
+    "last_eval_step",
+    "last_eval_val_loss",
+    "tokens_per_s",
+    "eta_s",
+]
+RECENT_STEPS = 50  # the steps whose median speed the ETA assumes
+
+
+def run_summary(run: Run) -> dict:
+    """Where a run stands: status, last step (of metrics.csv: run.json's is written only at the
+    start and end), its last evaluation, its recent speed and, while it runs, the time left."""
+    evals, recent = run.evals(), run.metrics.tail(RECENT_STEPS)
+    max_step = run.record.config.get("preset", {}).get("train", {}).get("max_step")
+    last_step = int(run.metrics["step"].iloc[-1]) if len(run.metrics) else None
+    left = (max_step - last_step) if None not in (max_step, last_step) else None
+    running = run.status == "running" and left is not None and len(recent)
+    return {
+        "experiment": run.name,
+        "status": run.status,
+        "last_step": last_step,
+        "max_step": max_step,
+        "last_eval_step": evals.index.max() if len(evals) else None,
+        "last_eval_val_loss": evals["eval_val_loss"].iloc[-1] if len(evals) else None,
+        "tokens_per_s": recent["tokens_per_s"].median() if len(recent) else None,
+        "eta_s": left * recent["step_time_s"].median() if running else None,
+    }
+
+
+def list_runs(runs_dir: str | Path, names: list[str] | None = None) -> pd.DataFrame:
+    """Every run under runs_dir (results/runs/<preset>/), or those of `names`, those in progress
+    too: one row of run_summary each."""
+    dirs = (
+        sorted(Path(runs_dir).iterdir()) if names is None else [Path(runs_dir) / n for n in names]
+    )
+    rows = [run_summary(read_run(d)) for d in dirs if has_run(d)]
+    return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+def relative_improvement(loss: float | pd.Series, baseline: float | pd.Series):
+    """(L_baseline - L) / L_baseline (§3)."""
+    return (baseline - loss) / baseline
+
+
+def relative_improvement_curves(
+    runs: dict[str, Run],
+    baseline: str,
+    split: str = "val",
+    first_step: int = 1,
+    last_step: int | None = None,
+) -> pd.DataFrame:
+    """Relative improvement over the baseline at each evaluation step both runs have.
+
+    A long table: experiment, step, loss, baseline_loss, rel_improvement; steps in
+    [first_step, last_step] (the paper plots 1k..59k: step 0 is the untrained model).
+    """
+    base = runs[baseline].evals()[f"eval_{split}_loss"].rename("baseline_loss")
+    frames = []
+    for name, run in runs.items():
+        if name == baseline:
+            continue
+        both = pd.concat(
+            [run.evals()[f"eval_{split}_loss"].rename("loss"), base], axis=1, join="inner"
+        ).reset_index()
+        both.insert(0, "experiment", name)
+        frames.append(both)
+    columns = ["experiment", "step", "loss", "baseline_loss", "rel_improvement"]
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    curves = pd.concat(frames, ignore_index=True)
+    curves["rel_improvement"] = relative_improvement(curves["loss"], curves["baseline_loss"])
+    keep = curves["step"] >= first_step
+    if last_step is not None:
+        keep &= curves["step"] <= last_step
+    return curves.loc[keep, columns].reset_index(drop=True)
+
+
+def loss_curves(
+    runs: dict[str, Run], first_step: int = 1, last_step: int | None = None
+) -> pd.DataFrame:
+    """Evaluation losses of every run: experiment, step, split (train|val), loss."""
+    frames = []
+    for name, run in runs.items():
+        evals = run.evals().reset_index()
+        for split in ("train", "val"):
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "experiment": name,
+                        "step": evals["step"],
+                        "split": split,
+                        "loss": evals[f"eval_{split}_loss"],
+                    }
+                )
+            )
+    curves = pd.concat(frames, ignore_index=True)
+    keep = curves["step"] >= first_step
+    if last_step is not None:
+        keep &= curves["step"] <= last_step
+    return curves[keep].reset_index(drop=True)
+
+
+def recorded_configuration(
+    experiment: Experiment, run: Run | None, preset: Preset
+) -> tuple[dict, str]:
+    """The experiment's settings as the run recorded them (as the experiments file has them where
+    there is no run), and the keys in which the run differs from the files now ("" if none)."""
+    current = {
+        "query_mode": experiment.query_mode,
+        "mlp_ratio": experiment.mlp_ratio,
+        **asdict(experiment.optimizer),
+    }
+    if run is None:
+        return current, ""
+    # run.json's identity is in today's layout whichever version wrote it (repro.rundir).
+    recorded = {
+        **current,
+        **run.record.config.get("experiment", {}),
+        **run.record.identity.get("optimizer", {}),
+    }
+    now = RunConfig(preset, experiment).identity()
+    return recorded, "; ".join(identity_differences(run.record.identity, now))
+
+
+def scale_caveat(preset: Preset, config_dir: str | Path | None = None) -> str:
+    """Empty for a preset at the paper's scale (its model and training as the `paper` preset's),
+    else the words that say its numbers cannot test the paper, to print next to them."""
+    paper = load_preset("paper", config_dir)
+    if (preset.model, preset.train) == (paper.model, paper.train):
+        return ""
+    return (
+        f"preset {preset.name} is not the paper's scale: these numbers show that the "
+        f"pipeline runs, they cannot test the paper"
+    )
+
+
+def table1_row(
+    experiment: Experiment, run: Run | None, preset: Preset, baseline_loss: float
+) -> dict:
+    """One row of Table 1: the configuration the run was trained with, its loss at the table
+    step, the paper's numbers; config_differences names what the configuration files now say
+    otherwise (the run was trained before an edit: retrain it to report the new setting)."""
+    step = preset.report.table_step
+    loss = run.loss_at(step) if run is not None else math.nan
+    params = run.record.params if run is not None else {}
+    paper = experiment.paper
+    recorded, differences = recorded_configuration(experiment, run, preset)
+    return {
+        "experiment": experiment.name,
+        **{key: recorded[key] for key in TABLE1_COLUMNS[1:6]},
+        "non_embedding_params": params.get("non_embedding_params"),
+        "step": step,
+        "val_loss": loss,
+        "rel_improvement": relative_improvement(loss, baseline_loss),
+        "paper_val_loss": paper.val_loss if paper else None,
+        "paper_rel_improvement": paper.rel_improvement if paper else None,
+        "status": run.status if run is not None else "missing",
+        "preset": preset.name,
+        "config_differences": differences,
+    }
+
+
+def table1(
+    runs_dir: str | Path,
+    preset: str | Preset,
+    group: str = "table1",
+    config_dir: str | Path | None = None,
+    authors_runs_dir: str | Path | None = None,
+) -> pd.DataFrame:
+    """Table 1 (§3) from the runs under runs_dir: one row per experiment of the group.
+
+    The loss is the validation evaluation at the preset's report.table_step (59,000 on the paper
+    preset, the last evaluation on smoke); NaN where the run has no evaluation there
+    (missing, or diverged before it). With authors_runs_dir (runs imported from the authors'
+    artefacts, repro.authors.runs), their loss and relative improvement stand in authors_* columns.
+    """
+    if authors_runs_dir is not None:
+        table = table1(runs_dir, preset, group, config_dir)
+        theirs = table1(authors_runs_dir, preset, group, config_dir)
+        for column in ("val_loss", "rel_improvement", "status"):
+            table[f"authors_{column}"] = theirs[column]
+        return table
+    preset, experiments = load_config(preset, config_dir)
+    members = experiments.group(group)
+    runs = read_runs(runs_dir, [e.name for e in members])
+    base = runs.get(experiments.baseline)
+    baseline_loss = base.loss_at(preset.report.table_step) if base is not None else math.nan
+    rows = [table1_row(e, runs.get(e.name), preset, baseline_loss) for e in members]
+    table = pd.DataFrame(rows, columns=TABLE1_COLUMNS)
+    table["caveat"] = scale_caveat(preset, config_dir)
+    table["non_embedding_params"] = table["non_embedding_params"].astype("Int64")
+    return table

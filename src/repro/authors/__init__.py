@@ -1,0 +1,1 @@
+"""The authors' artefacts: their configurations' runs and their checkpoints."""

@@ -1,0 +1,263 @@
+"""The authors' released runs (docs/specification.md §8) as run directories of ours.
+
+Their train.py writes into out_config_<tiedw|untiedw>_<NAME>/: tensor.pt ((max_iters + 1, 3),
+column 0 the logged training loss of each step: the last micro-batch's loss of that step, 0 where
+nothing was logged), eval_train_tensor.pt and eval_val_tensor.pt ((max_iters // eval_interval + 1,
+3), row e the evaluation at step e * eval_interval: micro-batches, mean, std; zeros where none ran)
+and ckpt.pt (the model at its last evaluation; `model_args` holds its configuration).
+`import_authors_run` turns such a folder into metrics.csv and run.json (with source "authors"), the
+experiment being the one whose `source` names the folder's config. Imported runs are never trained.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from repro.analysis.results import read_run, relative_improvement
+from repro.authors.checkpoint import authors_model_config
+from repro.checkpoint import read_checkpoint
+from repro.config import Experiments, Preset, RunConfig
+from repro.config.experiments import source_of
+from repro.errors import ReproError
+from repro.files import read_json
+from repro.perf.cost import model_size
+from repro.rundir import (
+    METRICS_CSV,
+    RUN_JSON,
+    MetricsLog,
+    RunRecord,
+    code_version,
+    identity_differences,
+    read_record,
+)
+from repro.step import learning_rate
+
+AUTHORS = "authors"  # RunRecord.source of an imported run
+TRAIN_TENSOR = "tensor.pt"
+EVAL_TENSORS = {"train": "eval_train_tensor.pt", "val": "eval_val_tensor.pt"}
+CHECKPOINT = "ckpt.pt"
+CHECKPOINT_TABLE_COLUMNS = [
+    "experiment",
+    "authors_config",
+    "checkpoint_step",
+    "val_loss_at_checkpoint_step",
+    "logged_val_loss_at_checkpoint_step",
+    "table_step",
+    "val_loss_at_table_step",
+    "logged_val_loss_at_table_step",
+    "paper_val_loss",
+    "paper_rel_improvement",
+]
+
+
+class AuthorsError(ReproError):
+    """An authors' folder that cannot be imported as asked; the message names the file."""
+
+
+def read_tensor(path: Path, rows: int) -> torch.Tensor:
+    """One of their loss tensors, checked to be (rows, 3)."""
+    if not path.exists():
+        raise AuthorsError(f"{path}: no such file")
+    tensor = read_checkpoint(path)
+    if not isinstance(tensor, torch.Tensor) or tuple(tensor.shape) != (rows, 3):
+        shape = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+        raise AuthorsError(f"{path}: shape {shape}, expected ({rows}, 3) for this configuration")
+    return tensor.double()
+
+
+def authors_settings(model_args: dict) -> dict:
+    """The optimiser and schedule of their model_args, in our names (their defaults as in A
+    train.py: warm-up 2000, decay and last step 600000, min_lr = learning_rate / 10)."""
+    lr = model_args.get("learning_rate", 6e-4)
+    return {
+        "lr_max": lr,
+        "lr_min": model_args.get("min_lr", lr / 10),
+        "weight_decay": model_args.get("weight_decay", 0.1),
+        "warmup_steps": model_args.get("warmup_iters", 2000),
+        "decay_steps": model_args.get("lr_decay_iters", 600000),
+        "max_step": model_args.get("max_iters", 600000),
+    }
+
+
+def _comparable(run: RunConfig, model_args: dict | None) -> tuple[dict, dict]:
+    """Ours and theirs as two dicts that agree when the run is the one they trained."""
+
+    def model(config):
+        return asdict(replace(config, query_scale=round(config.resolved_query_scale, 9)))
+
+    ours = {
+        "model": model(run.model),
+        "settings": asdict(run.optimizer)
+        | {k: getattr(run.train, k) for k in ("warmup_steps", "decay_steps", "max_step")},
+    }
+    if model_args is None:
+        return ours, ours
+    return ours, {
+        "model": model(authors_model_config(model_args)),
+        "settings": authors_settings(model_args),
+    }
+
+
+def check_configuration(folder: Path, run: RunConfig, model_args: dict | None) -> None:
+    """Refuse an experiment that is not what their ckpt.pt says they trained."""
+    ours, theirs = _comparable(run, model_args)
+    differences = [d for d in identity_differences(theirs, ours) if not _close(d, theirs, ours)]
+    if differences:
+        raise AuthorsError(
+            f"{folder / CHECKPOINT}: model_args differ from experiment "
+            f"{run.experiment.name} ({'; '.join(differences)})"
+        )
+
+
+def _close(difference: str, theirs: dict, ours: dict) -> bool:
+    """Floats equal to 9 significant digits (their configs compute some, e.g. 6e-4/sqrt(1.125))."""
+    section, key = difference.split(":")[0].split(".")
+    a, b = theirs[section].get(key), ours[section].get(key)
+    return isinstance(a, float) and isinstance(b, float) and math.isclose(a, b, rel_tol=1e-9)
+
+
+def metric_rows(train_losses: torch.Tensor, evals: dict, run: RunConfig) -> list[dict]:
+    """metrics.csv rows, one per step up to the last one logged or evaluated."""
+    t, opt, per_step = run.train, run.optimizer, run.preset.tokens_per_step
+    logged = [s for s, loss in enumerate(train_losses[:, 0].tolist()) if loss != 0]
+    evaluated = {e * t.eval_interval for e in range(len(evals["val"])) if evals["val"][e, 0] > 0}
+    rows = []
+    for step in range(max([*logged, *evaluated], default=-1) + 1):
+        loss = train_losses[step, 0].item()
+        row = {
+            "step": step,
+            "tokens_seen": (step + 1) * per_step,
+            "lr": learning_rate(step, opt.lr_max, opt.lr_min, t.warmup_steps, t.decay_steps),
+            "train_loss": loss if loss != 0 else None,
+        }
+        if step in evaluated:
+            for split, tensor in evals.items():
+                row[f"eval_{split}_loss"], row[f"eval_{split}_std"] = tensor[
+                    step // t.eval_interval, 1:
+                ].tolist()
+        rows.append(row)
+    return rows
+
+
+def _diverged_step(rows: list[dict], ceiling: float | None) -> int | None:
+    for row in rows:
+        loss = row["train_loss"]
+        if loss is not None and (not math.isfinite(loss) or (ceiling and loss > ceiling)):
+            return row["step"]
+    return None
+
+
+def _refuse_overwrite(out: Path) -> None:
+    if (out / RUN_JSON).exists() and read_record(out).source != AUTHORS:
+        raise AuthorsError(
+            f"{out / RUN_JSON} holds a run trained here; refusing to overwrite "
+            f"it with an imported one: use another --out"
+        )
+
+
+def import_authors_run(
+    folder: Path, out: Path, preset: Preset, experiments: Experiments, experiment: str | None = None
+) -> RunRecord:
+    """Their folder -> out/metrics.csv and out/run.json (source "authors"); the record."""
+    folder, out = Path(folder), Path(out)
+    source = source_of(folder)
+    chosen = experiments[experiment] if experiment else experiments.by_source(source or "")
+    if chosen is None:
+        raise AuthorsError(
+            f"{folder}: no experiment of {experiments.source} has source "
+            f"{source!r}; name one with --experiment"
+        )
+    run = RunConfig(preset, chosen)
+    t = run.train
+    has_checkpoint = (folder / CHECKPOINT).exists()
+    state = read_checkpoint(folder / CHECKPOINT, mmap=True) if has_checkpoint else None
+    check_configuration(folder, run, state and state["model_args"])
+    train_losses = read_tensor(folder / TRAIN_TENSOR, t.max_step + 1)
+    evals = {
+        split: read_tensor(folder / name, t.max_step // t.eval_interval + 1)
+        for split, name in EVAL_TENSORS.items()
+    }
+    rows = metric_rows(train_losses, evals, run)
+    out.mkdir(parents=True, exist_ok=True)
+    _refuse_overwrite(out)
+    metrics = MetricsLog(out / METRICS_CSV, 0)
+    for row in rows:
+        metrics.append(row)
+    metrics.close()
+    diverged = _diverged_step(rows, t.loss_ceiling)
+    final = evals["val"][-1, 0] > 0
+    size = model_size(run.model)
+    record = RunRecord(
+        status="diverged" if diverged is not None else "completed" if final else "stopped",
+        preset=preset.name,
+        experiment=chosen.name,
+        identity=run.identity(),
+        config=run.to_dict(),
+        tokens_per_step=preset.tokens_per_step,
+        params={k: size[k] for k in ("total_params", "non_embedding_params")},
+        last_step=rows[-1]["step"] if rows else None,
+        diverged_step=diverged,
+        data={
+            "authors_folder": str(folder),
+            "authors_config": source,
+            "checkpoint_step": state and state.get("iter_num"),
+        },
+        **code_version(),
+        source=AUTHORS,
+    )
+    record.write(out)
+    return record
+
+
+def checkpoint_table(
+    evaluations_dir: Path,
+    authors_runs_dir: Path,
+    preset: Preset,
+    experiments: Experiments,
+    group: str = "table1",
+) -> pd.DataFrame:
+    """Table 1 recomputed from the authors' checkpoints on our token files and indices.
+
+    evaluations_dir holds `repro evaluate --json` of each one's ckpt.pt twice: at its own step
+    (<name>.checkpoint-step.json: equal to their logged loss there if our token files and
+    indices are theirs) and on the sequences of the table step (<name>.table-step.json: their
+    ckpt.pt is the step-60,000 model, so this is not their step-59,000 model). Beside them: their
+    logged loss at both steps (from the imported run) and the paper's numbers."""
+    rows = []
+    for e in experiments.group(group):
+        paths = {
+            k: Path(evaluations_dir) / f"{e.name}.{k}-step.json" for k in ("checkpoint", "table")
+        }
+        if not all(path.exists() for path in paths.values()):
+            continue
+        own, table = (read_json(paths[k], AuthorsError) for k in ("checkpoint", "table"))
+        logged = read_run(Path(authors_runs_dir) / e.name)
+        rows.append(
+            {
+                "experiment": e.name,
+                "authors_config": e.source,
+                "checkpoint_step": own["step"],
+                "val_loss_at_checkpoint_step": own["eval_val_loss"],
+                "logged_val_loss_at_checkpoint_step": logged.loss_at(own["step"]),
+                "table_step": table["step"],
+                "val_loss_at_table_step": table["eval_val_loss"],
+                "logged_val_loss_at_table_step": logged.loss_at(table["step"]),
+                "paper_val_loss": e.paper.val_loss if e.paper else None,
+                "paper_rel_improvement": e.paper.rel_improvement if e.paper else None,
+            }
+        )
+    frame = pd.DataFrame(rows, columns=CHECKPOINT_TABLE_COLUMNS)
+    base = frame.loc[frame["experiment"] == experiments.baseline, "val_loss_at_table_step"]
+    frame.insert(
+        7,
+        "rel_improvement",
+        relative_improvement(
+            frame["val_loss_at_table_step"], base.iloc[0] if len(base) else math.nan
+        ),
+    )
+    return frame

@@ -1,0 +1,320 @@
+"""Run configuration: a preset (the scale) + an experiment (what is compared), as typed objects.
+
+YAML data under config/, validated by repro/schemas on load; the objects mirror the YAML's sections.
+A run's identity is derived from what training computes with (model, train and optimiser settings);
+`runtime`, `report` and `resources` are not in it. No torch here: the workflow imports this while
+it is parsed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from repro.config.experiments import (  # noqa: F401 (re-exported: the experiments' side of a run)
+    Experiment,
+    Experiments,
+    OptimizerSettings,
+    PaperResult,
+    parse_experiments,
+)
+from repro.config.relations import check_divides, check_experiment, check_preset
+from repro.config.schema import ConfigError, load
+
+QUERY_MODES = ("linear", "identity", "residual_gelu", "residual_linear")
+CORPORA = ("openwebtext", "python-docs")
+# The default loss ceiling: a nat above a uniform guess (an untrained GPT-2: ln(50304) = 10.83).
+LOSS_MARGIN = 1.0
+
+
+def config_dir(explicit: str | os.PathLike | None = None) -> Path:
+    """Where presets and experiments are read from: `explicit`, else $REPRO_CONFIG_DIR, else the
+    working directory's config/ when it has one, else the config/ of the checkout installed."""
+    if explicit is not None:
+        return Path(explicit)
+    if "REPRO_CONFIG_DIR" in os.environ:
+        return Path(os.environ["REPRO_CONFIG_DIR"])
+    if Path("config", "presets").is_dir():
+        return Path("config")
+    return Path(__file__).resolve().parents[2] / "config"
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Everything the model's shape and function depend on (docs/specification.md §1)."""
+
+    n_layer: int = 12
+    n_head: int = 12
+    d_model: int = 768
+    block_size: int = 1024
+    vocab_size: int = 50304
+    mlp_hidden: int = 3072
+    query_mode: str = "linear"
+    tie_embeddings: bool = True  # the paper ties; the authors' predecessor runs also untied
+    # q is multiplied by query_scale before the usual 1/sqrt(head_size) attention scale.
+    # None means the mode's own: 1/2 for the residual modes (eq. 2: q = (x + f(x)) / 2), else 1.
+    query_scale: float | None = None
+
+    def __post_init__(self):
+        if self.query_mode not in QUERY_MODES:
+            raise ConfigError(
+                f"query_mode {self.query_mode!r} is not one of {', '.join(QUERY_MODES)}"
+            )
+        check_divides("model", "n_head", self.n_head, "d_model", self.d_model)
+
+    @property
+    def head_size(self) -> int:
+        return self.d_model // self.n_head
+
+    @property
+    def query_hidden(self) -> int:
+        return self.d_model // 2  # r = d/2 (eq. 3)
+
+    @property
+    def resolved_query_scale(self) -> float:
+        if self.query_scale is not None:
+            return self.query_scale
+        return 0.5 if self.query_mode.startswith("residual") else 1.0
+
+    @property
+    def has_linear_query(self) -> bool:
+        return self.query_mode in ("linear", "residual_linear")
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A preset's `model` section: the sizes every experiment at that scale shares."""
+
+    n_layer: int
+    n_head: int
+    d_model: int
+    block_size: int
+    vocab_size: int
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """A preset's `train` section: steps, batch, schedule, evaluation, AdamW constants, seeds."""
+
+    max_step: int
+    batch_size: int  # sequences per optimiser step
+    warmup_steps: int
+    decay_steps: int
+    eval_interval: int
+    eval_sequences: int  # per evaluation and split
+    eval_micro_batch: int  # sequences per evaluation forward pass (the paper's micro-batch, 12)
+    eval_rows: int
+    grad_clip: float
+    beta1: float
+    beta2: float
+    adam_eps: float
+    loss_ceiling: float | None
+    init_seed: int
+    index_seed: int
+
+    @property
+    def eval_batches(self) -> int:
+        return self.eval_sequences // self.eval_micro_batch
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """A preset's `runtime` section: how this machine runs, never what is computed."""
+
+    device: str
+    compile: str | bool
+    train_micro_batch: int | str | None  # per training forward pass; None = eval_micro_batch
+    log_interval: int
+    checkpoint_interval: int
+    loss_chunks: int
+
+
+@dataclass(frozen=True)
+class Report:
+    """A preset's `report` section: what the tables read from the runs."""
+
+    table_step: int
+
+
+@dataclass(frozen=True)
+class Resources:
+    """A preset's `resources` section: what one training job asks a cluster scheduler for."""
+
+    mem_mb: int
+    runtime: int  # minutes
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    source: str
+    corpus: str
+    model: ModelShape
+    train: TrainSettings
+    runtime: Runtime
+    report: Report
+    resources: Resources
+    description: str = ""
+    seed: int = 0  # train's seeds are this seed's (with_seed); 0: the YAML's, the paper's
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.train.batch_size * self.model.block_size
+
+    @property
+    def train_micro_batch(self) -> int:
+        """This machine's micro-batch; the evaluation's until `auto` is resolved on a GPU."""
+        chosen = self.runtime.train_micro_batch
+        return chosen if isinstance(chosen, int) else self.train.eval_micro_batch
+
+    @property
+    def accumulation(self) -> int:
+        """Micro-batches per optimiser step at this machine's train_micro_batch."""
+        return self.train.batch_size // self.train_micro_batch
+
+    def with_train_micro_batch(self, micro_batch: int) -> "Preset":
+        """This preset with another training micro-batch (`repro train --train-micro-batch`)."""
+        check_divides(
+            f"preset {self.name}",
+            "train_micro_batch",
+            micro_batch,
+            "train.batch_size",
+            self.train.batch_size,
+        )
+        return self.with_runtime(train_micro_batch=micro_batch)
+
+    def with_runtime(self, **settings) -> "Preset":
+        """This preset with other runtime settings (command-line overrides); None keeps one."""
+        changed = {k: v for k, v in settings.items() if v is not None}
+        return replace(self, runtime=replace(self.runtime, **changed))
+
+    def with_seed(self, seed: int) -> "Preset":
+        """This preset at seed k: indices drawn with index_seed + k, the model initialised with
+        init_seed + k (seed 0: the YAML's, the paper's 42 and 1337). The one place seeds derive."""
+        if seed < 0:
+            raise ConfigError(f"seed {seed}: seeds are 0, 1, 2, ...")
+        t, shift = self.train, seed - self.seed
+        return replace(
+            self,
+            seed=seed,
+            train=replace(t, init_seed=t.init_seed + shift, index_seed=t.index_seed + shift),
+        )
+
+
+def seed_dir(base: str | os.PathLike, seed: int | str) -> str:
+    """Where seed k's runs (or indices) of a preset are: `base` for seed 0, base/seed<k> else."""
+    return str(base) if str(seed) == "0" else os.path.join(base, f"seed{seed}")
+
+
+def _preset_path(name_or_path: str, directory: Path) -> Path:
+    if name_or_path.endswith((".yaml", ".yml")) or os.sep in name_or_path:
+        return Path(name_or_path)
+    path = directory / "presets" / f"{name_or_path}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in (directory / "presets").glob("*.yaml"))
+        raise ConfigError(f"unknown preset {name_or_path!r} (no {path}; known: {', '.join(known)})")
+    return path
+
+
+def load_preset(name_or_path: str, directory: str | os.PathLike | None = None) -> Preset:
+    """A preset by name (<config dir>/presets/NAME.yaml) or by path to a YAML file."""
+    path = _preset_path(name_or_path, config_dir(directory))
+    data = load(path, "preset.schema.yaml")
+    preset = Preset(
+        name=path.stem,
+        source=str(path),
+        corpus=data["corpus"],
+        model=ModelShape(**data["model"]),
+        train=TrainSettings(**data["train"]),
+        runtime=Runtime(**data["runtime"]),
+        report=Report(**data["report"]),
+        resources=Resources(**data["resources"]),
+        description=data.get("description", ""),
+    )
+    check_preset(path, preset)
+    return preset
+
+
+def load_experiments(
+    path: str | os.PathLike | None = None, directory: str | os.PathLike | None = None
+) -> Experiments:
+    """The experiments file: `path`, else <config dir>/experiments.yaml."""
+    path = Path(path) if path else config_dir(directory) / "experiments.yaml"
+    experiments = parse_experiments(load(path, "experiments.schema.yaml"), path)
+    for experiment in experiments.by_name.values():
+        check_experiment(path, experiment.name, experiment.optimizer)
+    return experiments
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One training run: a preset (scale) and an experiment (what is compared)."""
+
+    preset: Preset
+    experiment: Experiment
+
+    @property
+    def model(self) -> ModelConfig:
+        """The preset's shape with the experiment's `model:` overrides (width, tying, scale)."""
+        e = self.experiment
+        shape = asdict(self.preset.model) | e.model
+        return ModelConfig(
+            **shape, mlp_hidden=int(shape["d_model"] * e.mlp_ratio), query_mode=e.query_mode
+        )
+
+    @property
+    def train(self) -> TrainSettings:
+        """The preset's training settings with the experiment's `train:` overrides (schedule)."""
+        return replace(self.preset.train, **self.experiment.train)
+
+    @property
+    def seed(self) -> int:
+        return self.preset.seed
+
+    @property
+    def optimizer(self) -> OptimizerSettings:
+        return self.experiment.optimizer
+
+    @property
+    def loss_ceiling(self) -> float:
+        """A higher train loss ends the run: train.loss_ceiling, else ln(vocab) + LOSS_MARGIN."""
+        ceiling = self.train.loss_ceiling
+        return math.log(self.model.vocab_size) + LOSS_MARGIN if ceiling is None else ceiling
+
+    @property
+    def effective_preset(self) -> Preset:
+        """The preset with the experiment's train overrides: what its indices must cover."""
+        return replace(self.preset, train=self.train)
+
+    def identity(self) -> dict:
+        """What makes two runs the same run: what the training computes with, nothing else."""
+        return {
+            "model": asdict(self.model),
+            "train": asdict(self.train),
+            "optimizer": asdict(self.optimizer),
+        }
+
+    def to_dict(self) -> dict:
+        return {"preset": asdict(self.preset), "experiment": asdict(self.experiment)}
+
+
+def load_run(
+    preset: str,
+    experiment: str,
+    experiments_file: str | os.PathLike | None = None,
+    directory: str | os.PathLike | None = None,
+    seed: int = 0,
+) -> RunConfig:
+    experiments = load_experiments(experiments_file, directory)
+    return RunConfig(load_preset(preset, directory).with_seed(seed), experiments[experiment])
+
+
+def load_config(
+    preset: str | Preset, directory: str | os.PathLike | None = None
+) -> tuple[Preset, Experiments]:
+    """The preset (a name, a YAML path or a Preset) and the experiments of a config directory."""
+    if not isinstance(preset, Preset):
+        preset = load_preset(preset, directory)
+    return preset, load_experiments(directory=directory)

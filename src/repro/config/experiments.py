@@ -1,0 +1,128 @@
+"""The experiments file as typed objects: what each experiment changes, its groups and roles.
+
+An experiment names a query mode, an MLP ratio and optimiser settings; it may also override the
+preset's model (width, tied embeddings, attention scale) and schedule (max_step, decay_steps), as
+some of the authors' configurations do, and name the authors' configuration file it comes from
+(`source`, docs/specification.md §8.3). No torch here: the workflow imports this while parsing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from repro.config.schema import ConfigError
+
+# The authors' train.py writes config_<tiedw|untiedw>_NAME.py's run into out_config_..._NAME/.
+FOLDER_PREFIXES = {"out_config_tiedw_": "tied/", "out_config_untiedw_": "untied/"}
+
+
+@dataclass(frozen=True)
+class OptimizerSettings:
+    """An experiment's learning-rate endpoints and weight decay (docs/specification.md §2)."""
+
+    lr_max: float
+    lr_min: float
+    weight_decay: float
+
+
+@dataclass(frozen=True)
+class PaperResult:
+    """What the paper reports for an experiment at step 59,000 (docs/specification.md §3)."""
+
+    val_loss: float
+    rel_improvement: float
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    query_mode: str
+    mlp_ratio: float
+    optimizer: OptimizerSettings
+    description: str = ""
+    paper: PaperResult | None = None
+    source: str | None = None  # the authors' config, e.g. "tied/original" (§8.3)
+    model: dict = field(default_factory=dict)  # overrides of the preset's model section
+    train: dict = field(default_factory=dict)  # overrides of the preset's train section
+
+
+@dataclass(frozen=True)
+class Experiments:
+    """Every experiment of the experiments file, its groups, the baseline and the claims' roles."""
+
+    source: str
+    by_name: dict[str, Experiment]
+    groups: dict[str, list[str]]
+    baseline: str
+    claims: dict[str, str]
+
+    def __getitem__(self, name: str) -> Experiment:
+        try:
+            return self.by_name[name]
+        except KeyError:
+            raise ConfigError(
+                f"{self.source}: unknown experiment {name!r} "
+                f"(known: {', '.join(sorted(self.by_name))})"
+            ) from None
+
+    def group(self, name: str) -> list[Experiment]:
+        if name not in self.groups:
+            raise ConfigError(
+                f"{self.source}: groups: unknown group {name!r} "
+                f"(known: {', '.join(sorted(self.groups))})"
+            )
+        return [self[n] for n in self.groups[name]]
+
+    def by_source(self, source: str) -> Experiment | None:
+        """The experiment made from the authors' config `source` (e.g. "tied/original")."""
+        return next((e for e in self.by_name.values() if e.source == source), None)
+
+
+def parse_experiments(data: dict, path: Path) -> Experiments:
+    """The validated YAML of an experiments file -> Experiments; unknown names are refused."""
+    by_name = {}
+    for name, e in data["experiments"].items():
+        paper = PaperResult(**e["paper"]) if "paper" in e else None
+        by_name[name] = Experiment(
+            name=name,
+            query_mode=e["query_mode"],
+            mlp_ratio=e["mlp_ratio"],
+            paper=paper,
+            optimizer=OptimizerSettings(e["lr_max"], e["lr_min"], e["weight_decay"]),
+            description=e.get("description", ""),
+            source=e.get("source"),
+            model=e.get("model", {}),
+            train=e.get("train", {}),
+        )
+    named = [(f"groups.{g}", n) for g, names in data["groups"].items() for n in names]
+    named += [("baseline", data["baseline"])]
+    named += [(f"claims.{role}", name) for role, name in data["claims"].items()]
+    for where, name in named:
+        if name not in by_name:
+            raise ConfigError(f"{path}: {where}: unknown experiment {name!r}")
+    sources = [e.source for e in by_name.values() if e.source]
+    if len(sources) != len(set(sources)):
+        twice = sorted({s for s in sources if sources.count(s) > 1})
+        raise ConfigError(f"{path}: source {twice[0]!r} is named by two experiments")
+    return Experiments(
+        source=str(path),
+        by_name=by_name,
+        groups=data["groups"],
+        baseline=data["baseline"],
+        claims=data["claims"],
+    )
+
+
+def source_of(folder: str | Path) -> str | None:
+    """The authors' config an output folder of theirs comes from ("tied/NAME"), or None."""
+    name = Path(folder).name
+    for prefix, kind in FOLDER_PREFIXES.items():
+        if name.startswith(prefix):
+            return kind + name[len(prefix) :]
+    return None
+
+
+def authors_folders(artefacts: str | Path) -> list[Path]:
+    """The run folders (out_config_*) of a downloaded artefacts folder, sorted."""
+    return sorted(p for p in Path(artefacts).iterdir() if p.is_dir() and source_of(p))

@@ -1,0 +1,60 @@
+"""Checks between a configuration's values, which the JSON schemas cannot express.
+
+Each value can be valid alone and the run still break hours in: warm-up as long as the decay
+divides by zero in the schedule, a table step that is never evaluated gives Table 1 a NaN. These
+checks run when a preset or an experiment is loaded, before anything is computed.
+"""
+
+from __future__ import annotations
+
+from repro.config.schema import ConfigError
+
+
+def check_divides(source, key: str, value: int, other_key: str, other: int) -> None:
+    if value < 1 or other % value:
+        raise ConfigError(f"{source}: {key}: {value} does not divide {other_key} = {other}")
+
+
+def check_preset(source, preset) -> None:
+    """The relations between a Preset's values (repro.config.Preset)."""
+    t = preset.train
+    for key in ("batch_size", "eval_sequences"):
+        check_divides(
+            source, "train.eval_micro_batch", t.eval_micro_batch, f"train.{key}", getattr(t, key)
+        )
+    check_divides(
+        source, "model.n_head", preset.model.n_head, "model.d_model", preset.model.d_model
+    )
+    check_divides(
+        source,
+        "runtime.train_micro_batch",
+        preset.train_micro_batch,
+        "train.batch_size",
+        t.batch_size,
+    )
+    if t.warmup_steps >= t.decay_steps:
+        raise ConfigError(
+            f"{source}: train.warmup_steps: {t.warmup_steps} must be less than "
+            f"train.decay_steps = {t.decay_steps}"
+        )
+    step = preset.report.table_step
+    if step > t.max_step or step % t.eval_interval:
+        raise ConfigError(
+            f"{source}: report.table_step: {step} is not an evaluation step "
+            f"(a multiple of train.eval_interval = {t.eval_interval} up to "
+            f"train.max_step = {t.max_step})"
+        )
+    if t.eval_rows <= t.max_step // t.eval_interval:
+        raise ConfigError(
+            f"{source}: train.eval_rows: {t.eval_rows} rows, the run evaluates "
+            f"{t.max_step // t.eval_interval + 1} times"
+        )
+
+
+def check_experiment(source, name: str, optimizer) -> None:
+    """The relations between an experiment's values (repro.config.OptimizerSettings)."""
+    if optimizer.lr_min > optimizer.lr_max:
+        raise ConfigError(
+            f"{source}: experiments.{name}.lr_min: {optimizer.lr_min} is more than "
+            f"lr_max = {optimizer.lr_max}"
+        )

@@ -1,0 +1,1 @@
+"""The data side: corpus, preparation, tokenizer, token files, fixed batch indices, batches."""

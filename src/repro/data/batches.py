@@ -1,0 +1,170 @@
+"""What the training loop reads: (inputs, targets) micro-batches at the fixed indices.
+
+Batches opens a run's token files and index files once, checks them against each other and against
+the preset, and gathers micro-batches from the memory-mapped tokens; DeviceBatches moves training
+micro-batches to the device one ahead of the compute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from repro.config import Preset
+from repro.data.indices import ARRAYS, SIDECAR, IndicesError, read_sidecar
+from repro.data.tokens import read_manifest, token_files, token_memmap
+from repro.files import file_sha256
+
+
+def check_indices(
+    sidecar: dict, indices_dir: Path, manifest: dict, data_dir: Path, preset: Preset
+) -> None:
+    """Refuse indices drawn for other token files, or too few / wrongly shaped for the preset."""
+    ours = token_files(manifest)
+    for split, drawn_for in sidecar["token_files"].items():
+        if drawn_for != ours[split]:
+            raise IndicesError(
+                f"{indices_dir / SIDECAR} was drawn for a {split}.bin of "
+                f"{drawn_for['tokens']} tokens "
+                f"(sha256 {drawn_for['sha256'][:12]}), but {data_dir / (split + '.bin')} has "
+                f"{ours[split]['tokens']} tokens (sha256 {ours[split]['sha256'][:12]}); "
+                f"draw the indices again for these token files"
+            )
+    t = preset.train
+    needed = {
+        "block_size": preset.model.block_size,
+        "sequences_per_step": t.batch_size,
+        "eval_sequences": t.eval_sequences,
+        "seed": t.index_seed,
+    }
+    for key, value in needed.items():
+        if sidecar[key] != value:
+            raise IndicesError(
+                f"{indices_dir / SIDECAR}: {key} is {sidecar[key]}, "
+                f"preset {preset.name} needs {value}"
+            )
+    if sidecar["train_rows"] < t.max_step + 1:
+        raise IndicesError(
+            f"{indices_dir / SIDECAR}: train_rows is {sidecar['train_rows']}, "
+            f"preset {preset.name} runs {t.max_step + 1} steps"
+        )
+    if sidecar["eval_rows"] <= t.max_step // t.eval_interval:
+        evaluations = t.max_step // t.eval_interval + 1
+        raise IndicesError(
+            f"{indices_dir / SIDECAR}: eval_rows is {sidecar['eval_rows']}, "
+            f"preset {preset.name} evaluates {evaluations} times"
+        )
+
+
+def read_starts(indices_dir: Path, name: str, sidecar: dict, tokens: int) -> np.ndarray:
+    """One index file, memory-mapped, after checking it is the file the sidecar records (SHA-256)
+    and that its starts fit it and the token file: shape, int64, every window inside the tokens."""
+    path = indices_dir / f"{name}.npy"
+    if not path.exists():
+        raise IndicesError(f"{path}: no such file (listed in {SIDECAR}); draw the indices again")
+    if file_sha256(path) != sidecar["sha256"].get(path.name):
+        raise IndicesError(
+            f"{path}: SHA-256 differs from the one {SIDECAR} records: not the file "
+            f"drawn with it; draw the indices again with `repro indices`"
+        )
+    try:
+        starts = np.load(path, mmap_mode="r")
+    except (ValueError, OSError, EOFError) as e:
+        raise IndicesError(f"{path}: not a NumPy array file ({e})") from None
+    rows = sidecar["train_rows"] if name == "train" else sidecar["eval_rows"]
+    columns = sidecar["sequences_per_step"] if name == "train" else sidecar["eval_sequences"]
+    if starts.dtype != np.int64 or starts.shape != (rows, columns):
+        raise IndicesError(
+            f"{path}: {starts.dtype} array of shape {starts.shape}, {SIDECAR} "
+            f"says int64 of shape {(rows, columns)}"
+        )
+    last = tokens - sidecar["block_size"] - 1  # the last start whose window fits the tokens
+    if starts.size and (starts.min() < 0 or starts.max() > last):
+        raise IndicesError(
+            f"{path}: starts from {starts.min()} to {starts.max()}, outside "
+            f"0..{last} for {tokens} tokens"
+        )
+    return starts
+
+
+@dataclass
+class Batches:
+    """Gathers (inputs, targets) micro-batches from the token memmaps at the fixed indices."""
+
+    starts: dict[str, np.ndarray]
+    tokens: dict[str, np.memmap]
+    block_size: int
+    eval_micro_batch: int  # the preset's train.eval_micro_batch
+    train_micro_batch: int  # this machine's (Preset.train_micro_batch)
+    manifest: dict = field(default_factory=dict)  # the token files' and the indices' metadata,
+    sidecar: dict = field(default_factory=dict)  # for run.json
+
+    @classmethod
+    def open(cls, data_dir: Path, indices_dir: Path, preset: Preset) -> "Batches":
+        """Read the manifest and the sidecar once, check them against each other and the preset."""
+        data_dir, indices_dir = Path(data_dir), Path(indices_dir)
+        manifest = read_manifest(data_dir)
+        sidecar = read_sidecar(indices_dir)
+        check_indices(sidecar, indices_dir, manifest, data_dir, preset)
+        train, val = (token_memmap(data_dir, manifest, split) for split in ("train", "val"))
+        tokens = {"train": len(train), "eval_train": len(train), "eval_val": len(val)}
+        starts = {name: read_starts(indices_dir, name, sidecar, tokens[name]) for name in ARRAYS}
+        return cls(
+            starts,
+            {"train": train, "eval_train": train, "eval_val": val},
+            preset.model.block_size,
+            preset.train.eval_micro_batch,
+            preset.train_micro_batch,
+            manifest,
+            sidecar,
+        )
+
+    def window(self, stream: str, row: int, micro_step: int) -> torch.Tensor:
+        """Micro-batch `micro_step` of row `row` of a stream, columns [k*mb, (k+1)*mb), as the
+        (mb, block_size + 1) token windows that hold both inputs and targets."""
+        mb = self.train_micro_batch if stream == "train" else self.eval_micro_batch
+        starts = np.asarray(self.starts[stream][row, micro_step * mb : (micro_step + 1) * mb])
+        # One fancy-indexed read of every (sequence, position) pair: no Python loop per sequence.
+        window = self.tokens[stream][starts[:, None] + np.arange(self.block_size + 1)]
+        return torch.from_numpy(window.astype(np.int64))
+
+    def get(self, stream: str, row: int, micro_step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return inputs_targets(self.window(stream, row, micro_step))
+
+
+def inputs_targets(window: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return window[:, :-1], window[:, 1:]
+
+
+class DeviceBatches:
+    """Training micro-batches on the device. On CUDA each one is gathered into pinned memory and
+    copied on a side stream one micro-batch ahead, so that the copy overlaps the current
+    micro-batch's compute and the host never waits for the device."""
+
+    def __init__(self, batches: Batches, device: torch.device):
+        self.batches, self.device = batches, device
+        self.copy_stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+
+    def _fetch(self, row: int, micro_step: int) -> torch.Tensor:
+        window = self.batches.window("train", row, micro_step)
+        if self.copy_stream is None:
+            return window.to(self.device)
+        with torch.cuda.stream(self.copy_stream):
+            return window.pin_memory().to(self.device, non_blocking=True)
+
+    def step(self, row: int, micro_steps: range):
+        """Yield the (inputs, targets) micro-batches `micro_steps` of one optimiser step (all of
+        them, or a DDP rank's share), fetching one ahead."""
+        ahead = self._fetch(row, micro_steps[0])
+        for k in micro_steps:
+            window = ahead
+            if self.copy_stream is not None:  # compute waits for this copy only, not the next one
+                compute = torch.cuda.current_stream(self.device)
+                compute.wait_stream(self.copy_stream)
+                window.record_stream(compute)  # its memory is the compute stream's to free
+            if k + 1 < micro_steps.stop:
+                ahead = self._fetch(row, k + 1)
+            yield inputs_targets(window)

@@ -1,0 +1,115 @@
+"""The fixed batch indices: every model sees the same sequences at every step.
+
+docs/specification.md §6 gives the authors' procedure.
+
+Drawn exactly as the authors' Generate_Indices notebook: torch's CPU generator seeded 42, train
+starts of shape (rows, sequences per step); then a fresh generator seeded 42 for the eval-train
+and eval-val starts, (eval_rows, eval_sequences) each. A start i gives inputs [i, i+T) and
+targets [i+1, i+T+1). A JSON sidecar names the token files the starts were drawn for and the
+index files' hashes; repro.data.batches reads both back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from repro.config import Preset
+from repro.data.tokens import read_manifest, token_files
+from repro.errors import ReproError
+from repro.files import atomic_write, file_sha256, read_json, write_json
+
+ARRAYS = ("train", "eval_train", "eval_val")
+SIDECAR = "indices.json"
+
+
+class IndicesError(ReproError):
+    """Index files that cannot serve a run; the message names the files."""
+
+
+def draw_indices(
+    train_tokens: int,
+    val_tokens: int,
+    *,
+    train_rows: int,
+    sequences_per_step: int,
+    eval_rows: int,
+    eval_sequences: int,
+    block_size: int,
+    seed: int = 42,
+) -> dict[str, np.ndarray]:
+    """The authors' draws. torch's CPU generator fills row by row, so drawing only the first
+    `train_rows` of their 600,000 gives the same rows. Their second draw from the first generator
+    (val starts for training, never used) is skipped: nothing drawn later depends on it."""
+    generator = torch.Generator().manual_seed(seed)
+    train = torch.randint(
+        train_tokens - block_size, (train_rows, sequences_per_step), generator=generator
+    )
+    # The eval arrays come from a fresh generator and must be drawn at their full shape: the
+    # eval-val stream starts where the eval-train draw ends.
+    generator = torch.Generator().manual_seed(seed)
+    eval_train = torch.randint(
+        train_tokens - block_size, (eval_rows, eval_sequences), generator=generator
+    )
+    eval_val = torch.randint(
+        val_tokens - block_size, (eval_rows, eval_sequences), generator=generator
+    )
+    return {"train": train.numpy(), "eval_train": eval_train.numpy(), "eval_val": eval_val.numpy()}
+
+
+def write_indices(preset: Preset, data_dir: Path, out_dir: Path) -> dict:
+    """Draw the indices a preset needs for the token files in data_dir; write .npy files + sidecar.
+
+    Each file is written under a temporary name and renamed when complete (repro.files).
+    """
+    manifest = read_manifest(data_dir)
+    t = preset.train
+    shape = {
+        "block_size": preset.model.block_size,
+        "train_rows": t.max_step + 1,
+        "sequences_per_step": t.batch_size,
+        "eval_rows": t.eval_rows,
+        "eval_sequences": t.eval_sequences,
+        "seed": t.index_seed,
+    }
+    splits = manifest["splits"]
+    for split in ("train", "val"):
+        if splits[split]["tokens"] <= preset.model.block_size:
+            raise IndicesError(
+                f"{data_dir / splits[split]['file']}: {splits[split]['tokens']} "
+                f"tokens, shorter than a sequence of preset {preset.name} "
+                f"({preset.model.block_size} + 1 tokens)"
+            )
+    arrays = draw_indices(splits["train"]["tokens"], splits["val"]["tokens"], **shape)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    hashes = {}
+    for name, array in arrays.items():
+        with atomic_write(out_dir / f"{name}.npy", "wb") as f:
+            np.save(f, array)
+        hashes[f"{name}.npy"] = file_sha256(out_dir / f"{name}.npy")
+    sidecar = {**shape, "token_files": token_files(manifest), "sha256": hashes}
+    write_json(out_dir / SIDECAR, sidecar)
+    return sidecar
+
+
+SIDECAR_FIELDS = (
+    "block_size",
+    "train_rows",
+    "sequences_per_step",
+    "eval_rows",
+    "eval_sequences",
+    "seed",
+    "token_files",
+    "sha256",
+)
+
+
+def read_sidecar(indices_dir: Path) -> dict:
+    path = Path(indices_dir) / SIDECAR
+    sidecar = read_json(path, IndicesError, "draw the indices with `repro indices`")
+    missing = [f for f in SIDECAR_FIELDS if not isinstance(sidecar, dict) or f not in sidecar]
+    if missing:
+        raise IndicesError(f"{path}: missing field(s) {', '.join(missing)}; draw the indices again")
+    return sidecar

@@ -1,0 +1,198 @@
+"""Preparation: a corpus -> train.bin, val.bin and manifest.json (docs/specification.md §5).
+
+The preparation is nanoGPT's (data/openwebtext/prepare.py), with the same result byte for byte:
+datasets' train_test_split(test_size=0.0005, seed=2357, shuffle=True), the test part renamed val,
+each document encode_ordinary'd with the GPT-2 encoding and followed by the end-of-text token,
+each split one flat uint16 file. What differs is how: worker processes each take a contiguous range
+of the split's documents, read it themselves from the memory-mapped Arrow table and encode it with
+tiktoken's encode_to_numpy (a buffer, no list of Python ints); the main process appends the ranges
+to the file in order, with a bounded number in flight, so memory does not grow with the corpus.
+Files are written under a .partial name and renamed only when complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import deque
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from repro.data.corpus import (
+    OWT_DOCUMENTS,
+    SMOKE_TEST_SIZE,
+    SPLIT_SEED,
+    TEST_SIZE,
+    Source,
+    load_corpus,
+    python_docs_documents,
+)
+from repro.data.tokenizer import EOT_TOKEN, gpt2_encoding, tokenizer_identity
+from repro.data.tokens import MANIFEST, DataError, corpus_note, fingerprint, is_authors_corpus
+from repro.files import write_json
+from repro.runtime.lock import exit_with_parent
+
+_EOT = np.array([EOT_TOKEN], dtype=np.uint32)  # the dtype tiktoken's buffers have
+# A worker's task is a range of at most DOCS_PER_RANGE documents (about 9 MB of tokens for
+# OpenWebText), read from Arrow DOCS_PER_BATCH at a time; small corpora get 4 ranges per worker.
+DOCS_PER_RANGE = 4096
+DOCS_PER_BATCH = 256
+
+
+def split_corpus(dataset: datasets.Dataset, test_size: float) -> dict[str, datasets.Dataset]:
+    """nanoGPT's split: datasets' own train_test_split, test renamed val (§5)."""
+    try:
+        parts = dataset.train_test_split(test_size=test_size, seed=SPLIT_SEED, shuffle=True)
+    except ValueError as e:
+        raise DataError(f"test_size {test_size}: {e}") from None
+    return {"train": parts["train"], "val": parts["test"]}
+
+
+def encode_documents(texts: list[str]) -> np.ndarray:
+    """encode_ordinary(text) + [EOT] for each document, concatenated, as uint16."""
+    enc = gpt2_encoding()
+    pieces = []
+    for text in texts:
+        # encode with no special token allowed or disallowed is encode_ordinary (tiktoken's
+        # docstring); encode_to_numpy returns it as one buffer instead of a list of Python ints.
+        pieces += [enc.encode_to_numpy(text, disallowed_special=()), _EOT]
+    return np.concatenate(pieces, dtype=np.uint16) if pieces else np.empty(0, np.uint16)
+
+
+_worker_split: datasets.Dataset | None = None
+
+
+def _set_worker_split(split: datasets.Dataset, parent: int) -> None:
+    """Pool initializer: the split is sent once per worker (memory-mapped: a path, not the data);
+    the worker ends when the preparing process dies, even by kill -9 (it would wait forever)."""
+    global _worker_split
+    exit_with_parent(parent)
+    _worker_split = split
+
+
+def worker_pool(workers: int, split: datasets.Dataset | None) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(
+        workers, initializer=_set_worker_split, initargs=(split, os.getpid())
+    )
+
+
+def encode_range(start: int, stop: int) -> np.ndarray:
+    """The tokens of documents [start, stop) of the worker's split (runs in a worker process)."""
+    return np.concatenate(
+        [
+            encode_documents(_worker_split[i : min(i + DOCS_PER_BATCH, stop)]["text"])
+            for i in range(start, stop, DOCS_PER_BATCH)
+        ]
+    )
+
+
+def ordered_results(pool, fn, arguments, in_flight: int):
+    """fn(*args) for each args on the pool, yielded in order, at most `in_flight` at a time."""
+    pending = deque()
+    for args in arguments:
+        pending.append(pool.submit(fn, *args))
+        if len(pending) >= in_flight:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
+
+
+def document_ranges(n_documents: int, workers: int) -> list[tuple[int, int]]:
+    size = max(1, min(DOCS_PER_RANGE, -(-n_documents // (4 * workers))))
+    return [(start, min(start + size, n_documents)) for start in range(0, n_documents, size)]
+
+
+def append_tokens(f, digest, ids: np.ndarray) -> None:
+    f.write(ids)
+    digest.update(ids)
+
+
+def write_split(dataset: datasets.Dataset, path: Path, workers: int) -> tuple[Path, dict]:
+    """Tokenize `dataset` into path.partial; return it and the split's manifest entry."""
+    partial = path.with_name(path.name + ".partial")
+    digest, tokens = hashlib.sha256(), 0
+    ranges = document_ranges(len(dataset), workers)
+    gpt2_encoding()  # built (about 1 s) once here: forked workers inherit it
+    try:
+        with (
+            worker_pool(workers, dataset.select_columns("text")) as pool,
+            open(partial, "wb") as f,
+            tqdm(total=len(dataset), unit="doc", desc=path.name) as bar,
+        ):
+            results = ordered_results(pool, encode_range, ranges, 2 * workers)
+            for (start, stop), ids in zip(ranges, results):
+                append_tokens(f, digest, ids)
+                tokens += len(ids)
+                bar.update(stop - start)
+                rate = tokens / max(bar.format_dict["elapsed"], 1e-9)
+                bar.set_postfix_str(f"{tokens:,} tokens, {rate:,.0f} tokens/s")
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return partial, {
+        "file": path.name,
+        "documents": len(dataset),
+        "tokens": tokens,
+        "sha256": digest.hexdigest(),
+        "fingerprint": fingerprint(partial),
+    }
+
+
+def prepare(
+    source: Source,
+    out_dir: str | os.PathLike,
+    *,
+    expected_docs: int | None = OWT_DOCUMENTS,
+    test_size: float = TEST_SIZE,
+    num_proc: int | None = None,
+) -> dict:
+    """Write train.bin, val.bin and manifest.json into out_dir from `source`; return the
+    manifest."""
+    out_dir, num_proc = Path(out_dir), num_proc or os.cpu_count()
+    gpt2_encoding()  # refuse a bad tokenizer before any download
+    dataset, described = load_corpus(source, out_dir, expected_docs, num_proc)
+    splits = split_corpus(dataset, test_size)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    try:
+        for name, part in splits.items():
+            written.append(write_split(part, out_dir / f"{name}.bin", num_proc))
+    except BaseException:
+        for partial, _ in written:
+            partial.unlink(missing_ok=True)
+        raise
+    manifest = {
+        "source": {**described, "test_size": test_size, "seed": SPLIT_SEED},
+        "tokenizer": tokenizer_identity(),
+        "splits": {name: entry for name, (_, entry) in zip(splits, written)},
+    }
+    manifest["authors_token_counts"] = is_authors_corpus(manifest)
+    # A crash between here and the new manifest leaves no manifest, never a stale one.
+    (out_dir / MANIFEST).unlink(missing_ok=True)
+    for partial, entry in written:
+        os.replace(partial, out_dir / entry["file"])
+    write_json(out_dir / MANIFEST, manifest)
+    if source.kind != "python-docs":  # its last line: are these the authors' token files (§5.2)?
+        print(corpus_note(manifest), flush=True)
+    return manifest
+
+
+def prepare_python_docs(
+    out_dir: str | os.PathLike, *, test_size: float = SMOKE_TEST_SIZE, num_proc: int | None = None
+) -> dict:
+    """The smoke corpus, written as Parquet under out_dir/cache and prepared like any local file."""
+    out_dir = Path(out_dir)
+    documents = python_docs_documents(num_proc)
+    corpus = out_dir / "cache" / "python-docs.parquet"
+    corpus.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"text": documents}), corpus)
+    source = Source("python-docs", data_files=(str(corpus),), cache_dir=str(out_dir / "cache"))
+    return prepare(
+        source, out_dir, expected_docs=len(documents), test_size=test_size, num_proc=num_proc
+    )

@@ -1,0 +1,158 @@
+"""Token files as training reads them: train.bin / val.bin (uint16) and manifest.json.
+
+The manifest, written by `repro prepare` (repro.data.prepare), lists each split's file, document and
+token counts, SHA-256 and fingerprint (a hash of sampled blocks). Every start checks each file's
+size and fingerprint, which takes milliseconds where the SHA-256 of the paper's 17 GB train.bin
+takes minutes; `repro prepare` and `repro verify` compute the full SHA-256. Nothing here imports the
+preparation side (datasets, pyarrow): training reads token files without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+
+from repro.errors import ReproError
+from repro.files import file_sha256, read_json, write_json
+
+MANIFEST = "manifest.json"
+# The authors' token files (A Generate_Indices.ipynb, docs/specification.md §5.2): only files of
+# exactly these lengths give their batches from the fixed indices.
+AUTHORS_TOKENS = {"train": 9_035_582_489, "val": 4_434_606}
+
+
+class DataError(ReproError):
+    """A corpus, token file or manifest that cannot be used; the message names the file or field."""
+
+
+# The fingerprint: SHA-256 of the file's size and of FINGERPRINT_BLOCKS blocks of FINGERPRINT_BLOCK
+# bytes spread evenly from its first byte to its last (the whole file when it is smaller).
+FINGERPRINT_BLOCKS, FINGERPRINT_BLOCK = 64, 1 << 16
+
+
+def fingerprint(path: str | os.PathLike) -> str:
+    """A hash of a file's size and sampled blocks: catches a truncated, swapped or regenerated
+    token file at a cost that does not grow with its size (a flipped bit between blocks is
+    `repro verify`'s to find)."""
+    size = os.path.getsize(path)
+    digest = hashlib.sha256(str(size).encode())
+    with open(path, "rb") as f:
+        if size <= FINGERPRINT_BLOCKS * FINGERPRINT_BLOCK:
+            digest.update(f.read())
+        else:
+            last = size - FINGERPRINT_BLOCK
+            for i in range(FINGERPRINT_BLOCKS):
+                f.seek(i * last // (FINGERPRINT_BLOCKS - 1))
+                digest.update(f.read(FINGERPRINT_BLOCK))
+    return digest.hexdigest()
+
+
+def _verify_split(data_dir: Path, entry: dict, full: bool) -> None:
+    path = data_dir / entry["file"]
+    expected = 2 * entry["tokens"]
+    try:
+        actual = path.stat().st_size
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file (listed in {MANIFEST})") from None
+    if actual != expected:
+        raise DataError(
+            f"{path}: {actual:,} bytes, expected {expected:,} (2 x {entry['tokens']:,} "
+            f"tokens in {MANIFEST}): truncated or not this manifest's file"
+        )
+    if not full and "fingerprint" in entry:
+        if fingerprint(path) != entry["fingerprint"]:
+            raise DataError(
+                f"{path}: fingerprint differs from {MANIFEST}'s {entry['fingerprint']} "
+                f"(sampled blocks changed): not this manifest's file"
+            )
+    # A manifest of an earlier version has no fingerprint: its SHA-256 is the only check.
+    elif file_sha256(path) != entry["sha256"]:
+        raise DataError(f"{path}: SHA-256 differs from {MANIFEST}'s {entry['sha256']}")
+
+
+def read_manifest(data_dir: str | os.PathLike, verify: bool = True, full: bool = False) -> dict:
+    """The manifest of a prepared directory; with verify, check each split file's size and
+    fingerprint (with full, or when the manifest has no fingerprint: its SHA-256)."""
+    data_dir = Path(data_dir)
+    path = data_dir / MANIFEST
+    manifest = read_json(path, DataError, "run `repro prepare` first")
+    for field in ("source", "tokenizer", "splits"):
+        if field not in manifest:
+            raise DataError(f"{path}: missing field {field!r}")
+    for name, entry in manifest["splits"].items():
+        for field in ("file", "documents", "tokens", "sha256"):
+            if field not in entry:
+                raise DataError(f"{path}: missing field splits.{name}.{field}")
+        if verify:
+            _verify_split(data_dir, entry, full)
+    return manifest
+
+
+def verify(data_dir: str | os.PathLike) -> dict:
+    """Check every token file's size and full SHA-256 against the manifest; return the manifest.
+
+    A manifest of an earlier version gets the fingerprints that make later starts fast, with its
+    modification time kept: Snakemake must not take it for new token files and redraw indices.
+    """
+    manifest = read_manifest(data_dir, full=True)
+    splits = manifest["splits"].values()
+    if all("fingerprint" in entry for entry in splits):
+        return manifest
+    for entry in splits:
+        entry["fingerprint"] = fingerprint(Path(data_dir) / entry["file"])
+    path = Path(data_dir) / MANIFEST
+    times = path.stat()
+    write_json(path, manifest)
+    os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))
+    return manifest
+
+
+def token_memmap(data_dir: str | os.PathLike, manifest: dict, split: str) -> np.memmap:
+    """A split's tokens, read-only uint16, as the manifest (read_manifest's) lists them."""
+    if split not in manifest["splits"]:
+        raise DataError(
+            f"{Path(data_dir) / MANIFEST}: no split {split!r} "
+            f"(splits: {', '.join(manifest['splits'])})"
+        )
+    entry = manifest["splits"][split]
+    path = Path(data_dir) / entry["file"]
+    try:
+        tokens = np.memmap(path, dtype=np.uint16, mode="r")
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file (listed in {MANIFEST})") from None
+    if len(tokens) != entry["tokens"]:
+        raise DataError(f"{path}: {len(tokens):,} tokens, {MANIFEST} says {entry['tokens']:,}")
+    return tokens
+
+
+def token_files(manifest: dict) -> dict:
+    """What a split's tokens are, for the indices sidecar and run.json: count and SHA-256."""
+    return {
+        split: {
+            "tokens": manifest["splits"][split]["tokens"],
+            "sha256": manifest["splits"][split]["sha256"],
+        }
+        for split in ("train", "val")
+    }
+
+
+def is_authors_corpus(manifest: dict) -> bool:
+    """Whether the token counts are the authors' (§5.2)."""
+    return all(
+        manifest["splits"].get(split, {}).get("tokens") == n for split, n in AUTHORS_TOKENS.items()
+    )
+
+
+def corpus_note(manifest: dict) -> str:
+    """One line: whether these token files are the authors' and so give their batches."""
+    counts = {split: manifest["splits"][split]["tokens"] for split in AUTHORS_TOKENS}
+    theirs = f"{AUTHORS_TOKENS['train']:,} train / {AUTHORS_TOKENS['val']:,} val"
+    if is_authors_corpus(manifest):
+        return f"token counts equal the authors' ({theirs}): the fixed indices give their batches"
+    return (
+        f"warning: token counts {counts['train']:,} train / {counts['val']:,} val are not "
+        f"the authors' ({theirs}): the fixed indices select other sequences than theirs"
+    )

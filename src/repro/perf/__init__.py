@@ -1,0 +1,1 @@
+"""Cost and speed: FLOPs and parameters, training and inference benchmarks."""

@@ -1,0 +1,253 @@
+"""`repro bench`: training-step time, throughput and MFU of each experiment on this device.
+
+The steps are the training loop's own (repro.step.build and train_step: the same model, optimiser,
+autocast, compile and prefetch), fed random tokens gathered at random starts, so that no data files
+are needed. FLOPs are counted as in docs/specification.md §7 (repro.model.flops_per_token); MFU
+is against the device's dense bf16 peak.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from dataclasses import asdict, replace
+
+import numpy as np
+import torch
+
+from repro.config import RunConfig
+from repro.data.batches import Batches, DeviceBatches
+from repro.perf.cost import known_peak_flops, model_size
+from repro.step import build, train_step
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return platform.processor() or "cpu"
+
+
+def random_batches(run: RunConfig, rows: int, seed: int = 0) -> Batches:
+    """Training batches of random tokens with the shapes of the preset, one row per step."""
+    p = run.preset
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, 50257, 1 << 20, dtype=np.uint16)
+    starts = rng.integers(0, tokens.size - p.model.block_size - 1, (rows, p.train.batch_size))
+    return Batches(
+        {"train": starts},
+        {"train": tokens},
+        p.model.block_size,
+        p.train.eval_micro_batch,
+        p.train_micro_batch,
+    )
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _fresh_start(device: torch.device) -> None:
+    """Forget the previous configuration's compiled graphs and memory before the next one."""
+    torch._dynamo.reset()  # else graphs pile up to dynamo's recompile limit, then run eagerly
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def time_steps(
+    run: RunConfig,
+    device: torch.device,
+    steps: int,
+    warmup: int,
+    compile: bool | str | None = None,
+    fused: bool | None = None,
+    breakdown: bool = False,
+) -> dict:
+    """Seconds per optimiser step after `warmup` steps (compilation, autotuning, allocator)."""
+    _fresh_start(device)
+    model, step_model, optimizer, autocast = build(run, device, compile, fused)
+    batches = DeviceBatches(random_batches(run, warmup + steps + 1), device)
+    t = run.preset.train
+
+    def step(i):
+        return train_step(
+            step_model, optimizer, batches, i, run.preset.accumulation, t.grad_clip, autocast
+        )
+
+    for i in range(warmup):
+        step(i)
+    _synchronize(device)
+    began = time.perf_counter()
+    for i in range(warmup, warmup + steps):
+        loss = step(i)
+    loss = loss.item()  # waits for the device: the timed steps are complete
+    seconds = (time.perf_counter() - began) / steps
+    result = {
+        "experiment": run.experiment.name,
+        "query_mode": run.experiment.query_mode,
+        "model": asdict(run.model),
+        "train_micro_batch": run.preset.train_micro_batch,
+        "step_s": seconds,
+        "loss": loss,
+        "compile": step_model is not model,
+        "fused_projection": model.transformer.h[0].attn.fused,
+    }
+    if breakdown:
+        result["breakdown"] = profile_step(lambda: step(warmup + steps), device)
+    return result
+
+
+# Where a step's time goes, by the names of the kernels (CUDA) or operators (CPU) that take it.
+# The first category whose fragment occurs in the (lower-cased) name wins.
+CATEGORIES = (
+    ("attention", ("flash", "fmha", "sdpa", "attention")),
+    ("matmul", ("gemm", "nvjet", "cutlass", "xmma", "aten::mm", "aten::addmm", "aten::bmm")),
+    (
+        "optimizer and clipping",
+        ("adam", "foreach", "multi_tensor", "vector_norm", "lerp", "addcdiv", "addcmul"),
+    ),
+    ("embedding and loss", ("embedding", "nll_loss", "log_softmax", "cross_entropy")),
+    ("fused elementwise and norms (triton)", ("triton",)),
+    (
+        "elementwise and norms (eager)",
+        (
+            "elementwise",
+            "layer_norm",
+            "rms_norm",
+            "gelu",
+            "fill",
+            "aten::mul",
+            "aten::add",
+            "aten::div",
+            "aten::sqrt",
+            "aten::rsqrt",
+            "aten::pow",
+            "aten::mean",
+            "aten::sum",
+        ),
+    ),
+    ("copies", ("memcpy", "memset", "copy_")),
+)
+
+
+def _category(name: str) -> str:
+    name = name.lower()
+    return next((c for c, fragments in CATEGORIES if any(f in name for f in fragments)), "other")
+
+
+def profile_step(run_step, device: torch.device) -> dict[str, float]:
+    """Seconds of one optimiser step by category: device kernels on CUDA, operators' self time
+    on CPU."""
+    cuda = device.type == "cuda"
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    activities += [torch.profiler.ProfilerActivity.CUDA] if cuda else []
+    with torch.profiler.profile(activities=activities) as prof:
+        run_step()
+        _synchronize(device)
+    seconds: dict[str, float] = {}
+    for event in prof.key_averages():
+        if cuda and event.device_type != torch.autograd.DeviceType.CUDA:
+            continue  # a CPU operator: its kernels are counted as kernels
+        us = event.self_device_time_total if cuda else event.self_cpu_time_total
+        if us > 0:
+            category = _category(event.key)
+            seconds[category] = seconds.get(category, 0.0) + us / 1e6
+    return dict(sorted(seconds.items(), key=lambda kv: -kv[1]))
+
+
+def bench(
+    runs: list[RunConfig],
+    device: torch.device,
+    baseline: str,
+    micro_batches: list[int] | None = None,
+    steps: int = 10,
+    warmup: int = 3,
+    compile: bool | str | None = None,
+    fused: bool | None = None,
+    peak: float | None = None,
+    breakdown: bool = False,
+) -> dict:
+    """Time every run at every micro-batch; the fastest micro-batch of each run is its result.
+    Step-time ratios are to the experiment named `baseline` (the experiments file's)."""
+    peak = peak or (known_peak_flops(device_name(device)) if device.type == "cuda" else None)
+    rows = []
+    for run in runs:
+        for mb in micro_batches or [run.preset.train_micro_batch]:
+            sized = replace(run, preset=run.preset.with_train_micro_batch(mb))
+            try:
+                row = time_steps(sized, device, steps, warmup, compile, fused, breakdown)
+            except torch.cuda.OutOfMemoryError:  # too large for this GPU: try the others
+                print(f"{run.experiment.name:<22} micro-batch {mb:>3}  out of memory", flush=True)
+                continue
+            per_token = model_size(sized.model)["flops_per_token"]
+            row["tokens_per_s"] = sized.preset.tokens_per_step / row["step_s"]
+            row["flops_per_token"] = per_token
+            row["mfu"] = per_token * row["tokens_per_s"] / peak if peak else None
+            rows.append(row)
+            print(format_row(row), flush=True)
+    fastest = {}
+    for row in rows:
+        if row["experiment"] not in fastest or row["step_s"] < fastest[row["experiment"]]["step_s"]:
+            fastest[row["experiment"]] = row
+    return {
+        "preset": runs[0].preset.name,
+        "device": device_name(device),
+        "device_type": device.type,
+        "torch_version": torch.__version__,
+        "peak_flops": peak,
+        "steps": steps,
+        "warmup": warmup,
+        "tokens_per_step": runs[0].preset.tokens_per_step,
+        "results": rows,
+        "fastest": list(fastest.values()),
+        "step_time_ratios": step_time_ratios(list(fastest.values()), baseline),
+    }
+
+
+def step_time_ratios(fastest: list[dict], baseline: str) -> dict[str, float]:
+    """Each residual_gelu experiment's step time over the baseline experiment's."""
+    base = next((r for r in fastest if r["experiment"] == baseline), None)
+    if base is None:
+        return {}
+    return {
+        r["experiment"]: r["step_s"] / base["step_s"]
+        for r in fastest
+        if r["query_mode"] == "residual_gelu"
+    }
+
+
+def format_row(row: dict) -> str:
+    mfu = f"{row['mfu']:6.1%}" if row["mfu"] is not None else "     -"
+    return (
+        f"{row['experiment']:<22} micro-batch {row['train_micro_batch']:>3}  "
+        f"{row['step_s'] * 1e3:10.1f} ms/step  "
+        f"{row['tokens_per_s']:12,.0f} tokens/s  MFU {mfu}"
+    )
+
+
+def format_report(report: dict) -> str:
+    peak = (
+        f"{report['peak_flops'] / 1e12:.0f} TFLOP/s"
+        if report["peak_flops"]
+        else "unknown (give --peak-tflops)"
+    )
+    lines = [
+        f"{report['preset']} on {report['device']}, torch {report['torch_version']}, "
+        f"bf16 dense peak {peak}; {report['steps']} steps timed after {report['warmup']}",
+        "fastest micro-batch of each experiment:",
+    ]
+    lines += ["  " + format_row(r) for r in report["fastest"]]
+    lines += [
+        f"  step time {name} / baseline: {ratio:.3f}"
+        for name, ratio in report["step_time_ratios"].items()
+    ]
+    unit = "kernel" if report["device_type"] == "cuda" else "operator"
+    for r in report["fastest"]:
+        if "breakdown" in r:
+            total = sum(r["breakdown"].values())
+            lines.append(f"where one step of {r['experiment']} goes ({unit} time):")
+            lines += [
+                f"  {category:<38} {s * 1e3:10.1f} ms  {s / total:6.1%}"
+                for category, s in r["breakdown"].items()
+            ]
+    return "\n".join(lines)

@@ -1,0 +1,106 @@
+"""What a run costs: parameters, tokens and FLOPs per step, estimated GPU-hours.
+
+docs/specification.md §7 gives the paper's scale."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import torch
+
+from repro.config import RunConfig
+from repro.config.schema import ConfigError
+from repro.model import GPT, ModelConfig, count_parameters, flops_per_token
+
+H100_BF16_PEAK_FLOPS = 989e12  # dense bf16, H100 and H200 SXM
+
+# Dense (no sparsity) bf16 tensor-core peaks from the vendors' datasheets, matched as substrings of
+# torch.cuda.get_device_name(); the first match wins, so the more specific names come first.
+KNOWN_PEAK_FLOPS = (
+    ("H100 PCIe", 756e12),
+    ("H100", H100_BF16_PEAK_FLOPS),  # SXM: "NVIDIA H100 80GB HBM3"
+    ("H200", H100_BF16_PEAK_FLOPS),  # SXM: "NVIDIA H200"
+    ("A100", 312e12),
+)
+
+
+def known_peak_flops(device_name: str) -> float | None:
+    return next((peak for known, peak in KNOWN_PEAK_FLOPS if known in device_name), None)
+
+
+def model_size(config: ModelConfig) -> dict:
+    """Parameter counts and training FLOPs per token of a model, without allocating it."""
+    with torch.device("meta"):
+        params = count_parameters(GPT(config))
+    return {**params, "flops_per_token": flops_per_token(config, params["total_params"])}
+
+
+def bench_throughput(report: dict, run: RunConfig) -> tuple[float, str]:
+    """Tokens/s of run's model from a `repro bench --json` report, and where the figure comes from.
+
+    A model the bench timed gets its own figure (the fastest, over micro-batches and over the
+    experiments that share the model); one it did not (an MLP width of the sweep) gets the FLOP
+    rate measured for the same model with another MLP width.
+    """
+    config = asdict(run.model)
+    fastest = lambda rows: max(rows, key=lambda r: r["tokens_per_s"])
+    same = [r for r in report["fastest"] if r["model"] == config]
+    if same:
+        r = fastest(same)
+        return r["tokens_per_s"], f"measured ({r['experiment']}, {report['device']})"
+    but_mlp = lambda model: {k: v for k, v in model.items() if k != "mlp_hidden"}
+    similar = [r for r in report["fastest"] if but_mlp(r["model"]) == but_mlp(config)]
+    if not similar:
+        raise ConfigError(
+            f"the bench report ({report['preset']} on {report['device']}) timed no "
+            f"model like {run.experiment.name}'s ({run.preset.name}, "
+            f"{config['query_mode']})"
+        )
+    r = fastest(similar)
+    flop_rate = r["tokens_per_s"] * r["flops_per_token"]
+    return (
+        flop_rate / model_size(run.model)["flops_per_token"],
+        f"FLOP/s measured for {r['experiment']} ({report['device']})",
+    )
+
+
+def describe(
+    run: RunConfig,
+    mfu: float = 0.4,
+    peak_flops: float = H100_BF16_PEAK_FLOPS,
+    tokens_per_s: float | None = None,
+    bench: dict | None = None,
+    seeds: int = 1,
+) -> dict:
+    """Sizes and costs of one run (and of `seeds` seeds of it). GPU-hours from a `repro bench`
+    report or a measured throughput when given, else from MFU."""
+    if seeds < 1:
+        raise ConfigError(f"seeds {seeds}: at least 1")
+    size = model_size(run.model)
+    steps = run.train.max_step + 1
+    tokens_per_step = run.preset.tokens_per_step
+    per_token = size["flops_per_token"]
+    if bench is not None:
+        throughput, source = bench_throughput(bench, run)
+    elif tokens_per_s:
+        throughput, source = tokens_per_s, "measured"
+    else:
+        throughput = mfu * peak_flops / per_token
+        source = f"{mfu:.0%} MFU of {peak_flops / 1e12:.0f} TFLOP/s"
+    return {
+        "preset": run.preset.name,
+        "experiment": run.experiment.name,
+        "total_params": size["total_params"],
+        "non_embedding_params": size["non_embedding_params"],
+        "tokens_per_step": tokens_per_step,
+        "flops_per_token": per_token,
+        "flops_per_step": per_token * tokens_per_step,
+        "steps": steps,
+        "total_flops": per_token * tokens_per_step * steps,
+        "tokens_per_s": throughput,
+        "mfu": per_token * throughput / peak_flops,
+        "throughput_source": source,
+        "gpu_hours": tokens_per_step * steps / throughput / 3600,
+        "seeds": seeds,
+        "gpu_hours_all_seeds": seeds * tokens_per_step * steps / throughput / 3600,
+    }

@@ -1,0 +1,1 @@
+"""How and where a run runs: device and precision, GPUs, processes, locks, signals, progress."""

@@ -1,0 +1,93 @@
+"""GPU slots: each training process on a node takes a GPU that no other repro process holds.
+
+Snakemake's `--resources gpu=N` caps how many GPUs the running jobs ask for, not which GPU each
+one gets. A process that trains on `cuda` without an index (every DDP rank included) takes an
+exclusive fcntl lock on one file per GPU, named by the GPU's UUID, in a directory the node's
+processes share ($REPRO_GPU_LOCK_DIR, default <tmp>/repro-gpu-locks); it uses the first GPU whose
+lock it gets. The kernel releases a lock when its process ends, however it ends, so a finished,
+failed or killed job frees its GPU for the next one. A run on one GPU waits while every GPU is
+held: without Snakemake's `--resources gpu=N`, surplus GPU jobs queue for a GPU instead of sharing
+one. A torchrun rank does not wait (ranks of two runs each holding some GPUs would wait forever
+for each other): it fails, naming the cure. UUIDs, not indices, name the GPUs: jobs that see
+different CUDA_VISIBLE_DEVICES (a scheduler's cgroups renumber them from 0) still agree.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from repro.errors import ReproError
+
+LOCK_DIR_ENV = "REPRO_GPU_LOCK_DIR"
+WAIT_SECONDS = 10.0  # between tries while every GPU is held
+_held: list[int] = []  # the open lock files: closing one would free its GPU
+
+
+class GPUError(ReproError):
+    """No GPU can be given to this process; the message says why."""
+
+
+def lock_dir() -> Path:
+    return Path(os.environ.get(LOCK_DIR_ENV) or Path(tempfile.gettempdir()) / "repro-gpu-locks")
+
+
+def claim_gpu(gpu_ids: list[str], directory: Path, wait: float | None = None) -> int:
+    """Lock the first free GPU of `gpu_ids`; return its index there. Held until the process ends.
+
+    While all are held: with `wait`, try again every `wait` seconds; without, raise GPUError.
+    """
+    index = _try_claim(gpu_ids, directory)
+    if index is None and wait is not None:
+        print(
+            f"all {len(gpu_ids)} visible GPUs are held by other repro processes: waiting for "
+            f"one to be free",
+            flush=True,
+        )
+        while index is None:
+            time.sleep(wait)
+            index = _try_claim(gpu_ids, directory)
+    if index is None:
+        raise GPUError(
+            f"all {len(gpu_ids)} visible GPUs are held by other repro processes "
+            f"(locks in {directory}): give Snakemake --resources gpu=N with N at most "
+            f"the GPUs of the machine, or pass --device cuda:N"
+        )
+    return index
+
+
+def _try_claim(gpu_ids: list[str], directory: Path) -> int | None:
+    directory.mkdir(parents=True, exist_ok=True)
+    try:  # every user's jobs share the directory (sticky, like /tmp)
+        directory.chmod(0o1777)
+    except PermissionError:
+        pass  # another user created it, and made it so
+    for index, gpu in enumerate(gpu_ids):
+        # Read-only: a lock file another user created can still be opened and locked.
+        fd = os.open(directory / f"gpu-{gpu}.lock", os.O_RDONLY | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        _held.append(fd)
+        return index
+    return None
+
+
+def claim_device(wait: bool = True):
+    """A CUDA device of this process's own: the first visible GPU no other repro process holds
+    (with wait, the first to be free)."""
+    import torch  # here, so that the slots above work (and are tested) without torch
+
+    count = torch.cuda.device_count()
+    if count == 0:
+        raise GPUError("--device cuda: no CUDA GPU is visible")
+    uuids = [str(torch.cuda.get_device_properties(i).uuid) for i in range(count)]
+    index = claim_gpu(uuids, lock_dir(), wait=WAIT_SECONDS if wait else None)
+    print(f"GPU {index} of {count} ({uuids[index]}) is this process's", flush=True)
+    torch.cuda.set_device(index)  # for what takes the current device (NCCL, compiled kernels)
+    return torch.device("cuda", index)

@@ -1,0 +1,62 @@
+"""One writer per run: an OS lock on the run directory, and stopping when told to or orphaned.
+
+The lock is flock(2) on <run dir>/.lock: the kernel releases it when its holder exits, however it
+exits (kill -9 included), so a lock is never stale. The file names the holder (host and PID) for
+the message a second writer gets. A trainer started by the workflow asks Linux to send it SIGTERM
+when its parent dies (PR_SET_PDEATHSIG); SIGTERM makes it checkpoint and stop
+(repro.runtime.preemption).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import os
+import signal
+import socket
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from repro.errors import ReproError
+
+LOCK_FILE = ".lock"
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+class LockError(ReproError):
+    """A run directory another process is writing; the message names the holder."""
+
+
+@contextmanager
+def hold(directory: Path, what: str):
+    """Hold `directory` for this process, or refuse at once naming who holds it."""
+    f = open(Path(directory) / LOCK_FILE, "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
+        raise LockError(
+            f"{directory}: {what} is held by {holder}; one writer per run: wait for "
+            f"it to end or stop it"
+        ) from None
+    f.truncate(0)
+    f.write(f"host {socket.gethostname()}, PID {os.getpid()}\n")
+    f.flush()
+    try:
+        yield
+    finally:
+        f.close()  # releases the lock; the file stays, so that no two files are ever locked
+
+
+def exit_with_parent(parent: int | None = None) -> None:
+    """Have Linux send this process SIGTERM when its parent dies (elsewhere, nothing).
+
+    `parent`: the PID the parent had, to catch a parent that died before this call."""
+    if sys.platform != "linux":
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if parent is not None and os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)
