@@ -135,3 +135,9 @@ def test_runtime_and_report_settings_are_not_the_runs_identity():
     changed = replace(paper, preset=replace(paper.preset, train=replace(paper.train, max_step=5)))
     differences = identity_differences(paper.identity(), changed.identity())
     assert differences == ["train.max_step: 60002 -> 5"]
+
+
+def test_config_dir_outside_the_checkout_is_the_installed_checkouts(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("REPRO_CONFIG_DIR", raising=False)
+    assert (config_dir() / "presets" / "tiny.yaml").is_file()

@@ -38,7 +38,7 @@ def config_dir(explicit: str | os.PathLike | None = None) -> Path:
         return Path(os.environ["REPRO_CONFIG_DIR"])
     if Path("config", "presets").is_dir():
         return Path("config")
-    return Path(__file__).resolve().parents[2] / "config"
+    return Path(__file__).resolve().parents[3] / "config"  # src/repro/config/__init__.py
 
 
 @dataclass(frozen=True)
