@@ -3,7 +3,7 @@
 DIR gets the checkpoint's weights as safetensors and the model configuration as JSON
 (GPT.save_pretrained; repro.model.GPT.from_pretrained(DIR) loads them back bit for bit), the run's
 record (run.json: data and index hashes, code version) and a model card, README.md, which is what
-the Hugging Face Hub shows: `hf upload USER/NAME DIR` publishes the folder as it is.
+the Hugging Face Hub shows: `hf upload USER/NAME DIR .` publishes the folder as it is.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ def cmd_export(args) -> None:
     out = export(args.run_dir, args.out)
     print(
         f"{out}: the model of {args.run_dir} (GPT.from_pretrained({str(out)!r}) loads it; "
-        f"`hf upload USER/NAME {out}` publishes it)"
+        f"`hf upload USER/NAME {out} .` publishes it)"
     )
 
 
