@@ -11,9 +11,9 @@ import yaml
 import repro
 from repro.checkpoint import load_checkpoint
 from repro.cli import main
-from repro.config import load_run
+from repro.config import QUERY_MODES, load_run
 from repro.errors import ReproError
-from repro.export import export
+from repro.export import QUERIES, export
 from repro.model import GPT
 from repro.rundir import RunError, read_record
 from repro.train import train
@@ -71,6 +71,7 @@ def test_the_model_card_says_what_the_model_is(run_dir, tmp_path):
     assert "at step 4 (the model 1 optimiser step(s) before these weights)" in body
     if record.git_commit:
         assert f"git commit {record.git_commit}" in body
+    assert set(QUERIES) == set(QUERY_MODES)  # every model's card can say what its query is
 
 
 def test_a_published_run_is_exported_from_its_live_folder(run_dir, tmp_path):
