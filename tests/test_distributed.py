@@ -130,6 +130,7 @@ def test_two_ranks_give_the_one_process_losses(torchrun_two, one_process):
     assert sorted(p.name for p in torchrun_two.iterdir()) == [
         ".lock",
         "ckpt.pt",
+        "events.out.tfevents.repro",
         "metrics.csv",
         "run.json",
         "train.log",

@@ -3,8 +3,15 @@
 The losses are computed exactly as training computes them at an evaluation step (repro.train.
 eval_losses on repro.data.batches.Batches): the mean and std of the preset's evaluation
 micro-batches of that step's row of eval_train / eval_val, on CUDA in training's precision
-(bf16 autocast), on the CPU in fp32. A checkpoint holds the model before the update of its
-step, as an evaluation sees it.
+(bf16 autocast), on the CPU in fp32.
+
+A checkpoint's step is the number of optimiser steps its model has taken (ours: the step training
+resumes at; the authors': iter_num), so it holds the model before the update of that step: the
+model an evaluation at that step sees. Training evaluates every eval_interval steps and
+checkpoints on its own interval and after the last step, so a checkpoint's step is often no
+evaluation step (the final one is max_step + 1): by default the checkpoint is evaluated on the
+sequences of its last evaluation step at or before its own, and the result says which, and
+whether training logged that loss for this model or for one a few steps earlier.
 """
 
 from __future__ import annotations
@@ -35,6 +42,11 @@ def load_any_checkpoint(path: Path) -> tuple[GPT, int, str]:
     model = GPT(ModelConfig(**state["config"]["model"]))
     model.load_state_dict(state["model"])
     return model.eval(), int(state["step"]), "repro"
+
+
+def last_evaluation_step(step: int, preset: Preset) -> int:
+    """The last step at or before `step` at which training evaluates."""
+    return step - step % preset.train.eval_interval
 
 
 def evaluation_row(step: int, preset: Preset) -> int:
@@ -70,7 +82,7 @@ def evaluate(
             f"{checkpoint}: block_size {model.config.block_size}, but preset "
             f"{preset.name} evaluates sequences of {preset.model.block_size}"
         )
-    step = own_step if step is None else step
+    step = last_evaluation_step(own_step, preset) if step is None else step
     row = evaluation_row(step, preset)
     batches = Batches.open(data_dir, indices_dir, preset)
     dev = resolve_device(device)
@@ -92,10 +104,27 @@ def evaluate(
 
 
 def format_result(result: dict) -> str:
+    """Two lines: the losses, and how they relate to the losses training logged."""
     return (
-        f"{result['checkpoint']} ({result['format']}) at step {result['step']:,}: "
-        f"eval train {result['eval_train_loss']:.4f} ± {result['eval_train_std']:.4f}, "
-        f"val {result['eval_val_loss']:.4f} ± {result['eval_val_std']:.4f} "
-        f"({result['micro_batches']} micro-batches, {result['device']}, "
-        f"{result['precision']})"
+        f"{result['checkpoint']} ({result['format']}) on the evaluation sequences of step "
+        f"{result['step']:,}: eval train {result['eval_train_loss']:.4f} ± "
+        f"{result['eval_train_std']:.4f}, val {result['eval_val_loss']:.4f} ± "
+        f"{result['eval_val_std']:.4f} ({result['micro_batches']} micro-batches, "
+        f"{result['device']}, {result['precision']})\n{relation_to_logged(result)}"
+    )
+
+
+def relation_to_logged(result: dict) -> str:
+    """Whether training's logged evaluation at the step evaluated saw this checkpoint's model."""
+    steps, step = result["checkpoint_step"], result["step"]
+    model = f"the checkpoint's model has taken {steps:,} optimiser step{'s' * (steps != 1)}"
+    if steps == step:
+        return (
+            f"{model}: the model training evaluated at step {step:,}, so these are the losses "
+            f"it logged there (up to rounding, evaluated on the kind of device it trained on)"
+        )
+    return (
+        f"{model}; training's logged evaluation at step {step:,} saw the model after {step:,} "
+        f"steps, so these losses differ from the logged ones (give --step to choose another "
+        f"step's sequences)"
     )

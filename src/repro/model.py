@@ -7,13 +7,23 @@ onto ours with a short rename table (repro.checkpoint).
 from __future__ import annotations
 
 import math
+import os
+from dataclasses import asdict
+from pathlib import Path
 
+import safetensors.torch
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 from repro.config import ModelConfig
+from repro.errors import ReproError
+from repro.files import read_json, write_json
+
+# A saved model (save_pretrained, `repro export`): the configuration and the weights, as a
+# directory that the Hugging Face Hub can hold.
+CONFIG_JSON, WEIGHTS = "config.json", "model.safetensors"
 
 
 class QueryMLP(nn.Module):
@@ -136,6 +146,37 @@ class GPT(nn.Module):
         for block in self.transformer.h:
             block.attn.fused = enabled and block.attn.query_mlp is not None
         return self
+
+    def save_pretrained(self, directory: str | os.PathLike) -> None:
+        """config.json (the ModelConfig) and model.safetensors (the weights, tied ones once)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        write_json(directory / CONFIG_JSON, asdict(self.config))
+        partial = directory / (WEIGHTS + ".partial")  # renamed when complete, as atomic_write
+        safetensors.torch.save_model(self, str(partial), metadata={"format": "pt"})
+        os.replace(partial, directory / WEIGHTS)
+
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike) -> "GPT":
+        """The model save_pretrained wrote into `directory`, on the CPU, in eval mode."""
+        directory = Path(directory)
+        config = read_json(directory / CONFIG_JSON)
+        try:
+            model = cls(ModelConfig(**config))
+        except TypeError as e:
+            raise ReproError(
+                f"{directory / CONFIG_JSON}: not a model configuration ({e})"
+            ) from None
+        if not (directory / WEIGHTS).exists():
+            raise ReproError(f"{directory / WEIGHTS}: no such file")
+        try:
+            safetensors.torch.load_model(model, directory / WEIGHTS)
+        except Exception as e:  # safetensors' own error or load_state_dict's, many lines long
+            reason = (str(e) or type(e).__name__).splitlines()[0]
+            raise ReproError(
+                f"{directory / WEIGHTS}: not the weights of {CONFIG_JSON}'s model ({reason})"
+            ) from None
+        return model.eval()
 
     @staticmethod
     def _init_weights(module):

@@ -1,4 +1,5 @@
-"""A run directory: run.json (what was run, on what, how it ended) and metrics.csv (one row a step).
+"""A run directory: run.json (what was run, on what, how it ended) and metrics.csv (one row a step,
+also written as a TensorBoard event file, repro.runtime.tensorboard).
 
 Training writes both through this module and the results read them back through it, so the record's
 fields and the metrics' columns are defined once. Directories written by earlier versions of the
@@ -176,7 +177,8 @@ def code_version() -> dict:
 
 
 class MetricsLog:
-    """metrics.csv, one row per optimiser step; rows at or past a resume point dropped.
+    """metrics.csv, one row per optimiser step, and the same rows as TensorBoard events
+    (repro.runtime.tensorboard) beside it; rows at or past a resume point dropped from both.
 
     With path None, rows are taken and dropped: a DDP rank other than 0 writes nothing."""
 
@@ -184,6 +186,11 @@ class MetricsLog:
         self.path, self.file = path, None
         if path is None:
             return
+        # Imported here: tensorboard's modules load in a fraction of a second, which only the
+        # writers of a run (training, importing) should pay, not every reader of results.
+        from repro.runtime.tensorboard import EventLog
+
+        self.events = EventLog(path.parent, resume_step)
         rows = []
         if path.exists() and resume_step > 0:
             with open(path, newline="") as f:
@@ -201,7 +208,9 @@ class MetricsLog:
             return
         self.writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in METRICS_COLUMNS})
         self.file.flush()
+        self.events.append(row)
 
     def close(self) -> None:
         if self.file is not None:
             self.file.close()
+            self.events.close()

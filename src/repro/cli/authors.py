@@ -45,7 +45,8 @@ def _evaluate_parser(p: argparse.ArgumentParser, add_config_arguments) -> None:
         "--step",
         type=int,
         default=None,
-        help="whose evaluation sequences (default: the checkpoint's own step)",
+        help="whose evaluation sequences (default: the checkpoint's last evaluation step: its "
+        "own step when training evaluates there, else the evaluation step before it)",
     )
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a line")

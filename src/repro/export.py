@@ -1,0 +1,156 @@
+"""A trained run as a model others can load: `repro export RUN_DIR --out DIR`.
+
+DIR gets the checkpoint's weights as safetensors and the model configuration as JSON
+(GPT.save_pretrained; repro.model.GPT.from_pretrained(DIR) loads them back bit for bit), the run's
+record (run.json: data and index hashes, code version) and a model card, README.md, which is what
+the Hugging Face Hub shows: `hf upload USER/NAME DIR .` publishes the folder as it is.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from repro.analysis.results import Run, read_run
+from repro.evaluate import load_any_checkpoint
+from repro.files import atomic_write
+from repro.model import CONFIG_JSON, WEIGHTS, count_parameters
+from repro.rundir import CHECKPOINT, LIVE, RUN_JSON, RunError
+
+CARD = "README.md"
+PAPER = (
+    'Marko Karbevski, "Beyond Linearity in Attention Projections: The Case for Nonlinear '
+    'Queries", ICLR 2026 Workshop GRaM, [arXiv:2603.13381](https://arxiv.org/abs/2603.13381)'
+)
+QUERIES = {  # docs/specification.md §1.2
+    "linear": "q = x W_Q, GPT-2's linear query (the baseline)",
+    "identity": "q = x (W_Q = I)",
+    "residual_gelu": "q = (x + f(x)) / 2, f(x) = LN(GELU(RMSNorm(x) W1) W2) (the paper's)",
+    "residual_linear": "q = (x + x W_Q) / 2 (an ablation)",
+}
+LICENSE = "mit"  # the package's (pyproject.toml, LICENSE); the weights are trained here
+
+
+def checkpoint_of(run_dir: Path) -> Path:
+    """A run's ckpt.pt: in the run directory, or in its live/ folder once the workflow published
+    the run's metrics one level up."""
+    for path in (run_dir / CHECKPOINT, run_dir / LIVE / CHECKPOINT):
+        if path.exists():
+            return path
+    raise RunError(
+        f"{run_dir}: no {CHECKPOINT} here or in {LIVE}/ (an imported authors' run has none: "
+        f"its checkpoint stays in their folder)"
+    )
+
+
+def export(run_dir: str | Path, out: str | Path) -> Path:
+    """Write the run's latest checkpoint as a loadable model into `out`; its model card."""
+    run_dir, out = Path(run_dir), Path(out)
+    run = read_run(run_dir)
+    checkpoint = checkpoint_of(run_dir)
+    if out.exists() and any(out.iterdir()) and not (out / CONFIG_JSON).exists():
+        raise RunError(f"{out}: not empty and not an earlier export; use another --out")
+    model, steps, _ = load_any_checkpoint(checkpoint)
+    model.save_pretrained(out)
+    shutil.copyfile(run.path / RUN_JSON, out / RUN_JSON)
+    with atomic_write(out / CARD) as f:
+        f.write(model_card(run, model, steps, out.name))
+    return out
+
+
+def last_evaluation(run: Run, steps: int) -> str:
+    """The run's last logged evaluation of a model no later than the exported one, and how it
+    relates to the exported weights."""
+    evals = run.evals()
+    evals = evals[evals.index <= steps]
+    if not len(evals):
+        return "none logged"
+    step, e = int(evals.index[-1]), evals.iloc[-1]
+    text = (
+        f"validation {e['eval_val_loss']:.4f} ± {e['eval_val_std']:.4f}, train "
+        f"{e['eval_train_loss']:.4f} ± {e['eval_train_std']:.4f} at step {step:,}"
+    )
+    if step == steps:
+        return text + " (these weights)"
+    return text + f" (the model {steps - step:,} optimiser step(s) before these weights)"
+
+
+def final_train_loss(trained) -> str:
+    """The training loss of the last step these weights were updated with."""
+    if not len(trained):
+        return "none logged"
+    last = trained.iloc[-1]
+    return f"{last['train_loss']:.4f} at step {int(last['step']):,} (the mean of its micro-batches)"
+
+
+def model_card(run: Run, model, steps: int, name: str) -> str:
+    """README.md: what the model is, how it was trained, how to load it; Hub metadata on top."""
+    r, m = run.record, model.config
+    params = count_parameters(model)
+    token_files = r.data.get("token_files", {})
+    corpus = r.config["preset"]["corpus"]
+    data = corpus + "".join(
+        f", {token_files[s]['tokens']:,} {s} tokens" for s in ("train", "val") if s in token_files
+    )
+    source = r.data.get("source") or {}
+    if source:
+        data += " (" + ", ".join(f"{k} {v}" for k, v in source.items()) + ")"
+    trained = run.metrics[run.metrics["step"] < steps].dropna(subset=["train_loss"])
+    code = f"repro {r.package_version}"
+    if r.git_commit:
+        code += f", git commit {r.git_commit}" + (
+            " with uncommitted changes" if r.git_dirty else ""
+        )
+    rows = [
+        ("paper", PAPER),
+        ("query", f"`{m.query_mode}`: {QUERIES[m.query_mode]}"),
+        ("experiment", f"`{r.experiment}`: {r.config['experiment'].get('description', '')}"),
+        (
+            "model",
+            f"{m.n_layer} layers, {m.n_head} heads, d_model {m.d_model}, MLP {m.mlp_hidden}, "
+            f"context {m.block_size}, vocabulary {m.vocab_size}, "
+            f"{'tied' if m.tie_embeddings else 'untied'} embeddings; "
+            f"{params['total_params']:,} parameters ({params['non_embedding_params']:,} "
+            f"non-embedding)",
+        ),
+        ("preset", f"`{r.preset}`: {r.config['preset'].get('description', '')}"),
+        ("data", data + "; GPT-2 tokenizer (tiktoken `gpt2`)"),
+        ("steps", f"{steps:,} optimiser steps (run status: {r.status})"),
+        ("tokens", f"{steps * r.tokens_per_step:,} ({r.tokens_per_step:,} per step)"),
+        ("final train loss", final_train_loss(trained)),
+        ("last evaluation", last_evaluation(run, steps)),
+        ("code", code),
+        ("license", "MIT"),
+    ]
+    table = "\n".join(f"| {k} | {v} |" for k, v in rows)
+    return f"""---
+license: {LICENSE}
+library_name: repro
+tags:
+- gpt2
+- causal-lm
+- nonlinear-queries
+---
+
+# {name}
+
+A GPT-2-style language model trained with the `repro` package, which reproduces the paper below.
+
+| | |
+|---|---|
+{table}
+
+## Loading
+
+```python
+from repro.model import GPT
+
+model = GPT.from_pretrained("{name}")  # this folder
+```
+
+From the Hugging Face Hub: `hf download USER/{name} --local-dir {name}` first.
+
+The folder holds `{CONFIG_JSON}` (the model configuration), `{WEIGHTS}` (the weights) and
+`{RUN_JSON}` (the run's record: configuration, data and index hashes, code version, device).
+The model takes GPT-2 token ids (tiktoken's `gpt2` encoding) and returns next-token logits.
+"""

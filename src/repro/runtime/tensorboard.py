@@ -1,0 +1,78 @@
+"""A run's curves as a TensorBoard event file beside its metrics.csv, written as the run trains.
+
+`tensorboard --logdir results` then shows every run under results/ (ours and the imported authors'
+runs) live, overlaid per scalar. A run has one event file, which each training session appends to;
+a resumed run first cuts the file at its resume step, so the file never holds a step twice (the
+steps a crash took after the last checkpoint are taken again) and any reader sees each step once.
+The file is TensorBoard's record format: per record a little-endian uint64 length, its masked
+CRC32C, the serialised Event, the Event's masked CRC32C.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from pathlib import Path
+
+from tensorboard.compat.proto.event_pb2 import Event
+from tensorboard.compat.proto.summary_pb2 import Summary
+from tensorboard.summary.writer.record_writer import RecordWriter
+
+EVENTS = "events.out.tfevents.repro"  # TensorBoard reads any file whose name holds "tfevents"
+# metrics.csv column -> TensorBoard tag: one chart per tag, sections by the part before "/".
+TAGS = {
+    "train_loss": "loss/train",
+    "eval_train_loss": "loss/eval_train",
+    "eval_val_loss": "loss/eval_val",
+    "eval_train_std": "loss_std/eval_train",
+    "eval_val_std": "loss_std/eval_val",
+    "lr": "schedule/lr",
+    "tokens_per_s": "speed/tokens_per_s",
+    "step_time_s": "speed/step_time_s",
+}
+_HEADER = struct.Struct("<QI")  # a record's length and the length's CRC
+
+
+def end_before(path: Path, step: int) -> int:
+    """The byte offset where `path`'s first event at or past `step` (or a record cut short by a
+    crash mid-write) begins: the file's length when there is none."""
+    data = path.read_bytes()
+    offset = 0
+    while offset + _HEADER.size <= len(data):
+        length, _ = _HEADER.unpack_from(data, offset)
+        end = offset + _HEADER.size + length + 4
+        if end > len(data) or Event.FromString(data[offset + _HEADER.size : end - 4]).step >= step:
+            break
+        offset = end
+    return offset
+
+
+class EventLog:
+    """The event file of the run in `run_dir`, one event per metrics row; events at or past
+    `resume_step` dropped (all of them when the run starts afresh)."""
+
+    def __init__(self, run_dir: Path, resume_step: int):
+        self.path = Path(run_dir) / EVENTS
+        keep = end_before(self.path, resume_step) if self.path.exists() and resume_step else 0
+        if self.path.exists():
+            os.truncate(self.path, keep)
+        self.records = RecordWriter(open(self.path, "ab"))
+        if keep == 0:
+            self._write(Event(wall_time=time.time(), file_version="brain.Event:2"))
+
+    def _write(self, event: Event) -> None:
+        self.records.write(event.SerializeToString())
+        self.records.flush()  # live: TensorBoard sees each step as soon as it is logged
+
+    def append(self, row: dict) -> None:
+        """One metrics.csv row (a dict of floats, None where a column is empty)."""
+        values = [
+            Summary.Value(tag=tag, simple_value=row[column])
+            for column, tag in TAGS.items()
+            if row.get(column) is not None
+        ]
+        self._write(Event(wall_time=time.time(), step=row["step"], summary=Summary(value=values)))
+
+    def close(self) -> None:
+        self.records.close()

@@ -1,0 +1,94 @@
+"""TensorBoard: a run's metrics as an event file beside metrics.csv, read back with TensorBoard's
+own reader: every step once, across a crash and resume; the authors' imported runs the same way."""
+
+import math
+
+import pytest
+from authors_helpers import authors_folder
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from test_train import read_metrics
+
+import repro.train as train_module
+from repro.cli import main
+from repro.config import RunConfig, load_config, load_run
+from repro.runtime.tensorboard import EVENTS, TAGS, EventLog, end_before
+from repro.train import train
+
+
+def scalars(run_dir) -> dict[str, list[tuple[int, float]]]:
+    """(step, value) per tag as TensorBoard loads them, orphaned data kept: a step written twice
+    would show twice."""
+    events = EventAccumulator(str(run_dir), purge_orphaned_data=False)
+    events.Reload()
+    return {
+        tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]
+    }
+
+
+def assert_same_as_metrics(run_dir):
+    """The event file holds metrics.csv: each column's non-empty values, step by step."""
+    rows, curves = read_metrics(run_dir), scalars(run_dir)
+    for column, tag in TAGS.items():
+        expected = [(int(r["step"]), float(r[column])) for r in rows if r[column]]
+        assert [step for step, _ in curves.get(tag, [])] == [step for step, _ in expected], tag
+        for (_, value), (_, logged) in zip(curves.get(tag, []), expected):
+            assert value == pytest.approx(logged, rel=1e-6)  # stored as float32
+
+
+def test_a_run_writes_its_scalars_live_and_resumes_without_a_step_twice(
+    token_dir, tiny_indices, tmp_path, monkeypatch
+):
+    run = load_run("tiny", "baseline")
+    real_step = train_module.train_step
+
+    def killed(*args, **kwargs):
+        if args[3] == 7:  # die part-way: steps 5 and 6 are logged after the step-5 checkpoint
+            raise KeyboardInterrupt
+        return real_step(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "train_step", killed)
+    with pytest.raises(KeyboardInterrupt):
+        train(run, token_dir, tiny_indices, tmp_path / "run")
+    events = tmp_path / "run" / EVENTS
+    # live: the steps logged so far are in the file while the run is still going (or died)
+    assert [s for s, _ in scalars(tmp_path / "run")["loss/train"]] == list(range(7))
+    first_session = events.read_bytes()[: end_before(events, 5)]
+
+    monkeypatch.setattr(train_module, "train_step", real_step)
+    train(run, token_dir, tiny_indices, tmp_path / "run")
+    curves = scalars(tmp_path / "run")
+    assert set(curves) == set(TAGS.values())
+    assert [step for step, _ in curves["loss/train"]] == list(range(13))
+    assert [step for step, _ in curves["loss/eval_val"]] == [0, 4, 8, 12]
+    assert curves["loss/eval_val"][0][1] == pytest.approx(math.log(50304), rel=0.05)
+    assert_same_as_metrics(tmp_path / "run")
+    # Appended: the first session's events up to the checkpoint are the file's start, unchanged.
+    assert events.read_bytes().startswith(first_session)
+    assert [p.name for p in (tmp_path / "run").glob("*tfevents*")] == [EVENTS]
+
+
+def test_a_record_cut_short_by_a_crash_is_dropped_on_resume(tmp_path):
+    log = EventLog(tmp_path, 0)
+    for step in range(3):
+        log.append({"step": step, "train_loss": 5.0 - step, "eval_val_loss": None})
+    log.close()
+    events = tmp_path / EVENTS
+    whole = events.read_bytes()
+    events.write_bytes(whole[:-3])  # the step-2 event, half written
+    log = EventLog(tmp_path, 3)
+    log.append({"step": 2, "train_loss": 2.5})
+    log.close()
+    assert scalars(tmp_path) == {"loss/train": [(0, 5.0), (1, 4.0), (2, 2.5)]}
+
+
+def test_the_authors_run_imports_with_its_curves(tmp_path):
+    preset, experiments = load_config("tiny")
+    folder = authors_folder(tmp_path, RunConfig(preset, experiments["baseline"]))
+    out = tmp_path / "imported"
+    args = ["import-authors-run", str(folder), "--out", str(out), "--preset", "tiny"]
+    assert main(args) == 0
+    assert main(args) == 0  # imported again: the event file is written afresh
+    assert_same_as_metrics(out)
+    curves = scalars(out)
+    assert [s for s, _ in curves["loss/eval_val"]] == [0, 4, 8, 12]
+    assert "speed/tokens_per_s" not in curves  # their tensors hold no timings
