@@ -35,7 +35,7 @@ from repro.data.corpus import (
 )
 from repro.data.tokenizer import EOT_TOKEN, gpt2_encoding, tokenizer_identity
 from repro.data.tokens import MANIFEST, DataError, corpus_note, fingerprint, is_authors_corpus
-from repro.files import write_json
+from repro.files import make_dir, write_json
 from repro.runtime.lock import exit_with_parent
 
 _EOT = np.array([EOT_TOKEN], dtype=np.uint32)  # the dtype tiktoken's buffers have
@@ -154,11 +154,10 @@ def prepare(
 ) -> dict:
     """Write train.bin, val.bin and manifest.json into out_dir from `source`; return the
     manifest."""
-    out_dir, num_proc = Path(out_dir), num_proc or os.cpu_count()
+    out_dir, num_proc = make_dir(out_dir), num_proc or os.cpu_count()
     gpt2_encoding()  # refuse a bad tokenizer before any download
     dataset, described = load_corpus(source, out_dir, expected_docs, num_proc)
     splits = split_corpus(dataset, test_size)
-    out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     try:
         for name, part in splits.items():
