@@ -439,3 +439,27 @@ def test_out_in_a_read_only_folder_is_one_line(tmp_path, below):
     reason = "cannot be created" if below else "not writable"
     assert re.match(rf"repro: error: {re.escape(str(out))}: {reason}", result.stderr), result.stderr
     assert not list(folder.iterdir())
+
+
+@pytest.mark.parametrize(
+    "report,message",
+    [
+        ([], r"not a `repro bench --json` report \(no list of 'fastest' rows\)"),
+        ({"preset": "tiny", "device": "cpu", "fastest": [{"model": {}}]}, r"fastest\[0\] names no"),
+        (
+            {
+                "preset": "tiny",
+                "device": "cpu",
+                "fastest": [
+                    {"experiment": "baseline", "model": {}, "tokens_per_s": 0, "flops_per_token": 1}
+                ],
+            },
+            r"fastest\[0\]\.tokens_per_s: 0 is not a positive number",
+        ),
+        ("[" * 100_000, r"bench\.json: not valid JSON \(nested too deeply\)"),
+    ],
+)
+def test_a_bench_report_of_the_wrong_shape_is_one_line(tmp_path, capsys, report, message):
+    path = tmp_path / "bench.json"
+    path.write_text(report if isinstance(report, str) else json.dumps(report))
+    one_line_error(DESCRIBE + ["--bench", str(path)], capsys, message)

@@ -78,6 +78,8 @@ def read_json(path: str | os.PathLike, error: type[ReproError] = ReproError, hin
         raise error(f"{path}: no such file{f' ({hint})' if hint else ''}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise error(f"{path}: not valid JSON ({e})") from None
+    except RecursionError:  # the parser recurses once per level of nesting
+        raise error(f"{path}: not valid JSON (nested too deeply)") from None
     except OSError as e:
         raise error(f"{path}: cannot be read ({e.strerror})") from None
 

@@ -144,6 +144,8 @@ def cmd_describe(args) -> None:
     preset = config.load_preset(args.preset, args.config_dir)
     chosen = experiments.group(args.group) if args.group else [experiments[args.experiment]]
     report = read_json(args.bench, hint="a `repro bench --json` report") if args.bench else None
+    if report is not None:
+        cost.check_bench_report(report, args.bench)
     peak = args.peak_tflops * 1e12 if args.peak_tflops else cost.H100_BF16_PEAK_FLOPS
     rows = [
         cost.describe(
