@@ -463,3 +463,16 @@ def test_a_bench_report_of_the_wrong_shape_is_one_line(tmp_path, capsys, report,
     path = tmp_path / "bench.json"
     path.write_text(report if isinstance(report, str) else json.dumps(report))
     one_line_error(DESCRIBE + ["--bench", str(path)], capsys, message)
+
+
+def test_prepare_never_writes_through_a_linked_partial_file(tmp_path, capsys):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"text": f"document {i}"}) + "\n" for i in range(40)))
+    out = tmp_path / "tokens"
+    out.mkdir()
+    target = precious(tmp_path)
+    (out / "train.bin.partial").symlink_to(target)
+    argv = ["prepare", "--data-files", str(corpus), "--out", str(out), "--expected-docs", "40"]
+    assert main(argv + ["--num-proc", "1", "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert target.read_text() == PRECIOUS
+    assert read_manifest(out)["splits"]["train"]["documents"] + 1 == 40
