@@ -458,6 +458,7 @@ def test_out_in_a_read_only_folder_is_one_line(tmp_path, below):
         ),
         ("[" * 100_000, r"bench\.json: not valid JSON \(nested too deeply\)"),
     ],
+    ids=["a list", "a row without experiment", "zero tokens/s", "nested 100,000 deep"],
 )
 def test_a_bench_report_of_the_wrong_shape_is_one_line(tmp_path, capsys, report, message):
     path = tmp_path / "bench.json"
