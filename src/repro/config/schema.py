@@ -46,8 +46,12 @@ class ConfigLoader(yaml.SafeLoader):
     """yaml.SafeLoader with YAML 1.2's exponent floats, keys written twice refused, and the
     document's depth and expanded size bounded."""
 
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.depth = 0  # of the node being composed
+
     def compose_node(self, parent, index):
-        self.depth = getattr(self, "depth", 0) + 1
+        self.depth += 1
         if self.depth > MAX_YAML_DEPTH:
             raise yaml.composer.ComposerError(
                 None,
@@ -70,9 +74,8 @@ class ConfigLoader(yaml.SafeLoader):
         if isinstance(node, yaml.MappingNode):
             first_lines = {}
             for key_node, _ in node.value:
-                if (
-                    key_node.tag == _MERGE_TAG
-                ):  # `<<: *base` may be overridden by the keys beside it
+                # A merge key (`<<: *base`) may be overridden by the keys beside it.
+                if key_node.tag == _MERGE_TAG:
                     continue
                 key = self.construct_object(key_node, deep=True)
                 if isinstance(key, (list, dict)):
