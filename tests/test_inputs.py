@@ -92,6 +92,8 @@ def experiments_text(tmp_path, body: str, name="experiments.yaml") -> Path:
     return path
 
 
+DESCRIBE = ["describe", "--preset", "tiny", "--experiment", "baseline"]
+BENCH = ["bench", "--preset", "tiny", "--device", "cpu", "--experiment", "baseline"]
 EXPERIMENT = "query_mode: linear\nmlp_ratio: 4\nlr_max: 1.0e-3\nlr_min: 1.0e-4\nweight_decay: 0.1"
 
 
@@ -356,12 +358,11 @@ def test_sizes_this_machine_cannot_hold_are_refused_before_allocating(
     argv = ["indices", "--preset", "tiny", "--data", str(token_dir), "--out", str(tmp_path / "ix")]
     one_line_error(argv, capsys, r"the indices of preset tiny needs [0-9.]+ GiB")
     assert not (tmp_path / "ix" / "train.npy").exists()
+    argv = BENCH + ["--inference", "--decode-tokens", "8"]
+    one_line_error(argv, capsys, r"the model of baseline at preset tiny needs [0-9.]+ GiB")
 
 
 # ---- command-line values -------------------------------------------------------------------------
-
-DESCRIBE = ["describe", "--preset", "tiny", "--experiment", "baseline"]
-BENCH = ["bench", "--preset", "tiny", "--device", "cpu", "--experiment", "baseline"]
 
 
 @pytest.mark.parametrize(

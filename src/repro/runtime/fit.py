@@ -41,11 +41,15 @@ def check_memory(what: str, needed: int, device: torch.device = torch.device("cp
         )
 
 
-def training_bytes(config: ModelConfig) -> int:
-    """The least memory training a model takes: float32 weights, gradients and AdamW's two
-    moments (activations come on top), counted on the meta device, without allocating."""
+# What training holds for each weight: the weight, its gradient and AdamW's two moments.
+TRAINING_COPIES = 4
+
+
+def weight_bytes(config: ModelConfig) -> int:
+    """The bytes of a model's float32 weights, counted on the meta device, without allocating.
+    Training holds TRAINING_COPIES times as much, and activations come on top."""
     with torch.device("meta"):
-        return 16 * count_parameters(GPT(config))["total_params"]
+        return 4 * count_parameters(GPT(config))["total_params"]
 
 
 def largest_fitting(
