@@ -154,10 +154,11 @@ def prepare(
 ) -> dict:
     """Write train.bin, val.bin and manifest.json into out_dir from `source`; return the
     manifest."""
-    out_dir, num_proc = make_dir(out_dir), num_proc or os.cpu_count()
+    out_dir, num_proc = Path(out_dir), num_proc or os.cpu_count()
     gpt2_encoding()  # refuse a bad tokenizer before any download
     dataset, described = load_corpus(source, out_dir, expected_docs, num_proc)
     splits = split_corpus(dataset, test_size)
+    make_dir(out_dir)
     written = []
     try:
         for name, part in splits.items():
