@@ -82,7 +82,7 @@ class Progress:
             if not self.warned:
                 print(
                     f"warning: {self.path}: cannot append ({e.strerror}); training goes on, "
-                    f"the progress only printed",
+                    f"its progress printed only",
                     file=sys.stderr,
                     flush=True,
                 )
