@@ -24,6 +24,7 @@ from repro.files import atomic_write, write_json
 from repro.runtime import fit
 from repro.runtime.lock import LockError, hold
 from repro.runtime.progress import Progress
+from repro.train import train
 
 ENV = dict(
     os.environ,
@@ -160,6 +161,16 @@ def test_a_full_disk_under_train_log_loses_no_line_printed_and_training_goes_on(
     out, err = capsys.readouterr()
     assert out.count("step 2/9") == 2  # the lines are printed all the same
     assert err.count("warning: /dev/full: cannot append (No space left on device)") == 1
+
+
+def test_a_run_whose_train_log_cannot_be_appended_completes(
+    token_dir, tiny_indices, tmp_path, capsys
+):
+    (tmp_path / "run" / "train.log").mkdir(parents=True)  # every append fails (EISDIR)
+    record = train(load_run("tiny", "baseline"), token_dir, tiny_indices, tmp_path / "run")
+    assert record.status == "completed" and record.last_step == 12
+    assert len((tmp_path / "run" / "metrics.csv").read_text().splitlines()) == 1 + 13
+    assert capsys.readouterr().err.count("train.log: cannot append (Is a directory)") == 1
 
 
 # ---- YAML: bounded, and read as researchers write it -----------------------------------------
