@@ -1,7 +1,23 @@
 """The package's one error type: what the command line prints as one line."""
 
+# A message quotes values from its input (jsonschema quotes the whole value it refuses): beyond this
+# length its middle is cut, so that the file and key at its start and the reason at its end stay.
+MAX_MESSAGE = 1000
+
+
+def shorten(text: str, limit: int = MAX_MESSAGE) -> str:
+    """`text`, its middle replaced by a count of what was cut when it is longer than `limit`."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 2 // 3, limit // 4
+    return f"{text[:head]} [... {len(text) - head - tail:,} characters ...] {text[-tail:]}"
+
 
 class ReproError(ValueError):
     """An input the package cannot use; the message is one line naming the file, field or value.
 
-    The command line prints it as `repro: error: ...`; every module's own error derives from it."""
+    The command line prints it as `repro: error: ...`; every module's own error derives from it.
+    However long the values it quotes, the message is at most about MAX_MESSAGE characters."""
+
+    def __str__(self) -> str:
+        return shorten(super().__str__())

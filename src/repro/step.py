@@ -15,6 +15,7 @@ from repro.data.batches import Batches, DeviceBatches
 from repro.model import GPT
 from repro.runtime import distributed
 from repro.runtime.device import precision
+from repro.runtime.fit import TRAINING_COPIES, check_memory, weight_bytes
 
 
 def learning_rate(
@@ -57,6 +58,8 @@ def build(
     """
     cuda = device.type == "cuda"
     autocast = precision(device)
+    what = f"training {run.experiment.name} at preset {run.preset.name}"
+    check_memory(what, TRAINING_COPIES * weight_bytes(run.model), device)
     torch.manual_seed(run.train.init_seed)
     model = GPT(run.model).to(device)
     model.fuse_projections(cuda if fused is None else fused)

@@ -23,6 +23,7 @@ from repro.checkpoint import check_checkpoint_space, load_checkpoint, save_check
 from repro.config import RunConfig
 from repro.data.batches import Batches, DeviceBatches
 from repro.data.tokens import corpus_note
+from repro.files import make_dir
 from repro.model import GPT, count_parameters
 from repro.rundir import (
     CHECKPOINT,
@@ -82,8 +83,7 @@ def train(
     """
     if train_micro_batch is not None:
         run = replace(run, preset=run.preset.with_train_micro_batch(train_micro_batch))
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = make_dir(out_dir)
     # One writer per run: the first rank holds the run for all of a torchrun's ranks.
     with hold(out_dir, "run") if distributed.first_process() else nullcontext():
         return _train(run, data_dir, indices_dir, out_dir, device, compile, fused)

@@ -24,7 +24,7 @@ from repro.checkpoint import read_checkpoint
 from repro.config import Experiments, Preset, RunConfig
 from repro.config.experiments import source_of
 from repro.errors import ReproError
-from repro.files import read_json
+from repro.files import make_dir, read_json
 from repro.perf.cost import model_size
 from repro.rundir import (
     METRICS_CSV,
@@ -183,7 +183,7 @@ def import_authors_run(
         for split, name in EVAL_TENSORS.items()
     }
     rows = metric_rows(train_losses, evals, run)
-    out.mkdir(parents=True, exist_ok=True)
+    make_dir(out)
     _refuse_overwrite(out)
     metrics = MetricsLog(out / METRICS_CSV, 0)
     for row in rows:

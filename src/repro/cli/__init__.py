@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -78,6 +79,15 @@ def _add_speed_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _check_positive(args, *names: str) -> None:
+    """Refuse a count or rate that is not a positive finite number: argparse's int and float take
+    0, -1, nan and inf, which end in a division by zero or a meaningless figure."""
+    for name in names:
+        value = getattr(args, name)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ReproError(f"--{name.replace('_', '-')}: {value} is not a positive number")
+
+
 def _experiments(args) -> config.Experiments:
     return config.load_experiments(args.experiments_file, args.config_dir)
 
@@ -101,6 +111,7 @@ def cmd_train(args) -> None:
         raise ReproError("train: --experiment is required")
     if args.exit_with_parent:
         lock.exit_with_parent()
+    _check_positive(args, "loss_chunks")
     print(f"config: {config.config_dir(args.config_dir).resolve()}", flush=True)
     run = config.load_run(
         args.preset, args.experiment, args.experiments_file, args.config_dir, seed=args.seed
@@ -127,10 +138,15 @@ def cmd_describe(args) -> None:
 
     if (args.experiment is None) == (args.group is None):
         raise ReproError("describe: give exactly one of --experiment and --group")
+    _check_positive(args, "mfu", "peak_tflops", "tokens_per_s", "seeds")
+    if args.mfu > 1:
+        raise ReproError(f"--mfu: {args.mfu} is more than 1 (a fraction of the peak)")
     experiments = _experiments(args)
     preset = config.load_preset(args.preset, args.config_dir)
     chosen = experiments.group(args.group) if args.group else [experiments[args.experiment]]
     report = read_json(args.bench, hint="a `repro bench --json` report") if args.bench else None
+    if report is not None:
+        cost.check_bench_report(report, args.bench)
     peak = args.peak_tflops * 1e12 if args.peak_tflops else cost.H100_BF16_PEAK_FLOPS
     rows = [
         cost.describe(
@@ -167,6 +183,11 @@ def cmd_bench(args) -> None:
     from repro.perf import bench
     from repro.runtime.device import resolve_device
 
+    _check_positive(
+        args, "steps", "peak_tflops", "loss_chunks", "context", "decode_tokens", "repeats"
+    )
+    if args.warmup < 0:
+        raise ReproError(f"--warmup: {args.warmup} is not a number of steps (0 or more)")
     device = resolve_device(args.device)
     preset = config.load_preset(
         args.preset or ("paper" if device.type == "cuda" else "smoke"), args.config_dir

@@ -20,13 +20,15 @@ from repro.config.experiments import (  # noqa: F401 (re-exported: the experimen
     PaperResult,
     parse_experiments,
 )
-from repro.config.relations import check_divides, check_experiment, check_preset
+from repro.config.relations import check_divides, check_experiment, check_preset, mlp_hidden
 from repro.config.schema import ConfigError, load
 
 QUERY_MODES = ("linear", "identity", "residual_gelu", "residual_linear")
 CORPORA = ("openwebtext", "python-docs")
 # The default loss ceiling: a nat above a uniform guess (an untrained GPT-2: ln(50304) = 10.83).
 LOSS_MARGIN = 1.0
+# Seeds, shifted by --seed, stay in the range every generator takes (the schema's maximum).
+MAX_SEED = 2**32 - 1
 
 
 def config_dir(explicit: str | os.PathLike | None = None) -> Path:
@@ -193,8 +195,8 @@ class Preset:
     def with_seed(self, seed: int) -> "Preset":
         """This preset at seed k: indices drawn with index_seed + k, the model initialised with
         init_seed + k (seed 0: the YAML's, the paper's 42 and 1337). The one place seeds derive."""
-        if seed < 0:
-            raise ConfigError(f"seed {seed}: seeds are 0, 1, 2, ...")
+        if not 0 <= seed <= MAX_SEED:
+            raise ConfigError(f"seed {seed}: seeds are 0, 1, 2, ... up to {MAX_SEED}")
         t, shift = self.train, seed - self.seed
         return replace(
             self,
@@ -261,7 +263,9 @@ class RunConfig:
         e = self.experiment
         shape = asdict(self.preset.model) | e.model
         return ModelConfig(
-            **shape, mlp_hidden=int(shape["d_model"] * e.mlp_ratio), query_mode=e.query_mode
+            **shape,
+            mlp_hidden=mlp_hidden(e.name, shape["d_model"], e.mlp_ratio),
+            query_mode=e.query_mode,
         )
 
     @property

@@ -58,3 +58,14 @@ def check_experiment(source, name: str, optimizer) -> None:
             f"{source}: experiments.{name}.lr_min: {optimizer.lr_min} is more than "
             f"lr_max = {optimizer.lr_max}"
         )
+
+
+def mlp_hidden(experiment: str, d_model: int, ratio: float) -> int:
+    """The MLP's hidden size, int(d_model * mlp_ratio) (the authors' rounding), at least 1."""
+    hidden = int(d_model * ratio)
+    if hidden < 1:
+        raise ConfigError(
+            f"experiment {experiment}: mlp_ratio: {ratio} x d_model {d_model} gives an MLP of "
+            f"{hidden} units"
+        )
+    return hidden

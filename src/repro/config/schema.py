@@ -4,11 +4,20 @@ filled in.
 A file that is missing, not YAML, or breaks its schema is a one-line ConfigError naming the file and
 the key. The schemas are the one description of every configuration key; tests check that their
 enumerations equal the code's constants.
+
+Configuration YAML is read as researchers write it and bounded as an attacker could write it: a
+float such as 1e-4 is a number (YAML 1.2; PyYAML's YAML 1.1 reads it as a string), a key written
+twice is refused with its line (YAML would keep the second silently), and a file larger than
+MAX_YAML_BYTES, nested deeper than MAX_YAML_DEPTH or whose aliases expand past MAX_YAML_NODES values
+(a "billion laughs" bomb) is refused before anything is built from it.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import re
+import stat
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -18,14 +27,118 @@ import yaml
 
 from repro.errors import ReproError
 
+# The largest configuration file here is about 10 kB; experiments.yaml holds about 900 values.
+MAX_YAML_BYTES = 1 << 20
+MAX_YAML_DEPTH = 64
+MAX_YAML_NODES = 100_000
+
+# YAML 1.2's floats that YAML 1.1 reads as strings: an exponent without a dot or without a sign
+# (1e-4, 1.0e5, 3E+2, .5e-3).
+_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
 
 class ConfigError(ReproError):
     """A configuration file or value that cannot be used; the message names the file and key."""
 
 
+class ConfigLoader(yaml.SafeLoader):
+    """yaml.SafeLoader with YAML 1.2's exponent floats, keys written twice refused, and the
+    document's depth and expanded size bounded."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.depth = 0  # of the node being composed
+
+    def compose_node(self, parent, index):
+        self.depth += 1
+        if self.depth > MAX_YAML_DEPTH:
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                f"nested deeper than {MAX_YAML_DEPTH} levels",
+                self.peek_event().start_mark,
+            )
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def get_single_node(self):
+        node = super().get_single_node()
+        if node is not None:
+            _check_expanded_size(node)
+        return node
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            first_lines = {}
+            for key_node, _ in node.value:
+                # A merge key (`<<: *base`) may be overridden by the keys beside it.
+                if key_node.tag == _MERGE_TAG:
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                if isinstance(key, (list, dict)):
+                    continue  # unhashable: the constructor refuses it
+                if key in first_lines:
+                    raise yaml.constructor.ConstructorError(
+                        None,
+                        None,
+                        f"key {key!r} written twice (first on line {first_lines[key] + 1})",
+                        key_node.start_mark,
+                    )
+                first_lines[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep)
+
+
+ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+.0123456789")
+)
+
+
+def _children(node) -> list:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return node.value if isinstance(node, yaml.SequenceNode) else []
+
+
+def _check_expanded_size(root) -> None:
+    """Refuse a document that refers to itself, or whose values number more than MAX_YAML_NODES
+    once every alias is replaced by what it names. Counted over the node graph, each shared node
+    once, so that a bomb is refused in time linear in its text."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        node, children_counted = stack.pop()
+        if children_counted:
+            on_path.discard(id(node))
+            sizes[id(node)] = 1 + sum(sizes[id(child)] for child in _children(node))
+            if sizes[id(node)] > MAX_YAML_NODES:
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"more than {MAX_YAML_NODES:,} values once its aliases are expanded",
+                    node.start_mark,
+                )
+        elif id(node) not in sizes:
+            if id(node) in on_path:
+                raise yaml.composer.ComposerError(
+                    None, None, "an alias refers to a value that contains it", node.start_mark
+                )
+            on_path.add(id(node))
+            stack.append((node, True))
+            stack.extend((child, False) for child in _children(node))
+
+
+def parse_yaml(text: str | bytes):
+    """The data of one YAML document, read with ConfigLoader."""
+    return yaml.load(text, ConfigLoader)
+
+
 @cache
 def schema(name: str) -> dict:
-    return yaml.safe_load(resources.files("repro.config").joinpath("schemas", name).read_text())
+    return parse_yaml(resources.files("repro.config").joinpath("schemas", name).read_text())
 
 
 def _fill_defaults(validator, properties, instance, subschema):
@@ -38,8 +151,24 @@ def _fill_defaults(validator, properties, instance, subschema):
     )
 
 
+def _is_integer(checker, instance) -> bool:
+    # JSON Schema counts 40.0 as an integer; a step count or a seed written so is a mistake.
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+def _is_finite_number(checker, instance) -> bool:
+    # .nan and .inf are YAML floats; no setting here means them.
+    if isinstance(instance, float):
+        return math.isfinite(instance)
+    return _is_integer(checker, instance)
+
+
 _DefaultFillingValidator = jsonschema.validators.extend(
-    jsonschema.Draft202012Validator, {"properties": _fill_defaults}
+    jsonschema.Draft202012Validator,
+    {"properties": _fill_defaults},
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many(
+        {"integer": _is_integer, "number": _is_finite_number}
+    ),
 )
 
 
@@ -53,19 +182,36 @@ def validate(data, schema_name: str, source: str | os.PathLike) -> dict:
         if error.validator == "additionalProperties":
             unknown = sorted(set(error.instance) - set(error.schema.get("properties", {})))
             message = f"unknown key {', '.join(map(repr, unknown))}"
+        elif isinstance(error.instance, float) and not math.isfinite(error.instance):
+            message = f"{error.instance} is not a finite number"
         else:
             message = error.message
         raise ConfigError(f"{source}: {where}: {message}")
     return data
 
 
-def read_yaml(path: Path) -> dict:
+def read_yaml(path: str | os.PathLike) -> dict:
+    """The data of a YAML file of at most MAX_YAML_BYTES, read with ConfigLoader."""
     try:
-        with open(path) as f:
-            data = yaml.safe_load(f)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a named pipe must not block the reader
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot be read ({e.strerror})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ConfigError(f"{path}: not a regular file (a YAML file is expected)")
+    with os.fdopen(fd, "rb") as f:
+        text = f.read(MAX_YAML_BYTES + 1)
+    if len(text) > MAX_YAML_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_YAML_BYTES:,} bytes, not a configuration file")
+    try:
+        data = parse_yaml(text)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f"line {mark.line + 1}: " if mark else ""
+        raise ConfigError(f"{path}: {where}not valid YAML: {e.problem or e.context}") from None
+    except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
     return {} if data is None else data
 

@@ -19,7 +19,8 @@ import torch
 from repro.config import Preset
 from repro.data.tokens import read_manifest, token_files
 from repro.errors import ReproError
-from repro.files import atomic_write, file_sha256, read_json, write_json
+from repro.files import atomic_write, file_sha256, make_dir, read_json, write_json
+from repro.runtime.fit import check_memory
 
 ARRAYS = ("train", "eval_train", "eval_val")
 SIDECAR = "indices.json"
@@ -82,8 +83,10 @@ def write_indices(preset: Preset, data_dir: Path, out_dir: Path) -> dict:
                 f"tokens, shorter than a sequence of preset {preset.name} "
                 f"({preset.model.block_size} + 1 tokens)"
             )
+    starts = (t.max_step + 1) * t.batch_size + 2 * t.eval_rows * t.eval_sequences
+    check_memory(f"the indices of preset {preset.name}", 8 * starts)  # int64 starts
     arrays = draw_indices(splits["train"]["tokens"], splits["val"]["tokens"], **shape)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_dir(out_dir)
     hashes = {}
     for name, array in arrays.items():
         with atomic_write(out_dir / f"{name}.npy", "wb") as f:

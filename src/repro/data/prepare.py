@@ -35,7 +35,7 @@ from repro.data.corpus import (
 )
 from repro.data.tokenizer import EOT_TOKEN, gpt2_encoding, tokenizer_identity
 from repro.data.tokens import MANIFEST, DataError, corpus_note, fingerprint, is_authors_corpus
-from repro.files import write_json
+from repro.files import make_dir, open_new, write_json
 from repro.runtime.lock import exit_with_parent
 
 _EOT = np.array([EOT_TOKEN], dtype=np.uint32)  # the dtype tiktoken's buffers have
@@ -122,7 +122,7 @@ def write_split(dataset: datasets.Dataset, path: Path, workers: int) -> tuple[Pa
     try:
         with (
             worker_pool(workers, dataset.select_columns("text")) as pool,
-            open(partial, "wb") as f,
+            open(open_new(partial), "wb") as f,
             tqdm(total=len(dataset), unit="doc", desc=path.name) as bar,
         ):
             results = ordered_results(pool, encode_range, ranges, 2 * workers)
@@ -158,7 +158,7 @@ def prepare(
     gpt2_encoding()  # refuse a bad tokenizer before any download
     dataset, described = load_corpus(source, out_dir, expected_docs, num_proc)
     splits = split_corpus(dataset, test_size)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_dir(out_dir)
     written = []
     try:
         for name, part in splits.items():

@@ -79,16 +79,40 @@ def read_manifest(data_dir: str | os.PathLike, verify: bool = True, full: bool =
     data_dir = Path(data_dir)
     path = data_dir / MANIFEST
     manifest = read_json(path, DataError, "run `repro prepare` first")
+    _check_manifest(path, manifest)
+    if verify:
+        for entry in manifest["splits"].values():
+            _verify_split(data_dir, entry, full)
+    return manifest
+
+
+def _check_manifest(path: Path, manifest) -> None:
+    """Refuse a manifest whose fields training reads are missing or of the wrong kind."""
+    if not isinstance(manifest, dict):
+        raise DataError(f"{path}: not a manifest (a JSON object is expected)")
     for field in ("source", "tokenizer", "splits"):
         if field not in manifest:
             raise DataError(f"{path}: missing field {field!r}")
-    for name, entry in manifest["splits"].items():
+    splits = manifest["splits"]
+    if not isinstance(splits, dict) or not {"train", "val"} <= set(splits):
+        raise DataError(f"{path}: splits: a 'train' and a 'val' entry are expected")
+    for name, entry in splits.items():
+        if not isinstance(entry, dict):
+            raise DataError(f"{path}: splits.{name}: not an object")
         for field in ("file", "documents", "tokens", "sha256"):
             if field not in entry:
                 raise DataError(f"{path}: missing field splits.{name}.{field}")
-        if verify:
-            _verify_split(data_dir, entry, full)
-    return manifest
+        for field in ("documents", "tokens"):
+            value = entry[field]
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise DataError(f"{path}: splits.{name}.{field}: {value!r} is not a count")
+        file = entry["file"]
+        if not isinstance(file, str) or Path(file).name != file or file in ("", ".", ".."):
+            raise DataError(
+                f"{path}: splits.{name}.file: {file!r} is not a file name in {path.parent}"
+            )
+        if not isinstance(entry["sha256"], str):
+            raise DataError(f"{path}: splits.{name}.sha256: {entry['sha256']!r} is not a hash")
 
 
 def verify(data_dir: str | os.PathLike) -> dict:

@@ -4,6 +4,7 @@ docs/specification.md §7 gives the paper's scale."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 
 import torch
@@ -33,6 +34,30 @@ def model_size(config: ModelConfig) -> dict:
     with torch.device("meta"):
         params = count_parameters(GPT(config))
     return {**params, "flops_per_token": flops_per_token(config, params["total_params"])}
+
+
+def check_bench_report(report, source) -> None:
+    """Refuse what is not a `repro bench --json` report, naming `source` and what is wrong."""
+
+    def refuse(why: str):
+        raise ConfigError(f"{source}: not a `repro bench --json` report ({why})")
+
+    if not isinstance(report, dict) or not isinstance(report.get("fastest"), list):
+        refuse("no list of 'fastest' rows")
+    for key in ("preset", "device"):
+        if key not in report:
+            refuse(f"no {key!r}")
+    for i, row in enumerate(report["fastest"]):
+        if not isinstance(row, dict) or not isinstance(row.get("model"), dict):
+            refuse(f"fastest[{i}] names no model")
+        if "experiment" not in row:
+            refuse(f"fastest[{i}] names no experiment")
+        for key in ("tokens_per_s", "flops_per_token"):
+            value = row.get(key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                refuse(f"fastest[{i}].{key}: {value!r} is not a number")
+            if not (math.isfinite(value) and value > 0):
+                refuse(f"fastest[{i}].{key}: {value!r} is not a positive number")
 
 
 def bench_throughput(report: dict, run: RunConfig) -> tuple[float, str]:

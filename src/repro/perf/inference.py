@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from repro.config import QUERY_MODES, ConfigError, Experiments, RunConfig
 from repro.model import GPT
 from repro.perf.bench import _synchronize, device_name
+from repro.runtime.fit import check_memory, weight_bytes
 
 
 def cpu_model() -> str:
@@ -160,6 +161,8 @@ TIMES = ("prefill_s", "decode_s", "prefill_cpu_s", "decode_cpu_s")
 
 
 def _model(run: RunConfig, device: torch.device, fused: bool | None) -> GPT:
+    what = f"the model of {run.experiment.name} at preset {run.preset.name}"
+    check_memory(what, weight_bytes(run.model), device)
     torch.manual_seed(run.preset.train.init_seed)
     model = GPT(run.model).to(device).eval()
     return model.fuse_projections(device.type == "cuda" if fused is None else fused)

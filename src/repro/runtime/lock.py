@@ -2,18 +2,22 @@
 
 The lock is flock(2) on <run dir>/.lock: the kernel releases it when its holder exits, however it
 exits (kill -9 included), so a lock is never stale. The file names the holder (host and PID) for
-the message a second writer gets. A trainer started by the workflow asks Linux to send it SIGTERM
-when its parent dies (PR_SET_PDEATHSIG); SIGTERM makes it checkpoint and stop
-(repro.runtime.preemption).
+the message a second writer gets. A .lock that is a symbolic link (a run folder unpacked from an
+archive may hold one) is refused, never opened: writing the holder's name would erase its target.
+
+A trainer started by the workflow asks Linux to send it SIGTERM when its parent dies
+(PR_SET_PDEATHSIG); SIGTERM makes it checkpoint and stop (repro.runtime.preemption).
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import os
 import signal
 import socket
+import stat
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,7 +35,7 @@ class LockError(ReproError):
 @contextmanager
 def hold(directory: Path, what: str):
     """Hold `directory` for this process, or refuse at once naming who holds it."""
-    f = open(Path(directory) / LOCK_FILE, "a+")
+    f = _open_lock_file(Path(directory) / LOCK_FILE)
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -49,6 +53,22 @@ def hold(directory: Path, what: str):
         yield
     finally:
         f.close()  # releases the lock; the file stays, so that no two files are ever locked
+
+
+def _open_lock_file(path: Path):
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise LockError(
+                f"{path}: a symbolic link, not a run's lock file; remove the link (its "
+                f"target is left untouched)"
+            ) from None
+        raise LockError(f"{path}: cannot be opened ({e.strerror})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise LockError(f"{path}: not a regular file, not a run's lock file; remove it")
+    return os.fdopen(fd, "r+")
 
 
 def exit_with_parent(parent: int | None = None) -> None:

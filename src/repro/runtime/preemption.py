@@ -56,9 +56,12 @@ def stop_signals(names=STOP_SIGNALS):
 def _signal_number(name: str) -> signal.Signals:
     upper = name.upper()
     try:
-        return signal.Signals[upper if upper.startswith("SIG") else f"SIG{upper}"]
+        number = signal.Signals[upper if upper.startswith("SIG") else f"SIG{upper}"]
     except KeyError:
         raise ReproError(f"--stop-signal: no signal named {name!r}") from None
+    if number in (signal.SIGKILL, signal.SIGSTOP):
+        raise ReproError(f"--stop-signal: {number.name} cannot be caught, so it cannot stop a run")
+    return number
 
 
 def requested() -> bool:

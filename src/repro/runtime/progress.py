@@ -4,14 +4,24 @@ The line says where the run is (step / max step), how it learns (the interval's 
 loss, the losses of any evaluation in it), how fast it goes (tokens/s) and when it will end (ETA,
 from this session's own pace). train.log sits in the run's directory next to the checkpoint, so a
 resumed run appends to the log of its earlier sessions.
+
+train.log is a copy of what is printed: a train.log that is a symbolic link is refused (appending
+through it would write into its target), and a line that cannot be appended (a full disk) is
+printed all the same, with a warning, while training goes on: metrics.csv and the checkpoints are
+the run's record, and their writers have their own full-disk checks.
 """
 
 from __future__ import annotations
 
+import errno
 import math
+import os
+import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+
+from repro.errors import ReproError
 
 PROGRESS_LOG = "train.log"
 
@@ -53,13 +63,30 @@ class Progress:
         self.path = Path(run_dir) / PROGRESS_LOG
         self.start, self.max_step = start, max_step
         self.began = time.perf_counter()
+        self.warned = False
         self.say(f"{'resuming' if start else 'starting'} at step {start}/{max_step}")
 
     def say(self, text: str) -> None:
         print(text, flush=True)
         stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-        with open(self.path, "a") as f:
-            f.write(f"{stamp} {text}\n")
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+            with open(fd, "a") as f:
+                f.write(f"{stamp} {text}\n")
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise ReproError(
+                    f"{self.path}: a symbolic link, not a run's log; remove the link (its "
+                    f"target is left untouched)"
+                ) from None
+            if not self.warned:
+                print(
+                    f"warning: {self.path}: cannot append ({e.strerror}); training goes on, "
+                    f"its progress printed only",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            self.warned = True
 
     def report(self, rows: list[dict]) -> None:
         steps_done = rows[-1]["step"] + 1 - self.start
