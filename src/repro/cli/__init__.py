@@ -85,7 +85,7 @@ def cmd_indices(args) -> None:
     from repro.data import indices
 
     preset = config.load_preset(args.preset, args.config_dir).with_seed(args.seed)
-    sidecar = indices.write_indices(preset, args.data, args.out)
+    sidecar = indices.write_indices(preset, args.data, args.out, args.train_rows)
     print(
         f"{args.out}: {sidecar['train_rows']} x {sidecar['sequences_per_step']} train starts, "
         f"2 x {sidecar['eval_rows']} x {sidecar['eval_sequences']} eval starts"
@@ -383,6 +383,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", type=Path, required=True, help="where the index files and indices.json go"
     )
     _add_seed_argument(p)
+    p.add_argument(
+        "--train-rows",
+        type=int,
+        default=None,
+        metavar="R",
+        help="train rows, one per optimiser step (default: the preset's max_step + 1; "
+        "an experiment with a longer schedule needs its own max_step + 1)",
+    )
     p.set_defaults(func=cmd_indices)
     _train_parser(
         sub.add_parser("train", help="train one configuration (resumes from its checkpoint)")
