@@ -15,6 +15,7 @@ from pathlib import Path
 import repro
 from repro import config
 from repro.cli import authors as cli_authors
+from repro.cli import compare as cli_compare
 from repro.cli import data as cli_data
 from repro.errors import ReproError
 from repro.files import read_json, write_json
@@ -214,7 +215,8 @@ def cmd_bench(args) -> None:
 def cmd_status(args) -> None:
     from repro.analysis import status
 
-    print(status.format_status(status.status_table(args.runs_dir, args.preset)))
+    table = status.status_table(args.runs_dir, args.preset, args.authors_runs_dir)
+    print(status.format_status(table))
 
 
 def _train_parser(p: argparse.ArgumentParser) -> None:
@@ -416,8 +418,16 @@ def build_parser() -> argparse.ArgumentParser:
         default=Path("results/runs"),
         help="where the runs are, one folder per preset (default: results/runs)",
     )
+    p.add_argument(
+        "--authors-runs-dir",
+        type=Path,
+        default=Path("results/authors/runs"),
+        help="the authors' imported runs, one folder per preset: the `vs authors` column "
+        "compares each run with theirs (default: results/authors/runs)",
+    )
     p.set_defaults(func=cmd_status)
     cli_authors.add_commands(sub, _add_config_arguments)
+    cli_compare.add_commands(sub)
     return parser
 
 
