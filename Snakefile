@@ -27,6 +27,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/authors.smk"
 include: "workflow/rules/notebooks.smk"
 include: "workflow/rules/tuning.smk"
+include: "workflow/rules/compare.smk"
 
 
 # The paper's evidence: Table 1 and Figure 1 (and the explore notebook of the baseline), and
@@ -47,3 +48,4 @@ rule all:
         rules.figure2.output,
         run_files(config["extra_experiments"]),
         rules.authors.input if AUTHORS_ARTEFACTS else [],
+        authors_comparisons(TABLE1 + SWEEP + config["extra_experiments"]),

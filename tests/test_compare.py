@@ -2,6 +2,7 @@
 of ours and the authors' runs in their format (tests/authors_helpers.py), at the tiny preset."""
 
 import math
+import shutil
 
 import pandas as pd
 import pytest
@@ -13,7 +14,7 @@ from repro.analysis.results import read_run
 from repro.analysis.status import format_status, status_table
 from repro.authors.runs import import_authors_run
 from repro.cli import main
-from repro.config import load_config, load_run, seed_dir
+from repro.config import RunConfig, load_config, load_run, seed_dir
 
 # The authors' fabricated baseline evaluates 10.5, 8.8333, 7.1667, 5.5 at steps 0, 4, 8, 12.
 THEIRS = {0: 10.5, 4: 10.5 - 5 / 3, 8: 10.5 - 10 / 3, 12: 5.5}
@@ -96,3 +97,37 @@ def test_status_shows_each_run_against_the_authors(tmp_path, theirs):
     assert "vs authors" in shown
     by = dict(zip(table["experiment"], table["vs_authors"]))
     assert by["baseline"] == "+0.0500 above @12" and pd.isna(by["mlp4.75"])
+
+
+def test_figure1_marks_where_ours_leaves_the_authors_band(tiny_runs, tmp_path):
+    from repro.analysis import plots
+
+    theirs = tmp_path / "authors" / "tiny"
+    shutil.copytree(tiny_runs, theirs)  # theirs as ours, but their baseline ends 0.05 higher
+    write_run(theirs / "baseline", "baseline", {0: 10.0, 4: 8.0, 8: 6.0, 12: 5.05}, last_step=12)
+    top = plots.figure1(tiny_runs, "tiny", authors_runs_dir=theirs).axes[0]
+    crosses = [line for line in top.lines if line.get_marker() == "x" and len(line.get_xdata())]
+    assert [(list(c.get_xdata()), list(c.get_ydata())) for c in crosses] == [([12], [5.0])]
+    labels = [t.get_text() for t in top.get_legend().get_texts()]
+    assert "outside the authors' band" in labels
+
+
+def test_the_workflow_compares_each_run_with_the_authors(tmp_path):
+    from authors_helpers import write_artefacts
+    from workflow_helpers import copy_workflow, snakemake
+
+    preset, experiments = load_config("tiny")
+    runs = {n: RunConfig(preset, experiments[n]) for n in ("baseline", "mlp4.75")}
+    folder = write_artefacts(tmp_path / "artefacts", runs)
+    workdir = copy_workflow(tmp_path / "wf")
+    config = ["--config", "preset=tiny", f"authors_artefacts={folder}"]
+    result = snakemake(workdir, "-n", "-p", "--cores", "1", "all", *config)
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    for name in runs:
+        assert f"results/authors/compare/tiny/{name}.csv" in out
+    assert (
+        "repro compare results/runs/tiny/mlp4.75 --reference results/authors/runs/tiny/mlp4.75"
+        in out
+    )
+    assert "results/authors/compare/tiny/resgelu-lr3e-3.csv" not in out  # none of theirs
