@@ -93,3 +93,15 @@ def test_an_untied_experiment_trains_through_the_dag_on_its_own_indices(tmp_path
     assert record["identity"]["train"]["decay_steps"] == 120
     assert not record["identity"]["model"]["tie_embeddings"]
     assert pd.read_csv(run / "metrics.csv")["step"].max() == 21
+
+
+def test_repro_indices_draws_the_rows_of_a_longer_schedule(token_dir, tiny_indices, tmp_path):
+    from repro.cli import main
+
+    out = tmp_path / "rows22"
+    args = ["indices", "--preset", "tiny", "--data", str(token_dir), "--out", str(out)]
+    assert main([*args, "--train-rows", "22"]) == 0
+    assert json.loads((out / "indices.json").read_text())["train_rows"] == 22
+    longer, preset_rows = (np.load(d / "train.npy") for d in (out, tiny_indices))
+    assert longer.shape[0] == 22 and np.array_equal(longer[:13], preset_rows)
+    assert main([*args, "--train-rows", "0"]) == 2
