@@ -8,6 +8,13 @@
 TUNING = [e.name for e in checked(EXPERIMENTS.group, "tuning")]
 
 
+def trained_tuning_runs(wildcards):
+    """The runs of the group already there: an input of the claims check (rule table1), which
+    answers "beats the best-tuned baseline" from them, so that it is redone as they finish
+    without asking for the others."""
+    return [path for path in run_files(TUNING, seeds=SEEDS) if os.path.exists(path)]
+
+
 rule tuning:
     input:
         notebook="notebooks/tuning.ipynb",
