@@ -105,3 +105,11 @@ def test_repro_indices_draws_the_rows_of_a_longer_schedule(token_dir, tiny_indic
     longer, preset_rows = (np.load(d / "train.npy") for d in (out, tiny_indices))
     assert longer.shape[0] == 22 and np.array_equal(longer[:13], preset_rows)
     assert main([*args, "--train-rows", "0"]) == 2
+
+
+def test_the_caveat_calls_screen_a_screen_and_smoke_a_rehearsal():
+    from repro.analysis.results import scale_caveat
+
+    assert "a screen of the paper's claims" in scale_caveat(load_preset("screen"))
+    assert "cannot test the paper" in scale_caveat(load_preset("smoke"))
+    assert scale_caveat(load_preset("paper")) == ""
