@@ -136,3 +136,31 @@ def test_missing_runs_are_listed_instead_of_an_answer(tmp_path):
         "seed1/mlp4.75-wd0.05-lr3e-3",
     ):
         assert run in detail
+
+
+def test_the_notebook_writes_both_tables(tmp_path):
+    import pandas as pd
+    import papermill
+    from conftest import REPO
+
+    runs = fabricate(tmp_path / "runs" / "tiny", LOSSES)
+    out = {"out_csv": tmp_path / "tuning.csv", "out_comparison": tmp_path / "comparison.csv"}
+    papermill.execute_notebook(
+        str(REPO / "notebooks" / "tuning.ipynb"),
+        str(tmp_path / "tuning.ipynb"),
+        parameters={
+            "preset": "tiny",
+            "runs_dir": str(runs),
+            "config_dir": str(REPO / "config"),
+            "seeds": SEEDS,
+            **{k: str(v) for k, v in out.items()},
+        },
+        cwd=str(REPO),
+        progress_bar=False,
+    )
+    table, comparison = (pd.read_csv(out[k]) for k in ("out_csv", "out_comparison"))
+    assert len(table) == 14 and table["best"].sum() == 3
+    assert list(comparison["linear"]) == [
+        "baseline-wd3.125e-2-lr3e-3",
+        "mlp4.75-wd3.125e-2-lr1.5e-3",
+    ]
