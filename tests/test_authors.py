@@ -181,8 +181,8 @@ def test_a_longer_schedule_than_the_indices_cover_is_refused(token_dir, tiny_ind
     from repro.data.indices import IndicesError
 
     run = load_run("tiny", "untied-identity")
-    assert run.effective_preset.train.max_step == 105001
-    with pytest.raises(IndicesError, match="train_rows is 13, preset tiny runs 105002 steps"):
+    assert run.effective_preset.train.max_step == 21  # 105001 x 12 / 60002: the preset's scale
+    with pytest.raises(IndicesError, match="train_rows is 13, preset tiny runs 22 steps"):
         train(run, token_dir, tiny_indices, tmp_path / "run")
 
 

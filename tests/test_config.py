@@ -91,7 +91,9 @@ def test_micro_batch_must_divide_the_batch(tmp_path):
 
 
 def test_unknown_names_are_refused():
-    with pytest.raises(ConfigError, match=r"unknown preset 'huge' .*known: paper, smoke, tiny"):
+    with pytest.raises(
+        ConfigError, match=r"unknown preset 'huge' .*known: paper, screen, smoke, tiny"
+    ):
         load_preset("huge")
     with pytest.raises(ConfigError, match=r"experiments.yaml: unknown experiment 'resgelu'"):
         load_run("smoke", "resgelu")

@@ -58,6 +58,8 @@ def test_status_lists_each_run(tmp_path, capsys):
         "tokens/s",
         "ETA",
         "trainer",
+        "vs",
+        "authors",
     ]
     assert out[1].split() == [
         "tiny",
@@ -70,6 +72,7 @@ def test_status_lists_each_run(tmp_path, capsys):
         "0:00:01",
         "PID",
         str(os.getpid()),
+        "-",
     ]
 
 

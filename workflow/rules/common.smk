@@ -6,7 +6,7 @@ import os
 import shlex
 from pathlib import Path
 
-from repro.config import CORPORA, load_experiments, load_preset, seed_dir
+from repro.config import CORPORA, RunConfig, load_experiments, load_preset, seed_dir
 from repro.config.schema import ConfigError
 
 # The rules and notebooks read presets and experiments from this workflow's config/.
@@ -43,6 +43,7 @@ wildcard_constraints:
     experiment=r"[A-Za-z0-9][A-Za-z0-9._-]*",
     corpus=r"[A-Za-z0-9_-]+",
     seed=r"[1-9][0-9]*",
+    rows=r"[1-9][0-9]*",
 
 
 def preset_of(wildcards):
@@ -55,11 +56,26 @@ def token_files(corpus):
     return [f"{DATA}/{corpus}/{name}" for name in ("train.bin", "val.bin", "manifest.json")]
 
 
-def indices_files(corpus, preset, seed=0):
+def indices_files(corpus, preset, seed=0, rows=None):
     """What `repro indices` writes for a preset and seed (names or wildcards), next to its
-    corpus's tokens."""
-    return [f"{seed_dir(f'{DATA}/{corpus}/indices/{preset}', seed)}/{name}"
+    corpus's tokens; with `rows`, the indices of an experiment whose schedule is not the
+    preset's (the authors' untied runs), in rows<R>/ below."""
+    folder = seed_dir(f"{DATA}/{corpus}/indices/{preset}", seed)
+    folder += f"/rows{rows}" if rows is not None else ""
+    return [f"{folder}/{name}"
             for name in ("train.npy", "eval_train.npy", "eval_val.npy", "indices.json")]
+
+
+def experiment_rows(preset, name):
+    """The train rows an experiment needs at a preset when its schedule is longer or shorter
+    than the preset's (None when it is the preset's): its max_step + 1."""
+    rows = RunConfig(preset, checked(EXPERIMENTS.__getitem__, name)).train.max_step + 1
+    return rows if rows != preset.train.max_step + 1 else None
+
+
+def rows_flag(wildcards):
+    """`repro indices --train-rows R` for the rows<R>/ indices."""
+    return f"--train-rows {wildcards.rows}" if "rows" in wildcards.keys() else ""
 
 
 def runs_dir(preset=None):
@@ -119,9 +135,9 @@ def indices_input(wildcards):
 
 def train_input(wildcards):
     preset = preset_of(wildcards)
-    checked(EXPERIMENTS.__getitem__, wildcards.experiment)
+    rows = experiment_rows(preset, wildcards.experiment)
     return {"tokens": token_files(preset.corpus),
-            "indices": indices_files(preset.corpus, preset.name, seed_of(wildcards))}
+            "indices": indices_files(preset.corpus, preset.name, seed_of(wildcards), rows)}
 
 
 def train_gpus(wildcards):

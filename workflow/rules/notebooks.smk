@@ -12,6 +12,7 @@ rule table1:
         runs=run_files(TABLE1, seeds=SEEDS),
         folders=lambda wildcards: run_folders(TABLE1, seeds=SEEDS),
         authors=authors_run_files(TABLE1),
+        tuning=lambda wildcards: trained_tuning_runs(wildcards),
     output:
         table=report("results/table1.csv", caption="../report/table1.rst", category="Table 1"),
         claims=report("results/claims.csv", caption="../report/claims.rst", category="Claims"),

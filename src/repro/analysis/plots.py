@@ -17,7 +17,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import FuncFormatter, PercentFormatter
 
-from repro.analysis import results
+from repro.analysis import compare, results
 from repro.analysis.seeds import over_seeds, paired, read_seed_runs
 from repro.config import Preset, load_config
 
@@ -111,6 +111,34 @@ def _draw_authors(top, bottom, runs: dict, baseline: str, colors: dict, window) 
             )
 
 
+def _mark_off_course(top, losses: pd.DataFrame, by_seed: dict, theirs: dict) -> None:
+    """Where our mean validation loss leaves the authors' band (their run's loss plus or minus
+    the tolerance of repro.analysis.compare: our seeds' spread, else its fixed margin): a red
+    cross on our curve at each such step."""
+    marked = False
+    for name, their_run in theirs.items():
+        seeds = [runs[name] for runs in by_seed.values() if name in runs]
+        tolerance = (
+            compare.measured_tolerance(seeds) if len(seeds) >= 2 else compare.DEFAULT_TOLERANCE
+        )
+        ours = losses[(losses["experiment"] == name) & (losses["split"] == "val")]
+        table = compare.compare_curves(
+            ours.set_index("step")["loss_mean"], their_run.evals()["eval_val_loss"], tolerance
+        )
+        off = table[table["verdict"] != "within"]
+        top.plot(
+            off["step"],
+            off["val_loss"],
+            "x",
+            color="#D55E00",
+            markersize=9,
+            mew=2,
+            zorder=4,
+            label=None if marked or off.empty else "outside the authors' band",
+        )
+        marked |= not off.empty
+
+
 def figure1(
     runs_dir: str | Path,
     preset: str | Preset,
@@ -122,7 +150,8 @@ def figure1(
     train). Bottom: relative improvement over the baseline per evaluation step. Over several
     seeds: mean curves, with the 95% t-interval over seeds as a band around validation's (and
     the relative improvement paired with the baseline seed by seed, repro.analysis.seeds).
-    Runs imported from the authors' artefacts (authors_runs_dir), if any, are drawn beside ours."""
+    Runs imported from the authors' artefacts (authors_runs_dir), if any, are drawn beside ours,
+    and a red cross marks each step where our validation loss leaves their band."""
     _style()
     preset, experiments = load_config(preset, config_dir)
     names = [e.name for e in experiments.group("table1")]
@@ -155,14 +184,9 @@ def figure1(
         )
         if split == "val":
             _band(top, curve, "loss", colors[name])
-    _draw_authors(
-        top,
-        bottom,
-        _authors_runs(authors_runs_dir, names, baseline),
-        baseline,
-        colors,
-        (first, last),
-    )
+    theirs = _authors_runs(authors_runs_dir, names, baseline)
+    _draw_authors(top, bottom, theirs, baseline, colors, (first, last))
+    _mark_off_course(top, losses, by_seed, theirs)
     top.set_ylabel("loss (nats per token)")
     n = int(losses["n_seeds"].max())
     top.set_title(

@@ -233,6 +233,11 @@ def scale_caveat(preset: Preset, config_dir: str | Path | None = None) -> str:
     paper = load_preset("paper", config_dir)
     if (preset.model, preset.train) == (paper.model, paper.train):
         return ""
+    if (preset.model, preset.corpus) == (paper.model, paper.corpus):
+        return (
+            f"preset {preset.name} is the paper's model and data on a shorter schedule "
+            f"({preset.train.max_step + 1} steps): a screen of the paper's claims, not its numbers"
+        )
     return (
         f"preset {preset.name} is not the paper's scale: these numbers show that the "
         f"pipeline runs, they cannot test the paper"

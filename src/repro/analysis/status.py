@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from repro.analysis.results import list_runs
+from repro.analysis import compare
+from repro.analysis.results import has_run, list_runs, read_run
 from repro.errors import ReproError
 from repro.rundir import LIVE
 from repro.runtime.progress import duration
@@ -39,8 +40,20 @@ def trainer_holding(run_dir: Path) -> str | None:
     return f"PID {pid}"
 
 
-def status_table(runs_dir: Path, preset: str | None = None) -> pd.DataFrame:
-    """One row per run of `preset` (default: every preset) under runs_dir."""
+def against_authors(run_dir: Path, authors_dir: Path) -> str | None:
+    """The run's last common evaluation against the authors' imported run of its experiment
+    (repro.analysis.compare), or None where there is none."""
+    if not has_run(authors_dir):
+        return None
+    table, _ = compare.compare_runs(read_run(run_dir), read_run(authors_dir))
+    return compare.latest(table)
+
+
+def status_table(
+    runs_dir: Path, preset: str | None = None, authors_runs_dir: Path | None = None
+) -> pd.DataFrame:
+    """One row per run of `preset` (default: every preset) under runs_dir; with
+    authors_runs_dir (their imported runs, <preset>/<experiment>), each against theirs."""
     folder = Path(runs_dir) / (preset or "")
     if not folder.is_dir():
         raise ReproError(
@@ -53,6 +66,12 @@ def status_table(runs_dir: Path, preset: str | None = None) -> pd.DataFrame:
         runs = list_runs(Path(runs_dir) / name)
         runs.insert(0, "preset", name)
         runs["trainer"] = [trainer_holding(Path(runs_dir) / name / e) for e in runs["experiment"]]
+        runs["vs_authors"] = [
+            against_authors(Path(runs_dir) / name / e, Path(authors_runs_dir) / name / e)
+            if authors_runs_dir is not None
+            else None
+            for e in runs["experiment"]
+        ]
         frames.append(runs)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -84,6 +103,7 @@ def format_status(table: pd.DataFrame) -> str:
             "tokens/s": [number(v, ",.0f") for v in table["tokens_per_s"]],
             "ETA": ["-" if pd.isna(v) else duration(v) for v in table["eta_s"]],
             "trainer": [h if isinstance(h, str) else "-" for h in table["trainer"]],
+            "vs authors": [v if isinstance(v, str) else "-" for v in table["vs_authors"]],
         }
     )
     return shown.to_string(index=False)

@@ -16,6 +16,7 @@ from pathlib import Path
 import repro
 from repro import config
 from repro.cli import authors as cli_authors
+from repro.cli import compare as cli_compare
 from repro.cli import data as cli_data
 from repro.cli import export as cli_export
 from repro.errors import ReproError
@@ -96,7 +97,7 @@ def cmd_indices(args) -> None:
     from repro.data import indices
 
     preset = config.load_preset(args.preset, args.config_dir).with_seed(args.seed)
-    sidecar = indices.write_indices(preset, args.data, args.out)
+    sidecar = indices.write_indices(preset, args.data, args.out, args.train_rows)
     print(
         f"{args.out}: {sidecar['train_rows']} x {sidecar['sequences_per_step']} train starts, "
         f"2 x {sidecar['eval_rows']} x {sidecar['eval_sequences']} eval starts"
@@ -236,7 +237,8 @@ def cmd_bench(args) -> None:
 def cmd_status(args) -> None:
     from repro.analysis import status
 
-    print(status.format_status(status.status_table(args.runs_dir, args.preset)))
+    table = status.status_table(args.runs_dir, args.preset, args.authors_runs_dir)
+    print(status.format_status(table))
 
 
 def _train_parser(p: argparse.ArgumentParser) -> None:
@@ -405,6 +407,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", type=Path, required=True, help="where the index files and indices.json go"
     )
     _add_seed_argument(p)
+    p.add_argument(
+        "--train-rows",
+        type=int,
+        default=None,
+        metavar="R",
+        help="train rows, one per optimiser step (default: the preset's max_step + 1; "
+        "an experiment with a longer schedule needs its own max_step + 1)",
+    )
     p.set_defaults(func=cmd_indices)
     _train_parser(
         sub.add_parser("train", help="train one configuration (resumes from its checkpoint)")
@@ -430,9 +440,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=Path("results/runs"),
         help="where the runs are, one folder per preset (default: results/runs)",
     )
+    p.add_argument(
+        "--authors-runs-dir",
+        type=Path,
+        default=Path("results/authors/runs"),
+        help="the authors' imported runs, one folder per preset: the `vs authors` column "
+        "compares each run with theirs (default: results/authors/runs)",
+    )
     p.set_defaults(func=cmd_status)
     cli_authors.add_commands(sub, _add_config_arguments)
     cli_export.add_commands(sub)
+    cli_compare.add_commands(sub)
     return parser
 
 

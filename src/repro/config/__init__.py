@@ -271,7 +271,7 @@ class RunConfig:
     @property
     def train(self) -> TrainSettings:
         """The preset's training settings with the experiment's `train:` overrides (schedule)."""
-        return replace(self.preset.train, **self.experiment.train)
+        return replace(self.preset.train, **self.experiment.schedule(self.preset.train.max_step))
 
     @property
     def seed(self) -> int:

@@ -46,6 +46,21 @@ class Experiment:
     model: dict = field(default_factory=dict)  # overrides of the preset's model section
     train: dict = field(default_factory=dict)  # overrides of the preset's train section
 
+    def schedule(self, preset_max_step: int) -> dict:
+        """The `train:` overrides for a preset of `preset_max_step`: as written, or, with a
+        reference_max_step, max_step and decay_steps scaled by preset_max_step / reference (exact
+        integer rounding: the reference preset gets the written steps). The authors' untied runs
+        are 105,001 steps decaying to 600,000 beside the paper's 60,002: at a preset of 12 steps,
+        21 decaying to 120."""
+        overrides = dict(self.train)
+        reference = overrides.pop("reference_max_step", None)
+        if reference is None:
+            return overrides
+        return {
+            key: (steps * preset_max_step + reference // 2) // reference
+            for key, steps in overrides.items()
+        }
+
 
 @dataclass(frozen=True)
 class Experiments:

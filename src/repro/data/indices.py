@@ -60,16 +60,23 @@ def draw_indices(
     return {"train": train.numpy(), "eval_train": eval_train.numpy(), "eval_val": eval_val.numpy()}
 
 
-def write_indices(preset: Preset, data_dir: Path, out_dir: Path) -> dict:
+def write_indices(
+    preset: Preset, data_dir: Path, out_dir: Path, train_rows: int | None = None
+) -> dict:
     """Draw the indices a preset needs for the token files in data_dir; write .npy files + sidecar.
 
-    Each file is written under a temporary name and renamed when complete (repro.files).
+    train_rows: how many optimiser steps they serve (default the preset's max_step + 1; more for
+    an experiment with a longer schedule, repro.config.RunConfig.effective_preset). The first rows
+    are the same whatever their number. Each file is written under a temporary name and renamed
+    when complete (repro.files).
     """
     manifest = read_manifest(data_dir)
     t = preset.train
+    if train_rows is not None and train_rows < 1:
+        raise IndicesError(f"train rows {train_rows}: at least 1")
     shape = {
         "block_size": preset.model.block_size,
-        "train_rows": t.max_step + 1,
+        "train_rows": train_rows or t.max_step + 1,
         "sequences_per_step": t.batch_size,
         "eval_rows": t.eval_rows,
         "eval_sequences": t.eval_sequences,

@@ -1,0 +1,122 @@
+"""Is a run on course? Its validation losses against a reference run's, step by step.
+
+The reference is another run of ours or one of the authors' runs imported from their artefacts
+(repro.authors.runs). At each evaluation step both have, the difference ours - reference is set
+against a tolerance:
+  - measured: where the preset has two or more seeds of the run's experiment (seed_dir), the 95%
+    prediction half-width of the difference of two single runs, t(0.975, n - 1) x sd x sqrt(2),
+    sd being the seeds' standard deviation at that step;
+  - else the fixed DEFAULT_TOLERANCE.
+A step is "within" when |difference| <= tolerance, else "above" (our loss higher) or "below".
+Only the common steps count: a run a few hours in is checked against the reference's first
+evaluations.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from repro.analysis.results import Run, has_run, read_run
+from repro.analysis.seeds import CONFIDENCE
+
+# 0.01 nats: a quarter of the paper's largest effect, 2.956 - 2.915 = 0.041 nats at step 59,000
+# (docs/specification.md §3), so that a run inside it cannot by itself make or unmake that effect.
+DEFAULT_TOLERANCE = 0.01
+COMPARE_COLUMNS = ["step", "val_loss", "reference_val_loss", "difference", "tolerance", "verdict"]
+SEED_FOLDER = re.compile(r"seed[1-9][0-9]*")
+
+
+def seed_runs(run_path: str | Path) -> list[Run]:
+    """Every seed of a run's experiment at its preset: the run's folder is
+    <runs>/<experiment> or <runs>/seed<k>/<experiment>; seeds are <runs>/seed*/<experiment>."""
+    run_path = Path(run_path)
+    base = (
+        run_path.parent.parent if SEED_FOLDER.fullmatch(run_path.parent.name) else run_path.parent
+    )
+    folders = [base / run_path.name] + [
+        p / run_path.name for p in sorted(base.iterdir()) if SEED_FOLDER.fullmatch(p.name)
+    ]
+    return [read_run(f) for f in folders if has_run(f)]
+
+
+def measured_tolerance(runs: list[Run]) -> pd.Series:
+    """Per evaluation step that two or more of `runs` have: the 95% half-width of the difference
+    of two single runs, from the runs' spread (empty with fewer than two runs)."""
+    losses = pd.concat([r.evals()["eval_val_loss"] for r in runs], axis=1)
+    n = losses.notna().sum(axis=1)
+    losses = losses[n >= 2]
+    n = n[n >= 2]
+    t = pd.Series(stats.t.ppf((1 + CONFIDENCE) / 2, n - 1), index=n.index)
+    return (t * losses.std(axis=1) * math.sqrt(2)).rename("tolerance")
+
+
+def compare_curves(
+    ours: pd.Series, reference: pd.Series, tolerance: float | pd.Series
+) -> pd.DataFrame:
+    """The comparison table of two validation-loss curves (indexed by step) at their common
+    steps; a Series tolerance gives each step its own (steps it lacks get DEFAULT_TOLERANCE)."""
+    both = pd.concat(
+        [ours.rename("val_loss"), reference.rename("reference_val_loss")], axis=1, join="inner"
+    ).dropna()
+    both["difference"] = both["val_loss"] - both["reference_val_loss"]
+    if isinstance(tolerance, pd.Series):
+        both["tolerance"] = tolerance.reindex(both.index).fillna(DEFAULT_TOLERANCE)
+    else:
+        both["tolerance"] = tolerance
+    both["verdict"] = np.select(
+        [both["difference"].abs() <= both["tolerance"], both["difference"] > 0],
+        ["within", "above"],
+        "below",
+    )
+    return both.rename_axis("step").reset_index()[COMPARE_COLUMNS]
+
+
+def compare_runs(
+    run: Run, reference: Run, tolerance: float | None = None
+) -> tuple[pd.DataFrame, str]:
+    """The comparison table of a run with a reference run, and where its tolerance comes from.
+    tolerance None: measured from the seeds of the run's experiment (seed_runs), else the fixed
+    DEFAULT_TOLERANCE."""
+    if tolerance is not None:
+        source = f"given: {tolerance:g} nats"
+    else:
+        seeds = seed_runs(run.path.parent if run.path.name == "live" else run.path)
+        tolerance = measured_tolerance(seeds) if len(seeds) >= 2 else DEFAULT_TOLERANCE
+        source = (
+            f"measured: 95% interval of a difference from {len(seeds)} seeds of "
+            f"{run.name} (default {DEFAULT_TOLERANCE:g} nats where they lack a step)"
+            if isinstance(tolerance, pd.Series)
+            else f"fixed: {DEFAULT_TOLERANCE:g} nats (fewer than two seeds of {run.name} to "
+            f"measure it)"
+        )
+    ours, theirs = (r.evals()["eval_val_loss"] for r in (run, reference))
+    return compare_curves(ours, theirs, tolerance), source
+
+
+def verdict(table: pd.DataFrame) -> str:
+    """One line: on course at every common step, or the first step where it left the band."""
+    if table.empty:
+        return "no common evaluation step"
+    steps = f"{len(table)} common evaluation steps, {table['step'].min()}..{table['step'].max()}"
+    off = table[table["verdict"] != "within"]
+    if off.empty:
+        return f"on course: within the tolerance at all {steps}"
+    first = off.iloc[0]
+    return (
+        f"off course: {first['verdict']} the reference by {first['difference']:+.4f} at step "
+        f"{first['step']} (tolerance {first['tolerance']:.4f}); outside at {len(off)} of {steps}"
+    )
+
+
+def latest(table: pd.DataFrame) -> str:
+    """The last common step as `repro status` shows it: the difference and its verdict."""
+    if table.empty:
+        return "-"
+    last = table.iloc[-1]
+    return f"{last['difference']:+.4f} {last['verdict']} @{last['step']}"

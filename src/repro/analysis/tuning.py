@@ -1,0 +1,177 @@
+"""The tuning comparison (docs/tuning.md): is the nonlinear query's gain more than its tuning?
+
+The group `tuning` of the experiments file gives the linear models (the baseline and the wider
+control) the learning-rate and weight-decay settings the nonlinear query was tuned at. Each model
+(query mode and MLP width) is represented by its best setting: the lowest mean validation loss at
+the table step over seeds 0..N-1, among the settings that every seed has and none diverged. The
+best nonlinear setting is then paired with each linear model's best seed by seed (the runs of a
+seed share their batches, repro.analysis.seeds): the loss gap L_linear - L_nonlinear and the
+relative improvement (L_linear - L_nonlinear) / L_linear, positive where the nonlinear query is
+better, with their 95% intervals.
+
+Choosing the best of several settings from the same seeds favours each side a little (the
+winner's curse); both sides are chosen the same way, the linear models from one setting more.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from repro.analysis.results import relative_improvement, scale_caveat
+from repro.analysis.seeds import read_seed_runs, summarise
+from repro.config import Experiment, Preset, load_config, seed_dir
+
+GROUP = "tuning"
+TUNING_COLUMNS = [
+    "experiment",
+    "model",
+    "query_mode",
+    "mlp_ratio",
+    "lr_max",
+    "lr_min",
+    "weight_decay",
+    "step",
+    "seeds",
+    "n_seeds",
+    "n_diverged",
+    "n_missing",
+    "val_loss_mean",
+    "val_loss_sd",
+    "val_loss_ci_low",
+    "val_loss_ci_high",
+    "best",
+    "preset",
+    "caveat",
+]
+COMPARISON_COLUMNS = [
+    "nonlinear",
+    "linear",
+    "linear_model",
+    "step",
+    "n_pairs",
+    "loss_gap_mean",
+    "loss_gap_ci_low",
+    "loss_gap_ci_high",
+    "rel_improvement_mean",
+    "rel_improvement_sd",
+    "rel_improvement_ci_low",
+    "rel_improvement_ci_high",
+    "preset",
+    "caveat",
+]
+
+
+def model_of(experiment: Experiment) -> str:
+    """What a setting is a setting of: the query mode and the MLP width."""
+    return f"{experiment.query_mode}, MLP h/d {experiment.mlp_ratio:g}"
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """The comparison at one preset: `table` (one row per setting, `best` marking each model's),
+    `comparison` (best nonlinear vs each linear model's best) and `missing` (the runs, as
+    seed<k>/<experiment>, that have neither a loss at the table step nor diverged)."""
+
+    table: pd.DataFrame
+    comparison: pd.DataFrame
+    missing: list[str]
+    preset: Preset
+
+
+def _outcomes(runs_dir, members: list[Experiment], seeds: int, step: int) -> pd.DataFrame:
+    """experiment, seed, val_loss (at the table step), diverged, missing: one row per run."""
+    by_seed = read_seed_runs(runs_dir, [e.name for e in members], seeds)
+    rows = []
+    for k, runs in by_seed.items():
+        for e in members:
+            run = runs.get(e.name)
+            diverged = run is not None and run.status == "diverged"
+            loss = np.nan if run is None or diverged else run.loss_at(step)
+            rows.append((e.name, k, loss, diverged, not diverged and np.isnan(loss)))
+    return pd.DataFrame(rows, columns=["experiment", "seed", "val_loss", "diverged", "missing"])
+
+
+def _best(table: pd.DataFrame, seeds: int) -> pd.Series:
+    """Per model, whether a setting is its best: lowest mean loss among the complete settings."""
+    eligible = table[(table["n_seeds"] == seeds) & (table["n_diverged"] == 0)]
+    best = eligible.groupby("model", sort=False)["val_loss_mean"].idxmin()
+    return table.index.isin(best.values)
+
+
+def _compare(outcomes: pd.DataFrame, nonlinear: str, linear: str) -> pd.DataFrame:
+    """The paired gap and relative improvement of `nonlinear` over `linear`, summarised."""
+    losses = outcomes.pivot(index="seed", columns="experiment", values="val_loss")
+    pairs = pd.DataFrame(
+        {
+            "loss_gap": losses[linear] - losses[nonlinear],
+            "rel_improvement": relative_improvement(losses[nonlinear], losses[linear]),
+        }
+    ).dropna()
+    groups = pairs.groupby(lambda _: 0)
+    gap = summarise(groups, "loss_gap").drop(columns="n_seeds")
+    gain = summarise(groups, "rel_improvement").rename(columns={"n_seeds": "n_pairs"})
+    return gap.join(gain)
+
+
+def tuning(
+    runs_dir: str | Path,
+    preset: str | Preset,
+    seeds: int = 1,
+    config_dir: str | Path | None = None,
+    group: str = GROUP,
+) -> Tuning:
+    """The tuning comparison of `group` from the runs of seeds 0..seeds-1 under runs_dir."""
+    preset, experiments = load_config(preset, config_dir)
+    members = experiments.group(group)
+    step = preset.report.table_step
+    outcomes = _outcomes(runs_dir, members, seeds, step)
+    by_experiment = outcomes.groupby("experiment", sort=False)
+    table = summarise(by_experiment, "val_loss").join(
+        by_experiment[["diverged", "missing"]].sum().rename(columns=lambda c: f"n_{c}")
+    )
+    table = table.loc[[e.name for e in members]].reset_index()
+    table = table.assign(
+        model=[model_of(e) for e in members],
+        query_mode=[e.query_mode for e in members],
+        mlp_ratio=[e.mlp_ratio for e in members],
+        lr_max=[e.optimizer.lr_max for e in members],
+        lr_min=[e.optimizer.lr_min for e in members],
+        weight_decay=[e.optimizer.weight_decay for e in members],
+        step=step,
+        seeds=seeds,
+        preset=preset.name,
+        caveat=scale_caveat(preset, config_dir),
+    )
+    table["best"] = _best(table, seeds)
+    best = table[table["best"]]
+    nonlinear = best[best["query_mode"] != "linear"]
+    comparisons = [
+        _compare(outcomes, n["experiment"], lin["experiment"]).assign(
+            nonlinear=n["experiment"], linear=lin["experiment"], linear_model=lin["model"]
+        )
+        for _, n in nonlinear.iterrows()
+        for _, lin in best[best["query_mode"] == "linear"].iterrows()
+    ]
+    comparison = (
+        pd.concat(comparisons, ignore_index=True)
+        if comparisons
+        else pd.DataFrame(columns=COMPARISON_COLUMNS)
+    )
+    comparison = comparison.assign(
+        step=step, preset=preset.name, caveat=scale_caveat(preset, config_dir)
+    )
+    missing = outcomes[outcomes["missing"]]
+    return Tuning(
+        table=table[TUNING_COLUMNS],
+        comparison=comparison[COMPARISON_COLUMNS],
+        missing=[
+            os.path.join(seed_dir("", k), name)
+            for name, k in zip(missing["experiment"], missing["seed"])
+        ],
+        preset=preset,
+    )

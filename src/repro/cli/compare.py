@@ -1,0 +1,68 @@
+"""`repro compare RUN --reference REF`: is a run on course (repro.analysis.compare)?
+repro.cli adds it to its subcommands."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from repro import config
+
+
+def reference_run(reference: Path, run, config_dir):
+    """REF as a run: a run directory as it is; one of the authors' out_config_* folders imported
+    (into a temporary folder) as the run's preset and experiment."""
+    from repro.analysis.results import read_run
+    from repro.authors import runs as authors
+
+    if not (reference / authors.EVAL_TENSORS["val"]).exists():
+        return read_run(reference)
+    preset, experiments = config.load_config(run.record.preset, config_dir)
+    with tempfile.TemporaryDirectory() as out:
+        authors.import_authors_run(reference, Path(out), preset, experiments, run.name)
+        return read_run(out)
+
+
+def cmd_compare(args) -> None:
+    from repro.analysis import compare
+    from repro.analysis.results import read_run
+
+    run = read_run(args.run)
+    reference = reference_run(args.reference, run, args.config_dir)
+    table, source = compare.compare_runs(run, reference, args.tolerance)
+    if args.csv:
+        args.csv.parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(args.csv, index=False)
+    print(f"{args.run} ({run.name}, {run.status}) against {args.reference} ({reference.status})")
+    print(f"tolerance: {source}")
+    if not table.empty:
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    print(compare.verdict(table))
+
+
+def add_commands(sub) -> None:
+    p = sub.add_parser(
+        "compare",
+        help="a run's validation losses against a reference run's at every common evaluation "
+        "step: difference and verdict against a tolerance",
+    )
+    p.add_argument("run", type=Path, help="a run directory (one in progress too)")
+    p.add_argument(
+        "--reference",
+        type=Path,
+        required=True,
+        help="another run directory, an imported authors' run (repro import-authors-run), or "
+        "one of the authors' out_config_* folders (imported on the fly)",
+    )
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=None,
+        help="nats (default: measured from the seeds of the run's experiment at its preset, "
+        "else 0.01)",
+    )
+    p.add_argument("--csv", type=Path, default=None, help="also write the table here")
+    p.add_argument(
+        "--config-dir", type=Path, default=None, help="where presets/ and experiments.yaml are"
+    )
+    p.set_defaults(func=cmd_compare)

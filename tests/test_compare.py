@@ -1,0 +1,133 @@
+"""Is a run on course: `repro compare` and the `vs authors` column of `repro status`, against runs
+of ours and the authors' runs in their format (tests/authors_helpers.py), at the tiny preset."""
+
+import math
+import shutil
+
+import pandas as pd
+import pytest
+from authors_helpers import authors_folder
+from conftest import write_run
+
+from repro.analysis import compare
+from repro.analysis.results import read_run
+from repro.analysis.status import format_status, status_table
+from repro.authors.runs import import_authors_run
+from repro.cli import main
+from repro.config import RunConfig, load_config, load_run, seed_dir
+
+# The authors' fabricated baseline evaluates 10.5, 8.8333, 7.1667, 5.5 at steps 0, 4, 8, 12.
+THEIRS = {0: 10.5, 4: 10.5 - 5 / 3, 8: 10.5 - 10 / 3, 12: 5.5}
+
+
+@pytest.fixture
+def theirs(tmp_path):
+    """Their out_config_tiedw_original folder and its import as a run of ours."""
+    folder = authors_folder(tmp_path / "artefacts", load_run("tiny", "baseline"), ckpt=False)
+    out = tmp_path / "authors" / "runs" / "tiny" / "baseline"
+    import_authors_run(folder, out, *load_config("tiny"))
+    return folder, out
+
+
+def ours(runs, offsets, seed=0, last_step=12, status="completed"):
+    """Our baseline at `seed`, their losses plus `offsets` at the steps given."""
+    val = {s: THEIRS[s] + d for s, d in offsets.items()}
+    return write_run(
+        runs / seed_dir("", seed) / "baseline", "baseline", val, last_step=last_step, status=status
+    )
+
+
+def test_a_run_that_leaves_the_band_is_off_course_from_that_step(tmp_path, theirs):
+    run = ours(tmp_path / "runs" / "tiny", {0: 0.004, 4: -0.006, 8: 0.002, 12: 0.05})
+    table, source = compare.compare_runs(read_run(run), read_run(theirs[1]))
+    assert source.startswith("fixed: 0.01 nats")
+    assert list(table["step"]) == [0, 4, 8, 12]
+    assert list(table["verdict"]) == ["within", "within", "within", "above"]
+    assert table["difference"].tolist() == pytest.approx([0.004, -0.006, 0.002, 0.05], abs=1e-6)
+    line = compare.verdict(table)
+    assert line.startswith("off course: above the reference by +0.0500 at step 12")
+
+
+def test_the_first_hours_need_only_the_first_evaluations(tmp_path, theirs):
+    run = ours(tmp_path / "runs" / "tiny", {0: 0.001, 4: -0.003}, last_step=5, status="running")
+    table, _ = compare.compare_runs(read_run(run), read_run(theirs[1]))
+    assert list(table["step"]) == [0, 4]
+    assert compare.verdict(table) == (
+        "on course: within the tolerance at all 2 common evaluation steps, 0..4"
+    )
+
+
+def test_the_seeds_of_the_preset_set_the_tolerance(tmp_path, theirs):
+    runs = tmp_path / "runs" / "tiny"
+    spread = [0.0, 0.02, 0.04]  # sd 0.02 at every step
+    for k, d in enumerate(spread):
+        ours(runs, {s: d for s in THEIRS}, seed=k)
+    table, source = compare.compare_runs(read_run(runs / "seed2" / "baseline"), read_run(theirs[1]))
+    assert source.startswith("measured: 95% interval of a difference from 3 seeds")
+    half = 4.303 * 0.02 * math.sqrt(2)  # t(0.975, 2) x sd x sqrt(2) = 0.1217
+    assert table["tolerance"].tolist() == pytest.approx([half] * 4, abs=1e-3)
+    assert (table["verdict"] == "within").all()  # 0.04 off: inside what the seeds vary by
+
+
+def test_repro_compare_imports_their_folder_on_the_fly(tmp_path, theirs, capsys):
+    run = ours(tmp_path / "runs" / "tiny", {0: 0.0, 4: 0.0, 8: -0.03, 12: -0.04})
+    out = tmp_path / "compare.csv"
+    assert main(["compare", str(run), "--reference", str(theirs[0]), "--csv", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "tolerance: fixed: 0.01 nats" in printed
+    assert "off course: below the reference by -0.0300 at step 8" in printed
+    assert list(pd.read_csv(out)["verdict"]) == ["within", "within", "below", "below"]
+    assert main(["compare", str(run), "--reference", str(theirs[1]), "--tolerance", "0.05"]) == 0
+    assert "on course" in capsys.readouterr().out
+
+
+def test_repro_compare_of_a_missing_reference_is_one_line(tmp_path, capsys):
+    run = ours(tmp_path / "runs" / "tiny", {0: 0.0})
+    assert main(["compare", str(run), "--reference", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("repro: error: ") and "nowhere" in err and err.count("\n") == 1
+
+
+def test_status_shows_each_run_against_the_authors(tmp_path, theirs):
+    runs = tmp_path / "runs"
+    ours(runs / "tiny", {0: 0.0, 4: 0.0, 8: 0.0, 12: 0.05})
+    write_run(runs / "tiny" / "mlp4.75", "mlp4.75", {0: 10.0}, last_step=2)
+    table = status_table(runs, "tiny", tmp_path / "authors" / "runs")
+    shown = format_status(table)
+    assert "vs authors" in shown
+    by = dict(zip(table["experiment"], table["vs_authors"]))
+    assert by["baseline"] == "+0.0500 above @12" and pd.isna(by["mlp4.75"])
+
+
+def test_figure1_marks_where_ours_leaves_the_authors_band(tiny_runs, tmp_path):
+    from repro.analysis import plots
+
+    theirs = tmp_path / "authors" / "tiny"
+    shutil.copytree(tiny_runs, theirs)  # theirs as ours, but their baseline ends 0.05 higher
+    write_run(theirs / "baseline", "baseline", {0: 10.0, 4: 8.0, 8: 6.0, 12: 5.05}, last_step=12)
+    top = plots.figure1(tiny_runs, "tiny", authors_runs_dir=theirs).axes[0]
+    crosses = [line for line in top.lines if line.get_marker() == "x" and len(line.get_xdata())]
+    assert [(list(c.get_xdata()), list(c.get_ydata())) for c in crosses] == [([12], [5.0])]
+    labels = [t.get_text() for t in top.get_legend().get_texts()]
+    assert "outside the authors' band" in labels
+
+
+def test_the_workflow_compares_each_run_with_the_authors(tmp_path):
+    from authors_helpers import write_artefacts
+    from workflow_helpers import copy_workflow, snakemake
+
+    preset, experiments = load_config("tiny")
+    runs = {n: RunConfig(preset, experiments[n]) for n in ("baseline", "mlp4.75")}
+    folder = write_artefacts(tmp_path / "artefacts", runs)
+    workdir = copy_workflow(tmp_path / "wf")
+    config = ["--config", "preset=tiny", f"authors_artefacts={folder}"]
+    result = snakemake(workdir, "-n", "-p", "--cores", "1", "all", *config)
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    for name in runs:
+        assert f"results/authors/compare/tiny/{name}.csv" in out
+    assert (
+        "repro compare results/runs/tiny/mlp4.75 --reference results/authors/runs/tiny/mlp4.75"
+        in out
+    )
+    assert "results/authors/compare/tiny/resgelu-lr3e-3.csv" not in out  # none of theirs

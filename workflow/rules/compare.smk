@@ -1,0 +1,27 @@
+# When the authors' artefacts are configured (authors.smk), each of our runs is compared with
+# theirs of the same configuration: `repro compare` writes the validation-loss difference at each
+# common evaluation step and its verdict against the tolerance (our seeds' spread, else 0.01
+# nats) to results/authors/compare/<preset>/<experiment>.csv, and its log says on or off course.
+
+
+def authors_comparisons(names):
+    """The comparison tables of our runs among `names` that have an imported authors' run."""
+    return [f"results/authors/compare/{PRESET.name}/{name}.csv" for name in names
+            if name in AUTHORS_FOLDERS]
+
+
+rule compare_authors:
+    input:
+        ours="results/runs/{preset}/{experiment}/run.json",
+        theirs="results/authors/runs/{preset}/{experiment}/run.json",
+    output:
+        "results/authors/compare/{preset}/{experiment}.csv",
+    params:
+        ours=lambda wildcards, input: os.path.dirname(input.ours),
+        theirs=lambda wildcards, input: os.path.dirname(input.theirs),
+        config=CONFIG_DIR,
+    log:
+        "results/authors/compare/{preset}/{experiment}.log",
+    shell:
+        "repro compare {params.ours:q} --reference {params.theirs:q} --config-dir {params.config:q} "
+        "--csv {output:q} > {log:q} 2>&1"
