@@ -146,7 +146,10 @@ def fake_time_steps(calls, fails_at=None, error=None):
         if mb == fails_at:
             raise error
         e = run.experiment
-        return {"experiment": e.name, "query_mode": e.query_mode, "train_micro_batch": mb}
+        return {"experiment": e.name, "query_mode": e.query_mode, "train_micro_batch": mb} | {
+            "step_s": 1.0,
+            "loss": 5.0,
+        }
 
     return time_steps
 
@@ -202,3 +205,15 @@ def test_a_fresh_start_collects_garbage_before_emptying_the_cache(monkeypatch):
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda d=None: log.append("reset"))
     bench._fresh_start(torch.device("cuda"))
     assert log == ["gc.collect", "empty_cache", "reset"]
+
+
+def test_time_steps_with_chosen_attention_backends():
+    """Stage B's attention pair: SDPA restricted to the backends named (on CPU, math alone)."""
+    row = bench.time_steps(
+        load_run("tiny", "baseline"), torch.device("cpu"), 1, 1, attention=["MATH"]
+    )
+    assert row["attention"] == ["MATH"] and row["step_s"] > 0
+    with pytest.raises(RuntimeError, match="No viable backend"):  # cuDNN alone: none on CPU
+        bench.time_steps(
+            load_run("tiny", "baseline"), torch.device("cpu"), 1, 1, attention=["CUDNN_ATTENTION"]
+        )

@@ -79,7 +79,7 @@ def _options(attention: list[str] | None, inductor: dict | None) -> ExitStack:
     if attention:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        stack.enter_context(sdpa_kernel([SDPBackend[name] for name in attention]))
+        stack.enter_context(sdpa_kernel([getattr(SDPBackend, name) for name in attention]))
     if inductor:
         import torch._inductor.config
 
