@@ -411,6 +411,7 @@ def stage_c(args) -> int:
         import shutil
 
         shutil.rmtree(scratch)
+    scratch.mkdir(parents=True)
     preset = rehearsal_preset(args.preset, scratch)
     data = write_tokens(scratch / "data", args.tokens)
     indices = scratch / "indices"
