@@ -86,11 +86,21 @@ class Stage:
         self.record["steps"][key] = outcome
         return outcome
 
+    def skipped(self, key: str, minimum: float) -> bool:
+        """Whether step `key` is not to run: named by --skip, or less than `minimum` seconds
+        of the budget left. Recorded as skipped."""
+        reason = "--skip" if key in self.args.skip else None
+        reason = reason or ("stage time budget spent" if self.left() < minimum else None)
+        if reason:
+            self.say(f"{key}: skipped ({reason})")
+            self.step(key, {"status": "skipped", "reason": reason})
+        return reason is not None
+
     def run(self, key: str, command: list[str], expect: int = 0, minimum: float = 30) -> dict:
         """Run a command within the budget's remainder, its output into the log; `expect`: the
         exit status that is success."""
-        if self.left() < minimum:
-            return self.step(key, {"status": "skipped", "reason": "stage time budget spent"})
+        if self.skipped(key, minimum):
+            return self.record["steps"][key]
         self.say(f"$ {' '.join(command)}")
         began = time.monotonic()
         process = subprocess.Popen(
@@ -107,12 +117,17 @@ class Stage:
         return self.step(key, outcome | {"seconds": round(time.monotonic() - began, 1)})
 
     def finish(self) -> int:
+        """Write the stage's JSON (a step skipped by --skip keeps an earlier run's outcome)."""
+        path = self.out / f"{self.name}.json"
+        earlier = json.loads(path.read_text())["steps"] if path.exists() else {}
+        for key, outcome in self.record["steps"].items():
+            if outcome.get("reason") == "--skip" and key in earlier:
+                self.record["steps"][key] = earlier[key]
         self.record["seconds"] = round(time.monotonic() - self.began, 1)
         failed = [
             k for k, v in self.record["steps"].items() if v["status"] not in ("ok", "skipped")
         ]
         self.record["failed_steps"] = failed
-        path = self.out / f"{self.name}.json"
         path.write_text(json.dumps(self.record, indent=2) + "\n")
         summary = f"failed: {', '.join(failed)}" if failed else "no step failed"
         self.say(f"=== stage {self.name}: {path}, {self.record['seconds']} s, {summary}")
@@ -311,8 +326,7 @@ def stage_b(args) -> int:
         if name == "inductor_mode" and not _compiles(run, device):
             s.step(name, {"status": "skipped", "reason": "compile is off here"})
             continue
-        if s.left() < 60:
-            s.step(name, {"status": "skipped", "reason": "stage time budget spent"})
+        if s.skipped(name, minimum=60):
             continue
         s.say(f"pair {name}: {before} -> {after}")
         try:
@@ -503,6 +517,14 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, help="default results/bench/<device>")
     parser.add_argument("--budget", type=float, default=510, help="seconds per stage (510)")
     parser.add_argument("--micro-batch", type=int, help="stage B's (default: stage A's choice)")
+    parser.add_argument(
+        "--skip",
+        nargs="+",
+        default=[],
+        metavar="STEP",
+        help="steps not to run (their keys in the stage's JSON, e.g. gpu_tests sweep_48 "
+        "inductor_mode): to run what a stage's budget left out, the stage again without the rest",
+    )
     args = parser.parse_args(argv)
     cpu = args.device == "cpu"
     # The sizes: the paper's on a GPU; the tiny preset's on CPU, which runs every stage in seconds.
