@@ -10,7 +10,7 @@
      resumed losses against the whole run's, `repro describe --bench`: C.json
 
 Each stage writes its JSON and appends everything it prints to validate.log, all in one folder
-(default results/bench/<device>/). A stage keeps to a time budget (--budget, default 8.5 minutes):
+(default results/bench/<device>/). A stage keeps to a time budget (--budget, on a GPU 8.5 minutes):
 what would start after it is recorded as skipped, never run. Every step's outcome is recorded,
 failures included; the exit status is 1 when any failed. `--device cpu` runs every stage at the
 tiny preset's size, which is how CI checks this script end to end.
@@ -515,7 +515,9 @@ def main(argv=None) -> int:
     parser.add_argument("stage", choices=["A", "B", "C"])
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
     parser.add_argument("--out", type=Path, help="default results/bench/<device>")
-    parser.add_argument("--budget", type=float, default=510, help="seconds per stage (510)")
+    parser.add_argument(
+        "--budget", type=float, help="seconds per stage (default 510 on a GPU, 3600 on CPU)"
+    )
     parser.add_argument("--micro-batch", type=int, help="stage B's (default: stage A's choice)")
     parser.add_argument(
         "--skip",
@@ -529,6 +531,7 @@ def main(argv=None) -> int:
     cpu = args.device == "cpu"
     # The sizes: the paper's on a GPU; the tiny preset's on CPU, which runs every stage in seconds.
     args.preset = "tiny" if cpu else "paper"
+    args.budget = args.budget or (3600 if cpu else 510)  # a GPU window's command: 10 minutes
     args.describe_preset = args.preset
     args.sweep = ["1", "2"] if cpu else ["24", "48"]
     args.steps, args.warmup = (1, 1) if cpu else (10, 3)
