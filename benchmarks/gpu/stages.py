@@ -291,12 +291,18 @@ def time_pair(run, device, before: dict, after: dict, args) -> dict:
 
 def stage_b(args) -> int:
     from repro.config import load_run
+    from repro.perf.bench import default_micro_batch
     from repro.runtime.device import resolve_device
 
     s = Stage("B", args)
+    device = resolve_device(args.device)
+    run = load_run(args.preset, RESUMED)
+    # Stage A's choice; without it, what training would use (the probe's, on a GPU).
     micro_batch = args.micro_batch or _from_stage_a(args.out)
+    micro_batch = micro_batch or default_micro_batch(run, device, None, None)
     s.record["micro_batch"] = micro_batch
-    sizes = ["--train-micro-batch", str(micro_batch)] if micro_batch else []  # else: auto's
+    run = _with(run, train_micro_batch=micro_batch)
+    sizes = ["--train-micro-batch", str(micro_batch)]
     table1 = s.out / "B-table1.json"
     s.run(
         "table1",
@@ -318,10 +324,6 @@ def stage_b(args) -> int:
             str(table1),
         ),
     )
-    device = resolve_device(args.device)
-    run = load_run(args.preset, RESUMED)
-    if micro_batch:
-        run = _with(run, train_micro_batch=micro_batch)
     for name, before, after in pairs(args.device):
         if name == "inductor_mode" and not _compiles(run, device):
             s.step(name, {"status": "skipped", "reason": "compile is off here"})
