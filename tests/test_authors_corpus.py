@@ -4,13 +4,15 @@ commit and data files recorded, and a one-line note on whether the token counts 
 from dataclasses import replace
 from types import SimpleNamespace
 
-import datasets
 import pytest
 
 from repro.cli import main
 from repro.config import load_run
 from repro.data.tokens import AUTHORS_TOKENS, corpus_note
 from repro.train import train
+
+# Not on a GPU node: a run of the GPU tests (`pytest -m gpu`) still collects this module.
+datasets = pytest.importorskip("datasets")
 
 COMMIT = "0123456789abcdef" * 2 + "01234567"
 FILES = [

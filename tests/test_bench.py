@@ -1,13 +1,17 @@
 """`repro bench` and the GPU-hours `repro describe` estimates from it (docs/specification.md §7)."""
 
+import gc
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import pytest
+import torch
 
 from repro.cli import main
 from repro.config import load_run
+from repro.perf import bench
 from repro.perf.cost import known_peak_flops, model_size
+from repro.step import build
 
 
 def test_known_peaks_are_dense_bf16():
@@ -132,3 +136,84 @@ def test_describe_refuses_a_bench_of_another_size(tiny_bench, tmp_path, capsys):
         == 2
     )
     assert "timed no model like baseline's" in capsys.readouterr().err
+
+
+# The bench loop around time_steps, on CPU with time_steps and the GPU calls replaced.
+def fake_time_steps(calls, fails_at=None, error=None):
+    def time_steps(run, device, *args):
+        mb = run.preset.train_micro_batch
+        calls.append(mb)
+        if mb == fails_at:
+            raise error
+        e = run.experiment
+        return {"experiment": e.name, "query_mode": e.query_mode, "train_micro_batch": mb} | {
+            "step_s": 1.0,
+            "loss": 5.0,
+        }
+
+    return time_steps
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 9.21 GiB"),
+        RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"),
+    ],
+    ids=["torch", "cublas"],
+)
+def test_bench_skips_a_micro_batch_that_fails_to_allocate(error, monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(bench, "time_steps", fake_time_steps(calls, 4, error))
+    run = load_run("tiny", "baseline")
+    report = bench.bench([run], torch.device("cpu"), "baseline", micro_batches=[2, 4, 1], peak=1)
+    assert calls == [2, 4, 1]
+    assert [r["train_micro_batch"] for r in report["results"]] == [2, 1]
+    assert "baseline               micro-batch   4  out of memory" in capsys.readouterr().out
+
+
+def test_bench_raises_an_error_that_is_not_memory(monkeypatch):
+    error = RuntimeError("mat1 and mat2 shapes cannot be multiplied")
+    monkeypatch.setattr(bench, "time_steps", fake_time_steps([], 2, error))
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        bench.bench([load_run("tiny", "baseline")], torch.device("cpu"), "baseline", [2], peak=1)
+
+
+def test_bench_times_the_micro_batch_auto_would_choose(monkeypatch):
+    """On CUDA with `runtime.train_micro_batch: auto`, by default: the probe's choice."""
+    calls, probed = [], []
+    monkeypatch.setattr(bench, "time_steps", fake_time_steps(calls))
+    monkeypatch.setattr(bench, "_fresh_start", lambda device: None)
+    monkeypatch.setattr(bench, "device_name", lambda device: "NVIDIA H200")
+    build_on_cpu = lambda run, device, *args: build(run, torch.device("cpu"), *args)
+    monkeypatch.setattr(bench, "build", build_on_cpu)
+    monkeypatch.setattr(bench, "auto_micro_batch", lambda model, *args: probed.append(args) or 4)
+    run = load_run("tiny", "baseline")
+    run = replace(run, preset=run.preset.with_runtime(train_micro_batch="auto"))
+    bench.bench([run], torch.device("cuda"), "baseline")
+    assert calls == [4] and probed == [(4, 32, probed[0][2])]  # batch 4, block 32, autocast
+    bench.bench([load_run("tiny", "baseline")], torch.device("cuda"), "baseline")
+    assert calls == [4, 2] and len(probed) == 1  # a preset's fixed micro-batch: no probe
+
+
+def test_a_fresh_start_collects_garbage_before_emptying_the_cache(monkeypatch):
+    """empty_cache frees only blocks nothing references: the failed configuration's traceback
+    and reference cycles must be collected first."""
+    log = []
+    monkeypatch.setattr(gc, "collect", lambda: log.append("gc.collect"))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: log.append("empty_cache"))
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda d=None: log.append("reset"))
+    bench._fresh_start(torch.device("cuda"))
+    assert log == ["gc.collect", "empty_cache", "reset"]
+
+
+def test_time_steps_with_chosen_attention_backends():
+    """Stage B's attention pair: SDPA restricted to the backends named (on CPU, math alone)."""
+    row = bench.time_steps(
+        load_run("tiny", "baseline"), torch.device("cpu"), 1, 1, attention=["MATH"]
+    )
+    assert row["attention"] == ["MATH"] and row["step_s"] > 0
+    with pytest.raises(RuntimeError, match="No viable backend"):  # cuDNN alone: none on CPU
+        bench.time_steps(
+            load_run("tiny", "baseline"), torch.device("cpu"), 1, 1, attention=["CUDNN_ATTENTION"]
+        )

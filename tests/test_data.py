@@ -5,7 +5,6 @@ The procedure is docs/specification.md §5."""
 import hashlib
 import json
 
-import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -13,11 +12,14 @@ import pytest
 
 from repro import cli
 from repro.data import corpus as corpus_module
-from repro.data import prepare as prepare_module
 from repro.data.corpus import Source
-from repro.data.prepare import prepare
 from repro.data.tokenizer import gpt2_encoding
 from repro.data.tokens import DataError, fingerprint, read_manifest, token_memmap
+
+# Not on a GPU node: a run of the GPU tests (`pytest -m gpu`) still collects this module.
+datasets = pytest.importorskip("datasets")
+prepare_module = pytest.importorskip("repro.data.prepare")  # the preparation side: datasets
+prepare = prepare_module.prepare
 
 TEST_SIZE = 0.1  # §5's 0.0005 would leave a 600-document corpus with no val document
 N_DOCS = 600

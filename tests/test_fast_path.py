@@ -10,8 +10,6 @@ from test_config import write_preset
 from test_train import read_metrics, without_timing
 
 from repro.config import ConfigError, load_preset, load_run
-from repro.errors import ReproError
-from repro.runtime.fit import largest_fitting
 from repro.train import train
 
 
@@ -101,14 +99,6 @@ def test_divergence_is_found_at_its_exact_step_between_flushes(
     assert record.status == "diverged" and record.diverged_step == 2 and record.last_step == 2
     rows = read_metrics(tmp_path)
     assert [int(r["step"]) for r in rows] == [0, 1, 2] and rows[2]["train_loss"] == "nan"
-
-
-def test_auto_micro_batch_is_the_largest_divisor_that_fits():
-    assert largest_fitting(480, lambda n: n * 1024 <= 50_000) == 48  # 48 fits, 60 does not
-    assert largest_fitting(480, lambda n: True) == 96  # no larger than the probed range
-    assert largest_fitting(4, lambda n: n <= 3) == 2
-    with pytest.raises(ReproError, match="no training micro-batch fits"):
-        largest_fitting(4, lambda n: False)
 
 
 def test_auto_micro_batch_keeps_the_evaluations_on_cpu():

@@ -1,27 +1,36 @@
-"""The CUDA fast path (marker `gpu`; skipped without a CUDA device): `pytest -m gpu tests`."""
+"""The CUDA fast path: `pytest -m gpu tests` runs the tests marked `gpu` (the `cuda` cases below,
+skipped without a CUDA device). Each test whose logic is not CUDA's alone runs on CPU too, in
+every test run, so that a broken GPU test is found before a GPU runs it."""
 
 import json
 import math
+import weakref
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 import torch
+import torch.nn.functional as F
 from test_train import read_metrics
 
 from repro.cli import main
 from repro.config import load_run
 from repro.data.batches import DeviceBatches, inputs_targets
+from repro.model import chunked_cross_entropy, cross_entropy
 from repro.perf.bench import random_batches
-from repro.runtime.fit import fits_on_gpu, largest_fitting
+from repro.runtime import device as device_module
+from repro.runtime import fit
+from repro.runtime.device import precision
 from repro.step import build, train_step
 from repro.train import train
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
-]
+GiB = 2**30
+ON_GPU = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")]
 
-CUDA = torch.device("cuda")
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=ON_GPU)])
+def device(request):
+    return torch.device(request.param)
 
 
 def small_run(experiment="resgelu-lr3e-3"):
@@ -29,46 +38,52 @@ def small_run(experiment="resgelu-lr3e-3"):
     return load_run("smoke", experiment)
 
 
-def test_compiled_bf16_step_gives_a_finite_loss_without_syncing():
+def test_compiled_bf16_step_gives_a_finite_loss_without_syncing(device):
+    cuda = device.type == "cuda"
     run = small_run()
-    model, step_model, optimizer, autocast = build(run, CUDA)
-    assert step_model is not model and model.transformer.h[0].attn.fused  # the CUDA defaults
-    batches = DeviceBatches(random_batches(run, 4), CUDA)
+    # Compiled and fused where the fast path is (CUDA); eager on CPU, where compiling takes long.
+    model, step_model, optimizer, autocast = build(run, device, compile=cuda, fused=True)
+    assert (step_model is not model) == cuda and model.transformer.h[0].attn.fused
+    batches = DeviceBatches(random_batches(run, 4), device)
     step = lambda i: train_step(
         step_model, optimizer, batches, i, run.preset.accumulation, 1.0, autocast
     )
     step(0)  # compiles
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")  # any host-device synchronisation now raises
-    try:
+    if not cuda:
         losses = [step(i) for i in (1, 2)]
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
+    else:
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")  # any host-device synchronisation now raises
+        try:
+            losses = [step(i) for i in (1, 2)]
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
     assert all(math.isfinite(loss.item()) for loss in losses)
 
 
-def test_prefetched_micro_batches_are_the_index_windows():
+def test_prefetched_micro_batches_are_the_index_windows(device):
     run = small_run()
     host = random_batches(run, 2)
-    device_batches = DeviceBatches(host, CUDA)
-    for k, (x, y) in enumerate(device_batches.step(1, run.preset.accumulation)):
+    device_batches = DeviceBatches(host, device)
+    for k, (x, y) in enumerate(device_batches.step(1, range(run.preset.accumulation))):
         ex, ey = inputs_targets(host.window("train", 1, k))
-        assert x.is_cuda and torch.equal(x.cpu(), ex) and torch.equal(y.cpu(), ey)
+        assert x.device.type == device.type
+        assert torch.equal(x.cpu(), ex) and torch.equal(y.cpu(), ey)
 
 
 @pytest.mark.parametrize("autocast", [False, True])
-def test_fused_projection_equals_unfused_on_gpu(autocast):
+def test_fused_projection_equals_unfused(device, autocast):
     torch.manual_seed(0)
     run = load_run("paper", "resgelu-lr3e-3")  # the paper's widths: d 768, r 384
-    model, _, _, _ = build(run, CUDA, compile=False, fused=False)
+    model, _, _, _ = build(run, device, compile=False, fused=False)
     attn = model.transformer.h[0].attn
     with torch.no_grad():
         attn.query_mlp.norm_in.weight.uniform_(0.5, 1.5)
-    x = torch.randn(4, 256, 768, device=CUDA, requires_grad=True)
+    x = torch.randn(2, 128, 768, device=device, requires_grad=True)
     results = []
     for fused in (False, True):
         attn.fused = fused
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
             q, k, v = attn.project(x)
         out = torch.cat([q, k, v], -1).float()
         grads = torch.autograd.grad(
@@ -80,11 +95,16 @@ def test_fused_projection_equals_unfused_on_gpu(autocast):
         assert (fused - plain).norm() / plain.norm() < tolerance
 
 
-def test_a_checkpoint_written_on_gpu_resumes(token_dir, tiny_indices, tmp_path, monkeypatch):
+def test_a_checkpoint_written_on_the_device_resumes(
+    device, token_dir, tiny_indices, tmp_path, monkeypatch
+):
+    """Two trainings in one process (on CUDA each claims its GPU: the same one, no wait)."""
+    cuda = device.type == "cuda"
     run = load_run("tiny", "resgelu-lr3e-3")
-    run = replace(run, preset=replace(run.preset, log_interval=2))
-    whole = train(run, token_dir, tiny_indices, tmp_path / "whole", device="cuda", compile=True)
-    assert whole["status"] == "completed" and whole["compile"] and whole["fused_projection"]
+    run = replace(run, preset=run.preset.with_runtime(log_interval=2))
+    whole = train(run, token_dir, tiny_indices, tmp_path / "whole", device.type, compile=cuda)
+    assert whole.status == "completed" and whole.compile == cuda
+    assert whole.fused_projection == cuda
 
     import repro.train as train_module
 
@@ -97,50 +117,219 @@ def test_a_checkpoint_written_on_gpu_resumes(token_dir, tiny_indices, tmp_path, 
 
     monkeypatch.setattr(train_module, "train_step", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        train(run, token_dir, tiny_indices, tmp_path / "split", device="cuda", compile=True)
+        train(run, token_dir, tiny_indices, tmp_path / "split", device.type, compile=cuda)
     monkeypatch.setattr(train_module, "train_step", real_step)
-    record = train(run, token_dir, tiny_indices, tmp_path / "split", device="cuda", compile=True)
+    record = train(run, token_dir, tiny_indices, tmp_path / "split", device.type, compile=cuda)
     assert record.status == "completed" and record.last_step == 12
     split, reference = read_metrics(tmp_path / "split"), read_metrics(tmp_path / "whole")
     assert [r["step"] for r in split] == [r["step"] for r in reference]
-    for ours, theirs in zip(split, reference):  # the same run, up to GPU nondeterminism (atomics)
-        assert float(ours["train_loss"]) == pytest.approx(float(theirs["train_loss"]), rel=1e-2)
+    for ours, theirs in zip(split, reference):
+        if cuda:  # the same run, up to GPU nondeterminism (atomics in flash attention, scatter)
+            assert float(ours["train_loss"]) == pytest.approx(float(theirs["train_loss"]), rel=1e-2)
+        else:  # bit for bit
+            assert ours["train_loss"] == theirs["train_loss"]
 
 
-def test_bench_on_gpu_with_breakdown(tmp_path, capsys):
+def test_the_first_step_of_a_session_is_timed_alone(token_dir, tiny_indices, tmp_path):
+    """Compilation and warm-up land in the first row's step time, not in its interval's."""
+    run = load_run("tiny", "baseline")
+    train(replace(run, preset=run.preset.with_runtime(log_interval=4)), token_dir, tiny_indices,
+          tmp_path)  # fmt: skip
+    times = [r["step_time_s"] for r in read_metrics(tmp_path)]
+    assert times[0] != times[1] and times[1] == times[2] == times[3]
+
+
+def test_bench_with_breakdown(device, tmp_path):
     path = tmp_path / "bench.json"
-    assert (
-        main(
-            [
-                "bench",
-                "--preset",
-                "smoke",
-                "--experiment",
-                "baseline",
-                "--experiment",
-                "resgelu-lr3e-3",
-                "--steps",
-                "2",
-                "--warmup",
-                "2",
-                "--breakdown",
-                "--json",
-                str(path),
-            ]
-        )
-        == 0
-    )
+    compile = ["--compile"] if device.type == "cuda" else []  # the smoke preset says false
+    args = ["bench", "--preset", "smoke", "--device", device.type, *compile]
+    args += ["--experiment", "baseline", "--experiment", "resgelu-lr3e-3"]
+    args += ["--steps", "2", "--warmup", "2", "--breakdown", "--json", str(path)]
+    assert main(args) == 0
     report = json.loads(path.read_text())
-    assert report["device_type"] == "cuda" and "resgelu-lr3e-3" in report["step_time_ratios"]
+    assert report["device_type"] == device.type and "resgelu-lr3e-3" in report["step_time_ratios"]
     for row in report["fastest"]:
-        assert row["compile"] and math.isfinite(row["loss"])
+        assert row["compile"] == (device.type == "cuda") and math.isfinite(row["loss"])
         assert row["breakdown"].get("matmul", 0) > 0
 
 
-def test_auto_micro_batch_probes_the_paper_model():
-    """The probe of `runtime.train_micro_batch: auto` on the paper's model: a divisor of 480."""
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")
+def test_auto_micro_batch_probes_the_paper_model(capsys):
+    """The probe of `runtime.train_micro_batch: auto` on the paper's model, as training runs it
+    (compiled): a divisor of 480, and a peak-memory statistic that is no longer the probe's."""
     run = load_run("paper", "resgelu-lr3e-3")
-    model, _, _, autocast = build(run, CUDA, compile=False)
-    chosen = largest_fitting(480, lambda n: fits_on_gpu(model, n, 1024, autocast))
+    model, step_model, _, autocast = build(run, torch.device("cuda"))
+    chosen = fit.auto_micro_batch(step_model, 480, 1024, autocast)
     assert 480 % chosen == 0 and 12 <= chosen <= 96
     assert all(p.grad is None for p in model.parameters())  # the probe leaves no gradients
+    assert torch.cuda.max_memory_allocated() < 4 * GiB  # reset: the weights, not a probe's peak
+    with capsys.disabled():
+        print(f"\nauto micro-batch of the paper model on {torch.cuda.get_device_name()}: {chosen}")
+
+
+# The loss where the logits pass 2^31 elements: 48 sequences x 1024 positions x 50304 (about
+# 42.7 sequences is the edge). A kernel indexing in 32 bits writes or reads wrong rows past it.
+LARGE = SimpleNamespace(rows=48 * 1024, vocab=50304, width=768)
+SMALL = SimpleNamespace(rows=2 * 64, vocab=512, width=32)  # the same check, CPU-sized
+
+
+@pytest.mark.parametrize(
+    "device, size",
+    [("cpu", SMALL), pytest.param("cuda", LARGE, marks=ON_GPU)],
+    ids=["cpu-small", "cuda-above-2^31"],
+)
+@pytest.mark.parametrize("compiled", [False, True])
+def test_the_loss_is_right_past_2_31_logits(device, size, compiled):
+    if compiled and device == "cpu":
+        pytest.skip("inductor's CPU code indexes in 64 bits; compiling takes minutes here")
+    torch.manual_seed(0)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    x = torch.randn(size.rows, size.width, device=device, dtype=dtype, requires_grad=True)
+    weight = (0.02 * torch.randn(size.vocab, size.width, device=device)).to(dtype)
+    targets = torch.randint(size.vocab, (size.rows,), device=device)
+    whole = lambda x: cross_entropy(F.linear(x, weight), targets)
+    whole = torch.compile(whole, dynamic=False) if compiled else whole
+    loss = whole(x)
+    (grad,) = torch.autograd.grad(loss, x)  # frees the whole logits (about 30 GB on the GPU)
+    loss, grad = loss.item(), grad[-1024:].float()  # the last rows: the farthest past 2^31
+    chunked = chunked_cross_entropy(x, weight, targets, chunks=16)  # each slice below 2^31
+    (reference,) = torch.autograd.grad(chunked, x)
+    assert loss == pytest.approx(chunked.item(), rel=1e-3)
+    reference = reference[-1024:].float()
+    assert (grad - reference).norm() / reference.norm() < 1e-2
+
+
+def test_precision_uses_the_fp32_precision_settings_only(monkeypatch):
+    """The legacy allow_tf32 switches, mixed with fp32_precision, make inductor raise."""
+    written = []
+
+    class Settings:  # records what is set on torch.backends.cuda.matmul, .cudnn, .cudnn.conv
+        def __init__(self, name):
+            object.__setattr__(self, "name", name)
+
+        def __getattr__(self, attribute):
+            return Settings(f"{self.name}.{attribute}")
+
+        def __setattr__(self, attribute, value):
+            written.append((f"{self.name}.{attribute}", value))
+
+    monkeypatch.setattr(device_module.torch.backends.cuda, "matmul", Settings("cuda.matmul"))
+    monkeypatch.setattr(device_module.torch.backends, "cudnn", Settings("cudnn"))
+    precision(torch.device("cuda"))
+    assert sorted(written) == [
+        ("cuda.matmul.fp32_precision", "tf32"),
+        ("cudnn.conv.fp32_precision", "tf32"),
+    ]
+
+
+# The auto micro-batch, with fake memory: one GiB per sequence over 2 GiB of weights.
+def linear_memory(calls, out_of_memory_above=math.inf):
+    def measure(n):
+        calls.append(n)
+        return None if n > out_of_memory_above else (2 + n) * GiB
+
+    return measure
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 4, 8])
+def test_auto_micro_batch_gives_every_rank_the_same_micro_steps(ranks):
+    """On 8 GPUs, 96 of 480 is 5 micro-steps: no equal shares. Each rank's share is divided."""
+    chosen = fit.largest_fitting(480, linear_memory([]), 1000 * GiB, ranks)
+    assert (480 // chosen) % ranks == 0
+    assert chosen == {1: 96, 2: 80, 4: 60, 8: 60}[ranks]
+
+
+def test_auto_micro_batch_needs_a_batch_the_ranks_share():
+    with pytest.raises(fit.ReproError, match="480 sequences cannot be shared equally by 7"):
+        fit.largest_fitting(480, linear_memory([]), 1000 * GiB, ranks=7)
+
+
+def test_auto_micro_batch_probes_small_sizes_first_and_predicts_the_rest():
+    calls = []
+    assert fit.largest_fitting(480, linear_memory(calls), 68 * GiB) == 60  # 62 GiB; 80: 82
+    assert calls == [12, 15, 60]  # no size that runs out of memory is ever tried
+    calls = []  # memory that grows faster than the line: one size runs out, the next fits
+    assert fit.largest_fitting(480, linear_memory(calls, 50), 68 * GiB) == 48
+    assert calls == [12, 15, 60, 48]
+
+
+def test_auto_micro_batch_edges():
+    assert fit.largest_fitting(4, linear_memory([]), 1000 * GiB) == 4  # batches below 12
+    assert fit.largest_fitting(480, linear_memory([], 12), 68 * GiB) == 12
+    calls = []  # not even the first probed size: the smaller ones, largest first
+    assert fit.largest_fitting(480, linear_memory(calls, 9), 68 * GiB) == 8
+    assert calls == [12, 10, 8]
+    with pytest.raises(fit.ReproError, match="no training micro-batch fits"):
+        fit.largest_fitting(480, linear_memory([], 0), 68 * GiB)
+
+
+@pytest.fixture
+def fake_cuda_memory(monkeypatch):
+    """torch.cuda's memory calls, logged, with 1 GiB peaks and an 80 GiB device."""
+    log, collect = [], fit.gc.collect
+    monkeypatch.setattr(fit.gc, "collect", lambda: log.append("gc.collect") or collect())
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: log.append("empty_cache"))
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda d=None: log.append("reset"))
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda d=None: GiB)
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda d=None: SimpleNamespace(total_memory=80 * GiB)
+    )
+    return log
+
+
+class FailsToAllocate(torch.nn.Module):
+    """A model whose forward builds its graph, then fails as the GPU does when memory is out."""
+
+    def __init__(self, model, error):
+        super().__init__()
+        self.model, self.error, self.config = model, error, model.config  # error: made on raising
+
+    def forward(self, x, y):
+        loss = self.model(x, y)
+        self.graph = weakref.ref(loss)
+        loss.backward()  # gradients to be cleared
+        raise self.error()
+
+
+def inductor_wrapped_out_of_memory():
+    try:
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 9.21 GiB")
+    except torch.cuda.OutOfMemoryError as oom:
+        try:
+            raise RuntimeError("backend='inductor' raised: autotuning failed") from oom
+        except RuntimeError as wrapped:
+            return wrapped
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        lambda: torch.cuda.OutOfMemoryError("CUDA out of memory."),
+        lambda: RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED in `cublasCreate(handle)`"),
+        inductor_wrapped_out_of_memory,
+    ],
+    ids=["torch", "cublas", "inductor"],
+)
+def test_a_probe_that_runs_out_of_memory_leaves_nothing_behind(error, fake_cuda_memory):
+    model, _, _, autocast = build(load_run("tiny", "baseline"), torch.device("cpu"))
+    failing = FailsToAllocate(model, error)
+    assert fit.peak_memory(failing, 2, 32, autocast) is None
+    assert failing.graph() is None  # the failed pass's graph is gone ...
+    assert all(p.grad is None for p in model.parameters())  # ... with its gradients
+    # ... and collected before the cache is emptied, else empty_cache frees nothing.
+    assert fake_cuda_memory[-2:] == ["gc.collect", "empty_cache"]
+
+
+def test_a_probe_error_that_is_not_memory_is_raised(fake_cuda_memory):
+    model, _, _, autocast = build(load_run("tiny", "baseline"), torch.device("cpu"))
+    failing = FailsToAllocate(model, lambda: RuntimeError("shapes cannot be multiplied"))
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        fit.peak_memory(failing, 2, 32, autocast)
+
+
+def test_the_probe_resets_the_peak_memory_statistics(fake_cuda_memory, capsys):
+    model, _, _, autocast = build(load_run("tiny", "baseline"), torch.device("cpu"))
+    assert fit.auto_micro_batch(model, 4, 32, autocast) == 4
+    assert fake_cuda_memory[-1] == "reset"  # a peak read later is training's, not the probe's
+    assert "micro-batch probe: 4 sequences, peak 1.0 GiB" in capsys.readouterr().out

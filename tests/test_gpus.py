@@ -31,10 +31,10 @@ sys.stdin.read()
 
 
 class Job:
-    def __init__(self, directory, *wait):
+    def __init__(self, directory, *wait, gpus=FAKE_GPUS):
         env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
         self.process = subprocess.Popen(
-            [sys.executable, "-c", HOLD, ",".join(FAKE_GPUS), str(directory), *map(str, wait)],
+            [sys.executable, "-c", HOLD, ",".join(gpus), str(directory), *map(str, wait)],
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -81,7 +81,9 @@ def test_a_job_waits_while_every_gpu_is_held(tmp_path):
         job.end()
 
 
-def test_a_cuda_device_without_index_is_this_process_own(tmp_path, monkeypatch):
+@pytest.fixture
+def fake_cuda(tmp_path, monkeypatch):
+    """Two fake CUDA devices (FAKE_GPUS[:2]), a lock directory of the test's, no GPU claimed."""
     monkeypatch.setenv(gpus.LOCK_DIR_ENV, str(tmp_path / "locks"))
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(
@@ -89,14 +91,31 @@ def test_a_cuda_device_without_index_is_this_process_own(tmp_path, monkeypatch):
     )
     monkeypatch.setattr(torch.cuda, "set_device", lambda i: None)
     monkeypatch.setattr(gpus, "_held", [])
-    try:
-        assert gpus.claim_device() == torch.device("cuda", 0)
-        assert gpus.claim_device() == torch.device("cuda", 1)  # another lock, as another job's
-        with pytest.raises(GPUError, match=r"all 2 visible GPUs are held .* --resources gpu=N"):
-            gpus.claim_device(wait=False)  # a torchrun rank's claim
-        assert sorted(p.name for p in (tmp_path / "locks").iterdir()) == [
-            f"gpu-{uuid}.lock" for uuid in FAKE_GPUS[:2]
-        ]
-    finally:
-        for fd in gpus._held:
-            os.close(fd)
+    monkeypatch.setattr(gpus, "_claimed", [], raising=False)  # (older code had none)
+    yield tmp_path / "locks"
+    for fd in gpus._held:
+        os.close(fd)
+
+
+def test_a_cuda_device_without_index_is_this_process_own(fake_cuda, monkeypatch):
+    assert gpus.claim_device() == torch.device("cuda", 0)
+    monkeypatch.setattr(gpus, "_claimed", [])  # as if another job, in another process
+    assert gpus.claim_device() == torch.device("cuda", 1)
+    monkeypatch.setattr(gpus, "_claimed", [])
+    with pytest.raises(GPUError, match=r"all 2 visible GPUs are held .* --resources gpu=N"):
+        gpus.claim_device(wait=False)  # a torchrun rank's claim
+    assert sorted(p.name for p in fake_cuda.iterdir()) == [
+        f"gpu-{uuid}.lock" for uuid in FAKE_GPUS[:2]
+    ]
+
+
+def test_a_process_that_trains_twice_keeps_its_gpu(fake_cuda, monkeypatch):
+    """A second training in one process (a test, a notebook) gets the GPU it holds: a new claim
+    would flock the lock file this process already holds, and wait for itself forever."""
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert gpus.claim_device() == torch.device("cuda", 0)
+    assert gpus.claim_device(wait=False) == torch.device("cuda", 0)
+    assert len(gpus._held) == 1  # one lock, held once
+    assert (
+        Job(fake_cuda, gpus=FAKE_GPUS[:1]).gpu() == "none free"
+    )  # and still held against other processes

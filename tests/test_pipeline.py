@@ -5,13 +5,15 @@ neither reruns nor retrains anything."""
 
 import json
 
-import nbformat
 import pandas as pd
 import pytest
 from PIL import Image
 from workflow_helpers import REPO, copy_workflow, snakemake
 
 from repro.config import load_experiments, load_preset
+
+# Not on a GPU node: a run of the GPU tests (`pytest -m gpu`) still collects this module.
+nbformat = pytest.importorskip("nbformat")
 
 pytestmark = pytest.mark.slow
 CONFIG = ("--config", "preset=tiny", "seeds=2")

@@ -79,11 +79,15 @@ def eval_losses(model, batches: Batches, row: int, n_batches: int, autocast) -> 
     model.eval()
     device = next(model.parameters()).device
     mine = distributed.share(n_batches)
+    pinned = device.type == "cuda"  # copies from pinned memory do not block the host
     result = {}
     for stream in ("eval_train", "eval_val"):
         losses = []  # kept on the device: one synchronisation per stream, not per micro-batch
         for k in mine:
-            x, y = (t.to(device) for t in batches.get(stream, row, k))
+            x, y = (
+                (t.pin_memory() if pinned else t).to(device, non_blocking=pinned)
+                for t in batches.get(stream, row, k)
+            )
             with autocast:
                 losses.append(model(x, y).float())
         losses = distributed.gather(torch.stack(losses), n_batches, mine)  # each rank's share

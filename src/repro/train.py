@@ -39,7 +39,7 @@ from repro.rundir import (
 from repro.runtime import distributed, preemption
 from repro.runtime.allocator import keep_freed_memory
 from repro.runtime.device import resolve_device
-from repro.runtime.fit import fits_on_gpu, largest_fitting
+from repro.runtime.fit import auto_micro_batch
 from repro.runtime.gpus import claim_device
 from repro.runtime.lock import hold
 from repro.runtime.progress import Progress
@@ -112,9 +112,11 @@ def _train(
     model, step_model, optimizer, autocast = build(run, dev, compile, fused)
     check_checkpoint_space(out_dir / CHECKPOINT, model)
     if run.preset.runtime.train_micro_batch == "auto" and dev.type == "cuda":
-        chosen = largest_fitting(
-            run.train.batch_size,
-            lambda n: fits_on_gpu(model, n, run.preset.model.block_size, autocast),
+        # The model the steps call (its compiled graph's memory); under torchrun the bare one,
+        # whose backward is no collective: each rank probes its own GPU.
+        probed = model if distributed.launched() else step_model
+        chosen = auto_micro_batch(
+            probed, run.train.batch_size, run.preset.model.block_size, autocast, distributed.size()
         )
         chosen = distributed.smallest(chosen)  # one micro-batch for every rank
         print(f"{out_dir}: training micro-batch {chosen} (auto)", flush=True)
@@ -228,9 +230,14 @@ def run_steps(s: Session, start: int, record: RunRecord) -> RunRecord:
             )
         )
         checkpoint = (step + 1) % runtime.checkpoint_interval == 0 or step == t.max_step
-        # Flush before an evaluation (so that its time stays out of the step times) and before a
-        # checkpoint (so that metrics.csv holds every step the checkpoint has taken).
-        logged = (step + 1) % runtime.log_interval == 0 or (step + 1) % t.eval_interval == 0
+        # Flush before an evaluation (so that its time stays out of the step times), before a
+        # checkpoint (so that metrics.csv holds every step the checkpoint has taken), and after
+        # the session's first step (so that compilation and warm-up are its row's time alone).
+        logged = (
+            (step + 1) % runtime.log_interval == 0
+            or (step + 1) % t.eval_interval == 0
+            or step == start
+        )
         if checkpoint or logged:
             diverged = _flush(pending, s.metrics, began, s.run, progress)
             if diverged is not None:

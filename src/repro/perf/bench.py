@@ -3,13 +3,15 @@
 The steps are the training loop's own (repro.step.build and train_step: the same model, optimiser,
 autocast, compile and prefetch), fed random tokens gathered at random starts, so that no data files
 are needed. FLOPs are counted as in docs/specification.md §7 (repro.model.flops_per_token); MFU
-is against the device's dense bf16 peak.
+is against the device's dense bf16 peak. A configuration that fails to allocate device memory
+(torch's OutOfMemoryError, cuBLAS's or inductor's) is reported and skipped.
 """
 
 from __future__ import annotations
 
 import platform
 import time
+from contextlib import ExitStack
 from dataclasses import asdict, replace
 
 import numpy as np
@@ -18,6 +20,7 @@ import torch
 from repro.config import RunConfig
 from repro.data.batches import Batches, DeviceBatches
 from repro.perf.cost import known_peak_flops, model_size
+from repro.runtime.fit import auto_micro_batch, free_device_memory, out_of_memory
 from repro.step import build, train_step
 
 
@@ -51,7 +54,37 @@ def _fresh_start(device: torch.device) -> None:
     """Forget the previous configuration's compiled graphs and memory before the next one."""
     torch._dynamo.reset()  # else graphs pile up to dynamo's recompile limit, then run eagerly
     if device.type == "cuda":
-        torch.cuda.empty_cache()
+        free_device_memory()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def default_micro_batch(
+    run: RunConfig, device: torch.device, compile: bool | str | None, fused: bool | None
+) -> int:
+    """The micro-batch training would use: with `auto` on CUDA the probe's choice (for the model
+    as compiled and fused here), else the preset's."""
+    if run.preset.runtime.train_micro_batch != "auto" or device.type != "cuda":
+        return run.preset.train_micro_batch
+    _fresh_start(device)
+    _, step_model, _, autocast = build(run, device, compile, fused)
+    p = run.preset
+    chosen = auto_micro_batch(step_model, p.train.batch_size, p.model.block_size, autocast)
+    print(f"{run.experiment.name}: micro-batch {chosen} (auto)", flush=True)
+    return chosen
+
+
+def _options(attention: list[str] | None, inductor: dict | None) -> ExitStack:
+    """The attention backends SDPA may choose from, and inductor settings, while within."""
+    stack = ExitStack()
+    if attention:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        stack.enter_context(sdpa_kernel([getattr(SDPBackend, name) for name in attention]))
+    if inductor:
+        import torch._inductor.config
+
+        stack.enter_context(torch._inductor.config.patch(inductor))
+    return stack
 
 
 def time_steps(
@@ -62,9 +95,22 @@ def time_steps(
     compile: bool | str | None = None,
     fused: bool | None = None,
     breakdown: bool = False,
+    attention: list[str] | None = None,
+    inductor: dict | None = None,
 ) -> dict:
-    """Seconds per optimiser step after `warmup` steps (compilation, autotuning, allocator)."""
+    """Seconds per optimiser step after `warmup` steps (compilation, autotuning, allocator).
+
+    attention: the SDPA backends allowed (torch.nn.attention.SDPBackend names, e.g. FLASH_ATTENTION,
+    CUDNN_ATTENTION); inductor: torch._inductor.config settings (e.g. {"max_autotune": True})."""
     _fresh_start(device)
+    with _options(attention, inductor):
+        return _time_steps(run, device, steps, warmup, compile, fused, breakdown) | {
+            "attention": attention,
+            "inductor": inductor,
+        }
+
+
+def _time_steps(run, device, steps, warmup, compile, fused, breakdown) -> dict:
     model, step_model, optimizer, autocast = build(run, device, compile, fused)
     batches = DeviceBatches(random_batches(run, warmup + steps + 1), device)
     t = run.preset.train
@@ -91,6 +137,10 @@ def time_steps(
         "loss": loss,
         "compile": step_model is not model,
         "fused_projection": model.transformer.h[0].attn.fused,
+        "loss_chunks": model.loss_chunks,
+        "peak_memory_bytes": (
+            torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+        ),
     }
     if breakdown:
         result["breakdown"] = profile_step(lambda: step(warmup + steps), device)
@@ -166,17 +216,24 @@ def bench(
     fused: bool | None = None,
     peak: float | None = None,
     breakdown: bool = False,
+    attention: list[str] | None = None,
+    inductor: dict | None = None,
 ) -> dict:
     """Time every run at every micro-batch; the fastest micro-batch of each run is its result.
+    Without micro_batches, each run's is what training would use (default_micro_batch).
     Step-time ratios are to the experiment named `baseline` (the experiments file's)."""
     peak = peak or (known_peak_flops(device_name(device)) if device.type == "cuda" else None)
     rows = []
     for run in runs:
-        for mb in micro_batches or [run.preset.train_micro_batch]:
+        for mb in micro_batches or [default_micro_batch(run, device, compile, fused)]:
             sized = replace(run, preset=run.preset.with_train_micro_batch(mb))
             try:
-                row = time_steps(sized, device, steps, warmup, compile, fused, breakdown)
-            except torch.cuda.OutOfMemoryError:  # too large for this GPU: try the others
+                row = time_steps(
+                    sized, device, steps, warmup, compile, fused, breakdown, attention, inductor
+                )
+            except RuntimeError as error:  # too large for this GPU: try the others
+                if not out_of_memory(error):
+                    raise
                 print(f"{run.experiment.name:<22} micro-batch {mb:>3}  out of memory", flush=True)
                 continue
             per_token = model_size(sized.model)["flops_per_token"]

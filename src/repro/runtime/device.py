@@ -28,9 +28,12 @@ def resolve_device(name: str) -> torch.device:
 
 
 def precision(device: torch.device):
-    """Training's precision (§2.3): on CUDA TF32 matmuls and a bf16 autocast context; fp32 else."""
+    """Training's precision (§2.3): on CUDA TF32 matmuls and a bf16 autocast context; fp32 else.
+
+    Through torch's `fp32_precision` settings only: inductor reads those, and raises where the
+    legacy `allow_tf32` switches were mixed with them."""
     if device.type != "cuda":
         return nullcontext()
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.fp32_precision = "tf32"
+    torch.backends.cudnn.conv.fp32_precision = "tf32"
     return torch.autocast("cuda", dtype=torch.bfloat16)

@@ -2,13 +2,19 @@
 fits this GPU (`runtime.train_micro_batch: auto`).
 
 Sizes that cannot fit are refused before anything is allocated, with the sizes in the message (the
-allocator's own failure is a traceback). A larger micro-batch means fewer micro-steps per optimiser
-step, so fewer of their fixed costs (weight casts, launches, gradient accumulation); the step's
-mathematics are the same.
+allocator's own failure is a traceback).
+
+A larger micro-batch means fewer micro-steps per optimiser step, so fewer of their fixed costs
+(weight casts, launches, gradient accumulation); the step's mathematics are the same. The probe
+runs one forward and backward pass of the model the steps call (compiled where compile is on, so
+that it measures the compiled graph's memory, not eager's) at a few sizes, smallest first, and
+extrapolates the rest: memory grows linearly with the micro-batch, so at most the one size the
+line overestimates runs out of memory.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Callable
 
@@ -19,6 +25,22 @@ from repro.model import GPT, ModelConfig, count_parameters
 
 LARGEST_PROBED = 96  # the range the GPU review expects to pay off on an H100/H200: 32-96
 MEMORY_HEADROOM = 0.85  # of the GPU's memory a probe may use: the optimiser state comes later
+FIRST_PROBED = 12  # the paper's micro-batch: the line is drawn through it and the next size
+# What an allocation failure says, wherever it surfaces: torch's own OutOfMemoryError, cuBLAS or
+# cuDNN failing to allocate a workspace, or inductor wrapping either while it autotunes.
+OUT_OF_MEMORY = ("out of memory", "ALLOC_FAILED")
+
+
+def candidates(batch_size: int, ranks: int = 1, largest: int = LARGEST_PROBED) -> list[int]:
+    """The micro-batches a run on `ranks` GPUs can use, smallest first: each divides a rank's
+    share of the batch, so that every rank runs the same number of micro-steps."""
+    if batch_size % ranks:
+        raise ReproError(
+            f"a batch of {batch_size} sequences cannot be shared equally by {ranks} ranks: "
+            f"use a number of GPUs that divides it"
+        )
+    share = batch_size // ranks
+    return [n for n in range(1, min(share, largest) + 1) if share % n == 0]
 
 
 def physical_memory() -> int:
@@ -53,29 +75,102 @@ def weight_bytes(config: ModelConfig) -> int:
 
 
 def largest_fitting(
-    batch_size: int, fits: Callable[[int], bool], largest: int = LARGEST_PROBED
+    batch_size: int,
+    measure: Callable[[int], int | None],
+    limit: float,
+    ranks: int = 1,
+    largest: int = LARGEST_PROBED,
 ) -> int:
-    """The largest divisor of batch_size, at most `largest`, for which fits(micro_batch)."""
-    for micro_batch in range(min(batch_size, largest), 0, -1):
-        if batch_size % micro_batch == 0 and fits(micro_batch):
-            return micro_batch
-    raise ReproError(f"no training micro-batch fits this device's memory (batch {batch_size})")
+    """The largest candidate micro-batch whose measured peak memory is within `limit` bytes.
+
+    measure(n): the peak bytes of a pass at micro-batch n, or None when it ran out of memory.
+    The two smallest candidates from FIRST_PROBED up are measured first; a line through them
+    predicts the rest, and the largest predicted to fit is tried, then the next smaller ones.
+    """
+    sizes = candidates(batch_size, ranks, largest)
+    above = [n for n in sizes if n >= FIRST_PROBED] or sizes[-1:]
+    first, rest = above[:2], above[2:]
+    below = [n for n in sizes if n < first[0]]
+    peaks = {}
+    for n in first:
+        peak = measure(n)
+        if peak is None or peak > limit:
+            break
+        peaks[n] = peak
+    if not peaks:  # not even the first: the smaller ones, largest first
+        for n in reversed(below):
+            peak = measure(n)
+            if peak is not None and peak <= limit:
+                return n
+        raise ReproError(
+            f"no training micro-batch fits this device's memory (batch {batch_size}, "
+            f"{ranks} rank(s), limit {limit / 2**30:.1f} GiB)"
+        )
+    if len(peaks) < 2:  # the second did not fit, or there is only one
+        return max(peaks)
+    (a, pa), (b, pb) = sorted(peaks.items())
+    per_sequence = max(pb - pa, 0) / (b - a)
+    for n in reversed(rest):
+        if pb + per_sequence * (n - b) > limit:
+            continue  # predicted not to fit: never run
+        peak = measure(n)
+        if peak is not None and peak <= limit:
+            return n
+    return b
 
 
-def fits_on_gpu(model, micro_batch: int, block_size: int, autocast) -> bool:
-    """Whether one forward and backward pass of `micro_batch` sequences stays within the GPU's
-    memory headroom; the model's gradients are cleared afterwards."""
+def out_of_memory(error: BaseException) -> bool:
+    """Whether an error, or one it wraps, is a failure to allocate device memory."""
+    while error is not None:
+        if isinstance(error, torch.cuda.OutOfMemoryError) or any(
+            s in str(error) for s in OUT_OF_MEMORY
+        ):
+            return True
+        error = getattr(error, "inner_exception", None) or error.__cause__ or error.__context__
+    return False
+
+
+def free_device_memory() -> None:
+    """Hand the device's cached blocks back, after collecting what still references tensors (a
+    failed pass's traceback, reference cycles): empty_cache frees only blocks nothing holds."""
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def peak_memory(model, micro_batch: int, block_size: int, autocast) -> int | None:
+    """Peak bytes of one forward and backward pass of `micro_batch` sequences, or None when it
+    ran out of memory. Leaves no gradients, graph or cached blocks behind."""
     device = next(model.parameters()).device
+    free_device_memory()
     torch.cuda.reset_peak_memory_stats(device)
-    x = torch.randint(model.config.vocab_size, (micro_batch, block_size), device=device)
+    x = loss = peak = None
     try:
+        x = torch.randint(model.config.vocab_size, (micro_batch, block_size), device=device)
         with autocast:
             loss = model(x, x)
         loss.backward()
         peak = torch.cuda.max_memory_allocated(device)
-        return peak <= MEMORY_HEADROOM * torch.cuda.get_device_properties(device).total_memory
-    except torch.cuda.OutOfMemoryError:
-        return False
-    finally:
-        model.zero_grad(set_to_none=True)
-        torch.cuda.empty_cache()
+    except RuntimeError as error:  # OutOfMemoryError, cuBLAS's, inductor's: all RuntimeErrors
+        if not out_of_memory(error):
+            raise
+    x = loss = None  # the pass's graph, before its memory is freed
+    model.zero_grad(set_to_none=True)
+    free_device_memory()
+    return peak
+
+
+def auto_micro_batch(model, batch_size: int, block_size: int, autocast, ranks: int = 1) -> int:
+    """The largest micro-batch for `model` (the model the steps call) on its GPU, printing each
+    probe; the peak-memory statistics are reset afterwards, so that a later peak is training's."""
+    device = next(model.parameters()).device
+    total = torch.cuda.get_device_properties(device).total_memory
+
+    def measure(n: int) -> int | None:
+        peak = peak_memory(model, n, block_size, autocast)
+        said = "out of memory" if peak is None else f"{peak / 2**30:.1f} GiB"
+        print(f"micro-batch probe: {n} sequences, peak {said}", flush=True)
+        return peak
+
+    chosen = largest_fitting(batch_size, measure, MEMORY_HEADROOM * total, ranks)
+    torch.cuda.reset_peak_memory_stats(device)
+    return chosen

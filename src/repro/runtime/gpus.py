@@ -25,6 +25,7 @@ from repro.errors import ReproError
 LOCK_DIR_ENV = "REPRO_GPU_LOCK_DIR"
 WAIT_SECONDS = 10.0  # between tries while every GPU is held
 _held: list[int] = []  # the open lock files: closing one would free its GPU
+_claimed: list = []  # the device this process claimed: a process takes one GPU, once
 
 
 class GPUError(ReproError):
@@ -80,9 +81,13 @@ def _try_claim(gpu_ids: list[str], directory: Path) -> int | None:
 
 def claim_device(wait: bool = True):
     """A CUDA device of this process's own: the first visible GPU no other repro process holds
-    (with wait, the first to be free)."""
+    (with wait, the first to be free). A process claims once: a later call (a second training in
+    the same process) gets the GPU it already holds, whose lock a new claim would wait for."""
     import torch  # here, so that the slots above work (and are tested) without torch
 
+    if _claimed:
+        torch.cuda.set_device(_claimed[0])
+        return _claimed[0]
     count = torch.cuda.device_count()
     if count == 0:
         raise GPUError("--device cuda: no CUDA GPU is visible")
@@ -90,4 +95,5 @@ def claim_device(wait: bool = True):
     index = claim_gpu(uuids, lock_dir(), wait=WAIT_SECONDS if wait else None)
     print(f"GPU {index} of {count} ({uuids[index]}) is this process's", flush=True)
     torch.cuda.set_device(index)  # for what takes the current device (NCCL, compiled kernels)
-    return torch.device("cuda", index)
+    _claimed.append(torch.device("cuda", index))
+    return _claimed[0]
