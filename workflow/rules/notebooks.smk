@@ -14,14 +14,18 @@ rule table1:
         authors=authors_run_files(TABLE1),
     output:
         table=report("results/table1.csv", caption="../report/table1.rst", category="Table 1"),
+        html=report("results/table1.html", caption="../report/table1.rst", category="Table 1"),
         claims=report("results/claims.csv", caption="../report/claims.rst", category="Claims"),
+        claims_html=report("results/claims.html", caption="../report/claims.rst",
+                           category="Claims"),
         notebook="results/notebooks/table1.ipynb",
     params:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
         outputs=lambda wildcards, output: notebook_outputs(
-            out_csv=output.table, out_claims=output.claims, seeds=len(SEEDS))
+            out_csv=output.table, out_html=output.html, out_claims=output.claims,
+            out_claims_html=output.claims_html, seeds=len(SEEDS))
         + authors_param(TABLE1),
     log:
         "results/notebooks/table1.log",
@@ -59,13 +63,17 @@ rule table1_seeds:
         runs=run_files(TABLE1, seeds=SEEDS),
         folders=lambda wildcards: run_folders(TABLE1, seeds=SEEDS),
     output:
-        table="results/table1_seeds.csv",
+        table=report("results/table1_seeds.csv", caption="../report/table1_seeds.rst",
+                     category="Table 1 over seeds"),
+        html=report("results/table1_seeds.html", caption="../report/table1_seeds.rst",
+                    category="Table 1 over seeds"),
         notebook="results/notebooks/table1_seeds.ipynb",
     params:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
         outputs=lambda wildcards, output: notebook_outputs(out_csv=output.table,
+                                                           out_html=output.html,
                                                            seeds=len(SEEDS)),
     log:
         "results/notebooks/table1_seeds.log",
@@ -108,7 +116,7 @@ rule explore:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
-        outputs="-p experiment baseline",
+        outputs="-p runs baseline",
     log:
         "results/notebooks/explore.log",
     shell:

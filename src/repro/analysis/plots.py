@@ -294,31 +294,49 @@ def figure2(
     return fig
 
 
-def run_curves(run: results.Run, title: str | None = None):
-    """One run's curves: per-step training loss, evaluation losses, learning rate."""
+def run_curves(runs: results.Run | dict[str, results.Run], title: str | None = None):
+    """Runs overlaid (one, or a dict label -> Run as read by results.read_run_list): per-step
+    training loss (thin, pale), evaluation losses (solid validation, dashed training) and the
+    learning rate, one colour per run; the legend beside the axes, never over a curve."""
     _style()
+    runs = {runs.name: runs} if isinstance(runs, results.Run) else runs
     fig, (loss_ax, lr_ax) = plt.subplots(
-        2, 1, figsize=(8, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 1]}
+        2, 1, figsize=(9, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 1]}
     )
-    m = run.metrics
-    loss_ax.plot(m["step"], m["train_loss"], color="0.7", lw=0.8, label="train (per step)")
-    evals = run.evals().reset_index()
-    for split in ("val", "train"):
-        loss_ax.plot(
-            evals["step"],
-            evals[f"eval_{split}_loss"],
-            SPLIT_STYLE[split],
-            marker=".",
-            label=f"evaluation, {split}",
-        )
+    for (label, run), color in zip(runs.items(), _cycle(SERIES_COLORS, len(runs))):
+        m, evals = run.metrics, run.evals().reset_index()
+        loss_ax.plot(m["step"], m["train_loss"], color=color, lw=0.6, alpha=0.35)
+        for split in ("val", "train"):
+            loss_ax.plot(
+                evals["step"],
+                evals[f"eval_{split}_loss"],
+                SPLIT_STYLE[split],
+                color=color,
+                marker=".",
+                label=f"{label}: evaluation, {split}",
+            )
+        lr_ax.plot(m["step"], m["lr"], color=color, label=label)
     loss_ax.set_ylabel("loss (nats per token)")
-    loss_ax.legend(fontsize="small")
-    loss_ax.set_title(title or f"{run.name} (preset: {run.record.preset}, status: {run.status})")
-    lr_ax.plot(m["step"], m["lr"])
+    loss_ax.legend(
+        fontsize="small",
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1),
+        title="thin pale: training loss per step",
+        title_fontsize="small",
+    )
+    if title is None and len(runs) == 1:
+        (run,) = runs.values()
+        title = f"{run.name} (preset: {run.record.preset}, status: {run.status})"
+    loss_ax.set_title(title or ", ".join(runs))
     lr_ax.set_ylabel("learning rate")
     lr_ax.set_xlabel("optimiser step")
     fig.tight_layout()
     return fig
+
+
+def _cycle(colors: list, n: int) -> list:
+    """n colours, repeating the list when it is shorter."""
+    return [colors[i % len(colors)] for i in range(n)]
 
 
 def save(fig, *paths: str | Path) -> list[Path]:

@@ -16,6 +16,7 @@ import repro
 from repro import config
 from repro.cli import authors as cli_authors
 from repro.cli import data as cli_data
+from repro.cli import downstream as cli_downstream
 from repro.errors import ReproError
 from repro.files import read_json, write_json
 from repro.runtime import preemption
@@ -410,6 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_status)
     cli_authors.add_commands(sub, _add_config_arguments)
+    cli_downstream.add_commands(sub)
     return parser
 
 
