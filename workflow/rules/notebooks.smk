@@ -43,13 +43,15 @@ rule figure1:
         png=report("results/figures/figure1.png", caption="../report/figure1.rst",
                    category="Figure 1"),
         pdf="results/figures/figure1.pdf",
+        html=report("results/figures/figure1.html", caption="../report/figure1.rst",
+                    category="Figure 1"),
         notebook="results/notebooks/figure1.ipynb",
     params:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
         outputs=lambda wildcards, output: notebook_outputs(
-            out_png=output.png, out_pdf=output.pdf, seeds=len(SEEDS))
+            out_png=output.png, out_pdf=output.pdf, out_html=output.html, seeds=len(SEEDS))
         + authors_param(TABLE1),
     log:
         "results/notebooks/figure1.log",
@@ -91,13 +93,15 @@ rule figure2:
         png=report("results/figures/figure2.png", caption="../report/figure2.rst",
                    category="Figure 2"),
         pdf="results/figures/figure2.pdf",
+        html=report("results/figures/figure2.html", caption="../report/figure2.rst",
+                    category="Figure 2"),
         notebook="results/notebooks/figure2.ipynb",
     params:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
         outputs=lambda wildcards, output: notebook_outputs(
-            out_png=output.png, out_pdf=output.pdf)
+            out_png=output.png, out_pdf=output.pdf, out_html=output.html)
         + authors_param(SWEEP),
     log:
         "results/notebooks/figure2.log",

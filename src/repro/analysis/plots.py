@@ -8,6 +8,8 @@ Solid lines are validation, dashed lines training (the periodic evaluation losse
 
 from __future__ import annotations
 
+import base64
+import io
 from collections import Counter
 from pathlib import Path
 
@@ -340,11 +342,18 @@ def _cycle(colors: list, n: int) -> list:
 
 
 def save(fig, *paths: str | Path) -> list[Path]:
-    """Save a figure to each path (the format from the suffix: .png, .pdf), creating folders."""
+    """Save a figure to each path (the format from the suffix: .png, .pdf; .html: the PNG inside
+    an <img> tag, which Snakemake's report shows on its page), creating folders."""
     saved = []
     for path in map(Path, paths):
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, bbox_inches="tight")
+        if path.suffix == ".html":
+            png = io.BytesIO()
+            fig.savefig(png, format="png", bbox_inches="tight")
+            data = base64.b64encode(png.getvalue()).decode("ascii")
+            path.write_text(f'<img src="data:image/png;base64,{data}" style="max-width: 100%">\n')
+        else:
+            fig.savefig(path, bbox_inches="tight")
         saved.append(path)
     return saved
 

@@ -9,35 +9,45 @@ with.
 
 from __future__ import annotations
 
+from html import escape
 from pathlib import Path
 
 import pandas as pd
-from pandas.io.formats.style import Styler
 
 STYLE = """<style>
 table.repro-table {border-collapse: collapse; font: 13px/1.4 sans-serif; margin: 0.5em 0;}
 table.repro-table th, table.repro-table td {border: 1px solid #ccc; padding: 3px 8px;
-  text-align: right; vertical-align: top;}
+  text-align: left; vertical-align: top;}
 table.repro-table th {background: #f0f0f0;}
-table.repro-table td:first-child, table.repro-table th:first-child {text-align: left;}
 table.repro-table tbody tr:nth-child(even) {background: #fafafa;}
 </style>"""
 
 
-def table_html(table: pd.DataFrame | Styler) -> str:
-    """A table (a DataFrame, or a Styler that formats one) as an HTML fragment without its
-    index; missing values empty."""
-    if isinstance(table, Styler):
-        body = table.hide(axis="index").set_table_attributes('class="repro-table"').to_html()
-    else:
-        body = table.to_html(index=False, na_rep="", classes="repro-table", border=0)
-    html = f"{STYLE}\n{body}\n"
+def table_html(table: pd.DataFrame, formats: dict[str, str] | None = None) -> str:
+    """A table as an HTML fragment: the columns of `formats` formatted ("{:.2%}"), missing values
+    empty, no index. A column that holds one value in every row (the preset, a caveat) is said
+    once above the table rather than repeated in each row."""
+    table = table.copy()
+    for column, fmt in (formats or {}).items():
+        table[column] = table[column].map(lambda v: "" if pd.isna(v) else fmt.format(v))
+    table = table.astype(object).where(table.notna(), "")
+    constant = [
+        c
+        for c in table.columns
+        if len(table) > 1 and table[c].nunique() == 1 and table[c].iloc[0] != ""
+    ]
+    notes = "; ".join(f"<b>{escape(str(c))}</b>: {escape(str(table[c].iloc[0]))}" for c in constant)
+    notes = f'<p class="repro-note">{notes}</p>\n' if notes else ""
+    body = table.drop(columns=constant).to_html(index=False, classes="repro-table", border=0)
+    html = f"{STYLE}\n{notes}{body}\n"
     return html.encode("ascii", "xmlcharrefreplace").decode("ascii")
 
 
-def write_table_html(table: pd.DataFrame | Styler, path: str | Path) -> Path:
-    """Write table_html(table) to path (its folder created); the path."""
+def write_table_html(
+    table: pd.DataFrame, path: str | Path, formats: dict[str, str] | None = None
+) -> Path:
+    """Write table_html(table, formats) to path (its folder created); the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(table_html(table))
+    path.write_text(table_html(table, formats))
     return path
