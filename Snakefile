@@ -4,7 +4,8 @@
 #
 # The rules call the `repro` command line and papermill; the logic lives in src/repro.
 # Targets: results/table1.csv, results/table1_seeds.csv, results/figures/figure{1,2}.{png,pdf},
-# results/runs/<preset>/<experiment>/metrics.csv, `main` (Table 1 + Figure 1), `all`.
+# results/runs/<preset>/<experiment>/metrics.csv, `main` (Table 1 + Figure 1), `all`;
+# results/downstream.csv when config downstream_tasks names lm-eval tasks (docs/downstream.md).
 
 from snakemake.utils import min_version, validate
 
@@ -25,6 +26,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/authors.smk"
 include: "workflow/rules/notebooks.smk"
+include: "workflow/rules/downstream.smk"
 
 
 # The paper's evidence: Table 1 and Figure 1 (and the explore notebook of the baseline), and
@@ -45,3 +47,4 @@ rule all:
         rules.figure2.output,
         run_files(config["extra_experiments"]),
         rules.authors.input if AUTHORS_ARTEFACTS else [],
+        rules.downstream.output if DOWNSTREAM_TASKS else [],
