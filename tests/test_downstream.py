@@ -175,6 +175,8 @@ def test_generation_and_unknown_tasks_are_one_line_errors(tmp_path, tasks_dir, c
         assert error.startswith("repro: error:") and message in error
     with pytest.raises(DownstreamError, match="not supported"):
         ReproLM(model=tiny_gpt()).generate_until([])
+    with pytest.raises(DownstreamError, match="vocabulary"):
+        ReproLM(model=GPT(ModelConfig(n_layer=1, n_head=1, d_model=8, vocab_size=64)))
 
 
 def test_downstream_table_pairs_each_experiment_with_the_baseline(tmp_path, tasks_dir, capsys):

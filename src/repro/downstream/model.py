@@ -22,6 +22,8 @@ from repro.errors import ReproError
 from repro.model import GPT
 from repro.runtime.device import precision, resolve_device
 
+N_VOCAB = EOT_TOKEN + 1  # the GPT-2 encoding's tokens: 0..50256
+
 
 class DownstreamError(ReproError):
     """A task or an option `repro downstream` cannot run."""
@@ -45,6 +47,11 @@ class ReproLM(TemplateLM):
             from repro.evaluate import load_any_checkpoint
 
             model, _, _ = load_any_checkpoint(Path(checkpoint))
+        if model.config.vocab_size < N_VOCAB:
+            raise DownstreamError(
+                f"the model's vocabulary ({model.config.vocab_size}) is smaller than the GPT-2 "
+                f"encoding's ({N_VOCAB}): it cannot read text"
+            )
         self._device = resolve_device(str(device))
         self.model = model.to(self._device).eval()
         self.batch_size = int(batch_size)
