@@ -5,7 +5,8 @@
 # The rules call the `repro` command line and papermill; the logic lives in src/repro.
 # Targets: results/table1.csv, results/table1_seeds.csv, results/figures/figure{1,2}.{png,pdf},
 # results/tuning.csv (docs/tuning.md),
-# results/runs/<preset>/<experiment>/metrics.csv, `main` (Table 1 + Figure 1), `all`.
+# results/runs/<preset>/<experiment>/metrics.csv, `main` (Table 1 + Figure 1), `all`;
+# results/downstream.csv when config downstream_tasks names lm-eval tasks (docs/downstream.md).
 
 from snakemake.utils import min_version, validate
 
@@ -28,6 +29,7 @@ include: "workflow/rules/authors.smk"
 include: "workflow/rules/notebooks.smk"
 include: "workflow/rules/tuning.smk"
 include: "workflow/rules/compare.smk"
+include: "workflow/rules/downstream.smk"
 
 
 # The paper's evidence: Table 1 and Figure 1 (and the explore notebook of the baseline), and
@@ -49,3 +51,4 @@ rule all:
         run_files(config["extra_experiments"]),
         rules.authors.input if AUTHORS_ARTEFACTS else [],
         authors_comparisons(TABLE1 + SWEEP + config["extra_experiments"]),
+        rules.downstream.output if DOWNSTREAM_TASKS else [],

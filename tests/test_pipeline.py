@@ -115,6 +115,39 @@ def test_report_holds_table1_figures_and_the_claims(built):
         assert caption in report
     claims = pd.read_csv(built / "results" / "claims.csv")
     assert claims["caveat"].str.contains("cannot test the paper").all()
+    # the tables and figures are on the report's page (its description, a JSON string in the
+    # single HTML file), not only CSV download links
+    page, _ = json.JSONDecoder().raw_decode(report.split("workflow_desc = ", 1)[1])
+    for name in ("Table 1", "Claims", "Table 1 over seeds", "Figure 1", "Figure 2"):
+        assert f">{name}</h" in page
+    for row in pd.read_csv(built / "results" / "table1.csv").itertuples():
+        assert f"<td>{row.experiment}</td>" in page and f"{row.rel_improvement:.2%}" in page
+    assert "<td>beats baseline at every evaluation</td>" in page
+    assert page.count('<img src="data:image/png;base64,') == 2
+    assert page.index("Table 1 at preset <strong>tiny") < page.index("<td>baseline</td>")
+
+
+def test_downstream_compares_the_table1_runs(built, tmp_path):
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    items = [
+        {"query": f"{i} plus one is", "choices": [f" {i + 1}", " blue"], "label": 0}
+        for i in range(5)
+    ]
+    (tasks / "items.json").write_text("\n".join(json.dumps(item) for item in items))
+    (tasks / "count.yaml").write_text(
+        "task: repro_count\ndataset_path: json\ndataset_kwargs:\n  data_files:\n"
+        f"    validation: {tasks / 'items.json'}\noutput_type: multiple_choice\n"
+        "validation_split: validation\ndoc_to_text: '{{query}}'\ndoc_to_target: '{{label}}'\n"
+        "doc_to_choice: '{{choices}}'\nmetric_list:\n  - metric: acc\n"
+    )
+    config = (*CONFIG, "downstream_tasks=[repro_count]", f"downstream_include_path={tasks}")
+    result = snakemake(built, "results/downstream.csv", "--cores", "2", *config)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    table = pd.read_csv(built / "results" / "downstream.csv")
+    experiments = load_experiments(REPO / "config" / "experiments.yaml")
+    assert list(table["experiment"]) == [e.name for e in experiments.group("table1")]
+    assert set(table["n_items"]) == {5} and (table["diff_ci_low"] <= table["diff_ci_high"]).all()
 
 
 def test_figure2_table_lists_only_the_sweep(built):

@@ -117,3 +117,16 @@ def test_list_runs(tiny_runs):
     listing = results.list_runs(tiny_runs)
     assert len(listing) == 5 and set(listing["status"]) == {"completed"}
     assert listing.set_index("experiment").at["baseline", "last_eval_val_loss"] == 5.0
+
+
+def test_read_run_list_takes_names_paths_and_one_name(tiny_runs, tmp_path):
+    theirs = write_run(
+        tmp_path / "theirs" / "baseline", "baseline", {0: 11.0, 12: 7.5}, last_step=12
+    )
+    picked = results.read_run_list(tiny_runs, ["baseline", str(theirs)])
+    assert list(picked) == ["baseline", str(theirs)]
+    assert picked[str(theirs)].loss_at(12) == 7.5 and picked["baseline"].loss_at(12) == 5.0
+    assert list(results.read_run_list(tiny_runs, "mlp4.75")) == ["mlp4.75"]
+    assert list(results.evals_table(picked).index.names) == ["run", "step"]
+    with pytest.raises(RunError):
+        results.read_run_list(tiny_runs, ["no-such-run"])

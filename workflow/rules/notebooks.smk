@@ -15,14 +15,18 @@ rule table1:
         tuning=lambda wildcards: trained_tuning_runs(wildcards),
     output:
         table=report("results/table1.csv", caption="../report/table1.rst", category="Table 1"),
+        html=report("results/table1.html", caption="../report/table1.rst", category="Table 1"),
         claims=report("results/claims.csv", caption="../report/claims.rst", category="Claims"),
+        claims_html=report("results/claims.html", caption="../report/claims.rst",
+                           category="Claims"),
         notebook="results/notebooks/table1.ipynb",
     params:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
         outputs=lambda wildcards, output: notebook_outputs(
-            out_csv=output.table, out_claims=output.claims, seeds=len(SEEDS))
+            out_csv=output.table, out_html=output.html, out_claims=output.claims,
+            out_claims_html=output.claims_html, seeds=len(SEEDS))
         + authors_param(TABLE1),
     log:
         "results/notebooks/table1.log",
@@ -40,13 +44,15 @@ rule figure1:
         png=report("results/figures/figure1.png", caption="../report/figure1.rst",
                    category="Figure 1"),
         pdf="results/figures/figure1.pdf",
+        html=report("results/figures/figure1.html", caption="../report/figure1.rst",
+                    category="Figure 1"),
         notebook="results/notebooks/figure1.ipynb",
     params:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
         outputs=lambda wildcards, output: notebook_outputs(
-            out_png=output.png, out_pdf=output.pdf, seeds=len(SEEDS))
+            out_png=output.png, out_pdf=output.pdf, out_html=output.html, seeds=len(SEEDS))
         + authors_param(TABLE1),
     log:
         "results/notebooks/figure1.log",
@@ -60,13 +66,17 @@ rule table1_seeds:
         runs=run_files(TABLE1, seeds=SEEDS),
         folders=lambda wildcards: run_folders(TABLE1, seeds=SEEDS),
     output:
-        table="results/table1_seeds.csv",
+        table=report("results/table1_seeds.csv", caption="../report/table1_seeds.rst",
+                     category="Table 1 over seeds"),
+        html=report("results/table1_seeds.html", caption="../report/table1_seeds.rst",
+                    category="Table 1 over seeds"),
         notebook="results/notebooks/table1_seeds.ipynb",
     params:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
         outputs=lambda wildcards, output: notebook_outputs(out_csv=output.table,
+                                                           out_html=output.html,
                                                            seeds=len(SEEDS)),
     log:
         "results/notebooks/table1_seeds.log",
@@ -84,13 +94,15 @@ rule figure2:
         png=report("results/figures/figure2.png", caption="../report/figure2.rst",
                    category="Figure 2"),
         pdf="results/figures/figure2.pdf",
+        html=report("results/figures/figure2.html", caption="../report/figure2.rst",
+                    category="Figure 2"),
         notebook="results/notebooks/figure2.ipynb",
     params:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
         outputs=lambda wildcards, output: notebook_outputs(
-            out_png=output.png, out_pdf=output.pdf)
+            out_png=output.png, out_pdf=output.pdf, out_html=output.html)
         + authors_param(SWEEP),
     log:
         "results/notebooks/figure2.log",
@@ -109,7 +121,7 @@ rule explore:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
-        outputs="-p experiment baseline",
+        outputs="-p runs baseline",
     log:
         "results/notebooks/explore.log",
     shell:

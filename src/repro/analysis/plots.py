@@ -8,6 +8,8 @@ Solid lines are validation, dashed lines training (the periodic evaluation losse
 
 from __future__ import annotations
 
+import base64
+import io
 from collections import Counter
 from pathlib import Path
 
@@ -66,12 +68,26 @@ def _band(ax, curve: pd.DataFrame, value: str, color) -> None:
 
 
 def series_styles(names: list[str], baseline: str) -> dict[str, dict]:
-    """Colour, marker and drawing order of each experiment: the baseline first, black, on top."""
+    """Colour, marker, width and drawing order of each experiment: the baseline first, black,
+    thinnest, on top; each later one wider and lower, so that curves that coincide (mlp4.75 and
+    the baseline on a small preset) show as nested stripes rather than one hiding the other."""
     ordered = [baseline] + [n for n in names if n != baseline]
     return {
-        name: {"color": color, "marker": marker, "zorder": 3 if name == baseline else 2}
-        for name, color, marker in zip(ordered, SERIES_COLORS, SERIES_MARKERS)
+        name: {"color": color, "marker": marker, "zorder": 3 - 0.1 * k, "lw": 1.4 + 0.7 * k}
+        for k, (name, color, marker) in enumerate(zip(ordered, SERIES_COLORS, SERIES_MARKERS))
     }
+
+
+def _legend_beside(ax, **kwargs) -> None:
+    """The legend right of the axes, outside them: it never covers a curve."""
+    ax.legend(
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1),
+        fontsize="small",
+        borderaxespad=0,
+        title_fontsize="small",
+        **kwargs,
+    )
 
 
 def _authors_runs(authors_runs_dir, names: list[str], baseline: str) -> dict:
@@ -162,7 +178,7 @@ def figure1(
     colors = {name: style["color"] for name, style in styles.items()}
 
     fig, (top, bottom) = plt.subplots(
-        2, 1, figsize=(8, 8), sharex=True, gridspec_kw={"height_ratios": [3, 2]}
+        2, 1, figsize=(10.5, 8), sharex=True, gridspec_kw={"height_ratios": [3, 2]}
     )
     losses = over_seeds(
         by_seed,
@@ -193,9 +209,7 @@ def figure1(
         f"Training dynamics, steps {first:,}-{last:,} (preset: {preset.name})"
         + (f"\nmean of {n} seeds, bands: 95% t-interval" if n > 1 else "")
     )
-    top.legend(
-        title="colour and marker: experiment\nsolid: validation, dashed: training", fontsize="small"
-    )
+    _legend_beside(top, title="colour and marker: experiment\nsolid: validation, dashed: training")
 
     for split in ("val", "train"):
         curves = over_seeds(
@@ -233,7 +247,7 @@ def figure2(
     authors_runs_dir: str | Path | None = None,
 ):
     """Figure 2: relative validation improvement over the baseline of the sweep (group figure2):
-    nonlinear configurations in one colour family (by learning rate), MLP-widened linear
+    nonlinear configurations one colour each (in order of learning rate), MLP-widened linear
     controls in grey dashes; the authors' imported runs, if any, in wide pale lines beside."""
     _style()
     preset, experiments = load_config(preset, config_dir)
@@ -256,7 +270,7 @@ def figure2(
     palette = dict(
         zip(
             [e.name for e in sorted(nonlinear, key=lambda e: e.optimizer.lr_max)],
-            sns.color_palette("viridis", len(nonlinear)),
+            _distinct_colors(len(nonlinear)),
         )
     )
     greys = dict(
@@ -267,23 +281,24 @@ def figure2(
     )
 
     fig, ax = plt.subplots(figsize=(10, 6))
-    # the weight decay most of the sweep uses (2^-5) gets solid lines
-    decays = [wd for wd, _ in Counter(e.optimizer.weight_decay for e in nonlinear).most_common()]
-    dash = dict(zip(decays, ["-", "-.", ":", (0, (5, 1, 1, 1, 1, 1))]))
+    decay_styles = _decay_styles(e.optimizer.weight_decay for e in nonlinear)
     lines = [
         (
             e,
-            palette[e.name],
-            dash.get(e.optimizer.weight_decay, "-"),
+            {"color": palette[e.name], **decay_styles[e.optimizer.weight_decay]},
             f"{e.name} (lr {e.optimizer.lr_max:g}, wd {e.optimizer.weight_decay:g})",
         )
         for e in nonlinear
     ]
     lines += [
-        (e, greys[e.name], "--", f"{e.name} (linear query, MLP h/d {e.mlp_ratio:.3g})")
+        (
+            e,
+            {"color": greys[e.name], "linestyle": "--", "zorder": 1.5},
+            f"{e.name} (linear query, MLP h/d {e.mlp_ratio:.3g})",
+        )
         for e in controls
     ]
-    for e, color, linestyle, label in lines:
+    for e, line_style, label in lines:
         for table, style, suffix in (
             (curves, {}, ""),
             (their_curves, AUTHORS_STYLE, " (authors' run)"),
@@ -293,10 +308,8 @@ def figure2(
                 ax.plot(
                     curve["step"],
                     curve["rel_improvement"],
-                    linestyle=linestyle,
-                    color=color,
                     label=label + suffix,
-                    **style,
+                    **{**line_style, **style},
                 )
     ax.axhline(0, color="black", lw=1)
     ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=1))
@@ -311,46 +324,89 @@ def figure2(
         ncol=3,
         loc="upper center",
         bbox_to_anchor=(0.5, -0.12),
-        title="residual GELU query: colour = learning rate, line = weight decay; "
-        "grey dashes: linear controls",
+        title="residual GELU query: one colour each (by learning rate), line and marker = "
+        "weight decay; grey dashes: linear controls",
         title_fontsize="small",
     )
     return fig
 
 
-def run_curves(run: results.Run, title: str | None = None):
-    """One run's curves: per-step training loss, evaluation losses, learning rate."""
+def _distinct_colors(n: int) -> list:
+    """n colours no two alike: tab20's ten dark hues, then its ten light ones (then again)."""
+    tab20 = sns.color_palette("tab20", 20)
+    return _cycle([tab20[i] for i in [*range(0, 20, 2), *range(1, 20, 2)]], n)
+
+
+def _decay_styles(decays) -> dict[float, dict]:
+    """Line style per weight decay: the one most of the sweep uses (2^-5) solid and below; each
+    other dotted or dash-dotted, wider, with markers and on top, so that none hides under the
+    solid lines."""
+    common = [wd for wd, _ in Counter(decays).most_common()]
+    others = [(":", "o"), ("-.", "s"), ((0, (5, 1, 1, 1)), "^")]
+    styles = {common[0]: {"linestyle": "-", "lw": 1.6, "zorder": 2}} if common else {}
+    for wd, (linestyle, marker) in zip(common[1:], _cycle(others, len(common) - 1)):
+        styles[wd] = {"linestyle": linestyle, "marker": marker, "lw": 2.4, "zorder": 3}
+    return styles
+
+
+def run_curves(runs: results.Run | dict[str, results.Run], title: str | None = None):
+    """Runs overlaid (one, or a dict label -> Run as read by results.read_run_list): per-step
+    training loss (thin, pale), evaluation losses (solid validation, dashed training) and the
+    learning rate, one colour per run; the legend beside the axes, never over a curve."""
     _style()
+    runs = {runs.name: runs} if isinstance(runs, results.Run) else runs
     fig, (loss_ax, lr_ax) = plt.subplots(
-        2, 1, figsize=(8, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 1]}
+        2, 1, figsize=(9, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 1]}
     )
-    m = run.metrics
-    loss_ax.plot(m["step"], m["train_loss"], color="0.7", lw=0.8, label="train (per step)")
-    evals = run.evals().reset_index()
-    for split in ("val", "train"):
-        loss_ax.plot(
-            evals["step"],
-            evals[f"eval_{split}_loss"],
-            SPLIT_STYLE[split],
-            marker=".",
-            label=f"evaluation, {split}",
-        )
+    for (label, run), color in zip(runs.items(), _cycle(SERIES_COLORS, len(runs))):
+        m, evals = run.metrics, run.evals().reset_index()
+        loss_ax.plot(m["step"], m["train_loss"], color=color, lw=0.6, alpha=0.35)
+        for split in ("val", "train"):
+            loss_ax.plot(
+                evals["step"],
+                evals[f"eval_{split}_loss"],
+                SPLIT_STYLE[split],
+                color=color,
+                marker=".",
+                label=f"{label}: evaluation, {split}",
+            )
+        lr_ax.plot(m["step"], m["lr"], color=color, label=label)
     loss_ax.set_ylabel("loss (nats per token)")
-    loss_ax.legend(fontsize="small")
-    loss_ax.set_title(title or f"{run.name} (preset: {run.record.preset}, status: {run.status})")
-    lr_ax.plot(m["step"], m["lr"])
+    loss_ax.legend(
+        fontsize="small",
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1),
+        title="thin pale: training loss per step",
+        title_fontsize="small",
+    )
+    if title is None and len(runs) == 1:
+        (run,) = runs.values()
+        title = f"{run.name} (preset: {run.record.preset}, status: {run.status})"
+    loss_ax.set_title(title or ", ".join(runs))
     lr_ax.set_ylabel("learning rate")
     lr_ax.set_xlabel("optimiser step")
     fig.tight_layout()
     return fig
 
 
+def _cycle(colors: list, n: int) -> list:
+    """n colours, repeating the list when it is shorter."""
+    return [colors[i % len(colors)] for i in range(n)]
+
+
 def save(fig, *paths: str | Path) -> list[Path]:
-    """Save a figure to each path (the format from the suffix: .png, .pdf), creating folders."""
+    """Save a figure to each path (the format from the suffix: .png, .pdf; .html: the PNG inside
+    an <img> tag, which Snakemake's report shows on its page), creating folders."""
     saved = []
     for path in map(Path, paths):
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, bbox_inches="tight")
+        if path.suffix == ".html":
+            png = io.BytesIO()
+            fig.savefig(png, format="png", bbox_inches="tight")
+            data = base64.b64encode(png.getvalue()).decode("ascii")
+            path.write_text(f'<img src="data:image/png;base64,{data}" style="max-width: 100%">\n')
+        else:
+            fig.savefig(path, bbox_inches="tight")
         saved.append(path)
     return saved
 

@@ -99,6 +99,23 @@ def read_runs(runs_dir: str | Path, names: list[str]) -> dict[str, Run]:
     }
 
 
+def read_run_list(runs_dir: str | Path, runs: str | Path | list) -> dict[str, Run]:
+    """The runs a user lists (one, or a list), keyed by what was written: each a folder under
+    runs_dir (`baseline`, `seed1/baseline`) or else the path of any run folder (the authors'
+    imported runs, another preset's). A run that is in neither place is an error."""
+    listed = [runs] if isinstance(runs, (str, Path)) else list(runs)
+    picked = {}
+    for entry in listed:
+        under = Path(runs_dir) / str(entry)
+        picked[str(entry)] = read_run(under if has_run(under) else Path(entry))
+    return picked
+
+
+def evals_table(runs: dict[str, Run]) -> pd.DataFrame:
+    """The evaluations of several runs, one row per run and evaluation step."""
+    return pd.concat({label: run.evals() for label, run in runs.items()}, names=["run"])
+
+
 RUN_COLUMNS = [
     "experiment",
     "status",

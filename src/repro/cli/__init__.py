@@ -18,6 +18,7 @@ from repro import config
 from repro.cli import authors as cli_authors
 from repro.cli import compare as cli_compare
 from repro.cli import data as cli_data
+from repro.cli import downstream as cli_downstream
 from repro.cli import export as cli_export
 from repro.errors import ReproError
 from repro.files import read_json, write_json
@@ -451,6 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_authors.add_commands(sub, _add_config_arguments)
     cli_export.add_commands(sub)
     cli_compare.add_commands(sub)
+    cli_downstream.add_commands(sub)
     return parser
 
 

@@ -1,0 +1,53 @@
+"""Tables as HTML for Snakemake's report (docs/report.md): each notebook that writes a table as
+CSV writes it as an HTML table beside it, which the report shows on its page (a CSV would only
+be a download link there).
+
+The file is a fragment (a style block and a table), so that it reads both on its own and inside
+the report's page; ASCII only, non-ASCII characters as entities, whatever charset it is served
+with.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+
+import pandas as pd
+
+STYLE = """<style>
+table.repro-table {border-collapse: collapse; font: 13px/1.4 sans-serif; margin: 0.5em 0;}
+table.repro-table th, table.repro-table td {border: 1px solid #ccc; padding: 3px 8px;
+  text-align: left; vertical-align: top;}
+table.repro-table th {background: #f0f0f0;}
+table.repro-table tbody tr:nth-child(even) {background: #fafafa;}
+</style>"""
+
+
+def table_html(table: pd.DataFrame, formats: dict[str, str] | None = None) -> str:
+    """A table as an HTML fragment: the columns of `formats` formatted ("{:.2%}"), missing values
+    empty, no index. A column that holds one value in every row (the preset, a caveat) is said
+    once above the table rather than repeated in each row."""
+    table = table.copy()
+    for column, fmt in (formats or {}).items():
+        table[column] = table[column].map(lambda v: "" if pd.isna(v) else fmt.format(v))
+    table = table.astype(object).where(table.notna(), "")
+    constant = [
+        c
+        for c in table.columns
+        if len(table) > 1 and table[c].nunique() == 1 and table[c].iloc[0] != ""
+    ]
+    notes = "; ".join(f"<b>{escape(str(c))}</b>: {escape(str(table[c].iloc[0]))}" for c in constant)
+    notes = f'<p class="repro-note">{notes}</p>\n' if notes else ""
+    body = table.drop(columns=constant).to_html(index=False, classes="repro-table", border=0)
+    html = f"{STYLE}\n{notes}{body}\n"
+    return html.encode("ascii", "xmlcharrefreplace").decode("ascii")
+
+
+def write_table_html(
+    table: pd.DataFrame, path: str | Path, formats: dict[str, str] | None = None
+) -> Path:
+    """Write table_html(table, formats) to path (its folder created); the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(table_html(table, formats))
+    return path

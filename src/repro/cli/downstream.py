@@ -1,0 +1,75 @@
+"""`repro downstream` (one checkpoint on lm-eval tasks) and `repro downstream-table` (the
+configurations side by side); repro.cli adds them to its subcommands. lm-eval is imported only
+when one of them runs: it is the optional `downstream` extra."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from repro.errors import ReproError
+
+
+def _import():
+    try:
+        from repro.downstream import compare, model, tasks
+    except ImportError as e:
+        raise ReproError(
+            f"repro downstream needs lm-evaluation-harness ({e.name} is missing): "
+            "pip install -e '.[downstream]'"
+        ) from None
+    return compare, model, tasks
+
+
+def cmd_downstream(args) -> None:
+    _, model, tasks = _import()
+    lm = model.ReproLM(checkpoint=args.checkpoint, device=args.device, batch_size=args.batch_size)
+    results = tasks.run_tasks(
+        lm, args.task, args.out, args.include_path, limit=args.limit, num_fewshot=args.num_fewshot
+    )
+    for line in tasks.summary_lines(results):
+        print(line)
+    print(f"{args.out}: lm-eval's {tasks.RESULTS_JSON} and each item's scores ({tasks.ITEMS_JSON})")
+
+
+def cmd_downstream_table(args) -> None:
+    compare, _, _ = _import()
+    dirs = {Path(d).name: d for d in args.result_dirs}
+    if args.baseline not in dirs:
+        raise ReproError(f"--baseline {args.baseline}: no result folder of that name")
+    table = compare.write_comparison(dirs, args.baseline, args.out)
+    print(f"{args.out}: {len(table)} rows ({len(dirs)} experiments)")
+
+
+def add_commands(sub) -> None:
+    p = sub.add_parser(
+        "downstream",
+        help="a checkpoint (ours or the authors') on lm-evaluation-harness tasks",
+    )
+    p.add_argument("--checkpoint", type=Path, required=True, help="ours (ckpt.pt) or the authors'")
+    p.add_argument(
+        "--task",
+        action="append",
+        required=True,
+        help="an lm-eval task (repeat for several): hellaswag, lambada_openai, arc_easy, piqa, "
+        "wikitext, ... (their data download from the Hugging Face hub on first use)",
+    )
+    p.add_argument("--out", type=Path, required=True, help="folder for results.json, items.json")
+    p.add_argument("--include-path", type=Path, help="a folder of task YAML files of your own")
+    p.add_argument("--limit", type=int, help="only the first N items of each task (a quick look)")
+    p.add_argument("--num-fewshot", type=int, help="examples in the context (default: the task's)")
+    p.add_argument("--batch-size", type=int, default=16, help="sequences per forward pass")
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
+    p.set_defaults(func=cmd_downstream)
+
+    p = sub.add_parser(
+        "downstream-table",
+        help="experiments' `repro downstream` results side by side, paired with the baseline's",
+    )
+    p.add_argument(
+        "result_dirs",
+        nargs="+",
+        help="`repro downstream --out` folders, named as their experiments",
+    )
+    p.add_argument("--baseline", default="baseline", help="the folder to compare with")
+    p.add_argument("--out", type=Path, required=True, help="the CSV to write")
+    p.set_defaults(func=cmd_downstream_table)

@@ -1,0 +1,127 @@
+"""Running lm-eval tasks on a ReproLM: lm-eval's own result JSON, each item's scores (for the
+paired comparison of repro.downstream.compare) and one line per task with its standard error.
+
+Tasks are lm-eval's (hellaswag, lambada_openai, arc_easy, piqa, wikitext, ...: their data come
+from the Hugging Face hub on first use, so the first run needs a network) or any defined in
+lm-eval's YAML format in an --include-path folder (a local JSON file works offline).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from lm_eval import simple_evaluate
+from lm_eval.tasks import TaskManager
+from lm_eval.utils import handle_non_serializable
+
+from repro.downstream.model import DownstreamError, ReproLM
+from repro.files import write_json
+
+RESULTS_JSON = "results.json"  # lm-eval's result dictionary, as its own CLI writes it
+ITEMS_JSON = "items.json"  # task -> metric -> one score per item, in document order
+
+# What GPT-2 124M scores, for scale beside ours (ours are far smaller, trained far shorter).
+ANCHORS = {
+    "hellaswag": "GPT-2 124M: about 29.6% (completion-style) / 31.1% (harness acc_norm)",
+}
+SCORED_OUTPUT_TYPES = ("multiple_choice", "loglikelihood", "loglikelihood_rolling")
+
+
+def task_manager(include_path: str | Path | None = None) -> TaskManager:
+    """lm-eval's tasks, and those defined in the YAML files under include_path."""
+    return TaskManager(include_path=str(include_path) if include_path else None)
+
+
+def check_tasks(names: list[str], manager: TaskManager) -> None:
+    """Every task exists and is scored by log-likelihood (no generation); else one line."""
+    unknown = [name for name in names if name not in manager.all_tasks]
+    if unknown:
+        raise DownstreamError(
+            f"unknown lm-eval task(s): {', '.join(unknown)} (`lm_eval ls tasks` lists them; a "
+            "task of your own: its YAML in an --include-path folder)"
+        )
+    for name, task in manager.load(names)["tasks"].items():
+        if task.OUTPUT_TYPE not in SCORED_OUTPUT_TYPES:
+            raise DownstreamError(
+                f"task {name}: output type {task.OUTPUT_TYPE} (generation) is not supported; "
+                f"repro downstream scores {', '.join(SCORED_OUTPUT_TYPES)} tasks"
+            )
+
+
+def run_tasks(
+    lm: ReproLM,
+    names: list[str],
+    out_dir: str | Path,
+    include_path: str | Path | None = None,
+    limit: int | None = None,
+    num_fewshot: int | None = None,
+) -> dict:
+    """Evaluate `lm` on the named tasks; write out_dir/results.json (lm-eval's) and items.json.
+    The result dictionary (without the per-item samples)."""
+    manager = task_manager(include_path)
+    check_tasks(names, manager)
+    results = simple_evaluate(
+        model=lm,
+        tasks=names,
+        task_manager=manager,
+        limit=limit,
+        num_fewshot=num_fewshot,
+        log_samples=True,
+        bootstrap_iters=1000,
+    )
+    samples = results.pop("samples")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / RESULTS_JSON).write_text(
+        json.dumps(results, indent=2, default=handle_non_serializable) + "\n"
+    )
+    write_json(out_dir / ITEMS_JSON, item_scores(samples))
+    return results
+
+
+def item_scores(samples: dict) -> dict:
+    """task -> metric -> the score of each item (by doc_id), for the metrics scored per item
+    (acc, acc_norm; not corpus-level ones like perplexity, whose items hold tuples)."""
+    scores = {}
+    for task, logged in samples.items():
+        logged = sorted(logged, key=lambda s: s["doc_id"])
+        metrics = (
+            [m for m in logged[0]["metrics"] if _is_number(logged[0].get(m))] if logged else []
+        )
+        scores[task] = {m: [float(s[m]) for s in logged] for m in metrics}
+    return scores
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float))  # bools too: an item's acc is True or False
+
+
+def task_metrics(metrics: dict) -> list[tuple[str, float, float | None]]:
+    """(metric, value, standard error or None) of one task's entry of lm-eval's results: the
+    numeric metrics, without lm-eval's bookkeeping (its name, alias, sample_len)."""
+    scored = []
+    for key, value in metrics.items():
+        metric, _, filter_name = key.partition(",")
+        if metric == "sample_len" or metric.endswith("_stderr") or not _is_number(value):
+            continue
+        stderr = metrics.get(f"{metric}_stderr,{filter_name}")
+        ok = _is_number(stderr) and math.isfinite(stderr)
+        scored.append((metric, float(value), float(stderr) if ok else None))
+    return scored
+
+
+def summary_lines(results: dict) -> list[str]:
+    """One line per task: each metric with its standard error, the number of items, and the
+    anchor where there is one."""
+    lines = []
+    for task, metrics in results["results"].items():
+        shown = [
+            f"{metric} {value:.4f}" + (f" ± {stderr:.4f}" if stderr is not None else "")
+            for metric, value, stderr in task_metrics(metrics)
+        ]
+        n = results.get("n-samples", {}).get(task, {}).get("effective")
+        line = f"{task}: {', '.join(shown)}" + (f" ({n} items)" if n else "")
+        lines.append(line + (f"  [{ANCHORS[task]}]" if task in ANCHORS else ""))
+    return lines

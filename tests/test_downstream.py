@@ -1,0 +1,202 @@
+"""Downstream tasks through lm-evaluation-harness, offline: tasks of our own in lm-eval's YAML
+format over small JSON files, run through the same code path as hellaswag (TaskManager with an
+include path); the scores checked against a direct computation with the model."""
+
+import json
+from dataclasses import asdict
+
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+from authors_helpers import write_authors_checkpoint
+from lm_eval.api.instance import Instance
+
+from repro.checkpoint import save_checkpoint
+from repro.cli import main
+from repro.config import ModelConfig, load_run
+from repro.data.tokenizer import EOT_TOKEN, gpt2_encoding
+from repro.downstream.compare import paired_bootstrap
+from repro.downstream.model import DownstreamError, ReproLM
+from repro.model import GPT
+
+CONFIG = ModelConfig(
+    n_layer=2, n_head=2, d_model=32, block_size=16, vocab_size=50304, mlp_hidden=64
+)
+CHOICE_TASK = """task: repro_choice
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    validation: {data}
+output_type: multiple_choice
+validation_split: validation
+doc_to_text: "{{{{query}}}}"
+doc_to_target: "{{{{label}}}}"
+doc_to_choice: "{{{{choices}}}}"
+metric_list:
+  - metric: acc
+  - metric: acc_norm
+"""
+GENERATE_TASK = """task: repro_generate
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    validation: {data}
+output_type: generate_until
+validation_split: validation
+doc_to_text: "{{{{query}}}}"
+doc_to_target: "{{{{label}}}}"
+"""
+
+
+def tiny_gpt(seed=0) -> GPT:
+    torch.manual_seed(seed)
+    return GPT(CONFIG).eval()
+
+
+@pytest.fixture
+def tasks_dir(tmp_path):
+    """A multiple-choice task of 8 items and a generative one, over a JSON-lines file."""
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    data = folder / "items.json"
+    docs = [
+        {"query": f"Count: {i}, then", "choices": [f" {i + 1}", f" {i + 7}", " blue"], "label": 0}
+        for i in range(8)
+    ]
+    data.write_text("\n".join(json.dumps(d) for d in docs))
+    (folder / "choice.yaml").write_text(CHOICE_TASK.format(data=data))
+    (folder / "generate.yaml").write_text(GENERATE_TASK.format(data=data))
+    return folder
+
+
+def direct_logprob(model: GPT, context: list[int], continuation: list[int]) -> float:
+    tokens = torch.tensor([context + continuation])
+    with torch.no_grad():
+        logprobs = F.log_softmax(model(tokens[:, :-1]).float(), dim=-1)[0]
+    targets = tokens[0, len(context) :]
+    return logprobs[len(context) - 1 :].gather(1, targets[:, None]).sum().item()
+
+
+def requests(kind, *args):
+    return [Instance(kind, {}, a, i) for i, a in enumerate(args)]
+
+
+def test_loglikelihood_is_the_models_own(tmp_path):
+    model, encode = tiny_gpt(), gpt2_encoding().encode_ordinary
+    pairs = [("The cat sat on the", " mat"), ("One, two,", " three, four"), ("", "Hello there")]
+    scores = ReproLM(model=model, batch_size=2).loglikelihood(requests("loglikelihood", *pairs))
+    for (context, continuation), (score, _) in zip(pairs, scores):
+        whole = encode(context + continuation)
+        context_tokens = encode(context) if context else [EOT_TOKEN]
+        expected = direct_logprob(model, context_tokens, whole[len(encode(context)) :])
+        assert score == pytest.approx(expected, abs=1e-4)
+    # one at a time (no padding) gives the same numbers as batches of two
+    alone = ReproLM(model=model, batch_size=1).loglikelihood(requests("loglikelihood", *pairs))
+    assert [s for s, _ in alone] == pytest.approx([s for s, _ in scores], abs=1e-4)
+
+
+def test_a_context_longer_than_the_block_keeps_its_last_tokens():
+    model, encode = tiny_gpt(), gpt2_encoding().encode_ordinary
+    context = " ".join(str(i) for i in range(40))  # far more than 16 tokens
+    ((score, _),) = ReproLM(model=model).loglikelihood(requests("loglikelihood", (context, " 40")))
+    tokens = encode(context + " 40")
+    kept = tokens[-(CONFIG.block_size + 1) :]
+    assert score == pytest.approx(direct_logprob(model, kept[:-1], kept[-1:]), abs=1e-4)
+
+
+def test_loglikelihood_rolling_predicts_every_token_once():
+    model, encode = tiny_gpt(), gpt2_encoding().encode_ordinary
+    short = "A short text."
+    long = "word " * 50  # several windows of 16 tokens
+    lm = ReproLM(model=model, batch_size=3)
+    short_score, long_score = lm.loglikelihood_rolling(
+        requests("loglikelihood_rolling", (short,), (long,))
+    )
+    assert short_score == pytest.approx(direct_logprob(model, [EOT_TOKEN], encode(short)), abs=1e-4)
+    # lm-eval's rolling windows: each token scored once, from the tokens before it in its block
+    # (the first block after the end-of-text token; the last block filled from the one before)
+    tokens = [EOT_TOKEN] + encode(long)
+    last = len(tokens) - 1 - CONFIG.block_size
+    full_blocks = (len(tokens) - 1) // CONFIG.block_size * CONFIG.block_size
+    expected = sum(
+        direct_logprob(
+            model,
+            tokens[
+                (i - 1) // CONFIG.block_size * CONFIG.block_size if i <= full_blocks else last : i
+            ],
+            [tokens[i]],
+        )
+        for i in range(1, len(tokens))
+    )
+    assert long_score == pytest.approx(expected, rel=1e-3)
+
+
+def write_our_checkpoint(path, model: GPT):
+    optimizer = torch.optim.AdamW(model.parameters())
+    save_checkpoint(path, model, optimizer, 7, {"model": asdict(model.config)})
+    return path
+
+
+def test_repro_downstream_on_a_local_task(tmp_path, tasks_dir, capsys):
+    checkpoint = write_our_checkpoint(tmp_path / "ckpt.pt", tiny_gpt())
+    out = tmp_path / "downstream" / "baseline"
+    argv = ["downstream", "--checkpoint", str(checkpoint), "--task", "repro_choice"]
+    assert main([*argv, "--include-path", str(tasks_dir), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    results = json.loads((out / "results.json").read_text())
+    acc = results["results"]["repro_choice"]["acc,none"]
+    assert f"repro_choice: acc {acc:.4f} ± " in printed and "(8 items)" in printed
+    items = json.loads((out / "items.json").read_text())["repro_choice"]
+    assert len(items["acc"]) == 8 and sum(items["acc"]) / 8 == pytest.approx(acc)
+
+
+def test_the_authors_checkpoint_through_the_same_path(tmp_path, tasks_dir, capsys):
+    run = load_run("tiny", "resgelu-lr3e-3")
+    torch.manual_seed(1)
+    model = GPT(run.model).eval()
+    write_authors_checkpoint(tmp_path / "ckpt.pt", model, run, iter_num=12)
+    lm = ReproLM(checkpoint=tmp_path / "ckpt.pt")
+    pair = ("Count: 3, then", " 4")
+    ((score, _),) = lm.loglikelihood(requests("loglikelihood", pair))
+    encode = gpt2_encoding().encode_ordinary
+    assert score == pytest.approx(
+        direct_logprob(model, encode(pair[0]), encode(pair[0] + pair[1])[len(encode(pair[0])) :]),
+        abs=1e-4,
+    )
+
+
+def test_generation_and_unknown_tasks_are_one_line_errors(tmp_path, tasks_dir, capsys):
+    checkpoint = write_our_checkpoint(tmp_path / "ckpt.pt", tiny_gpt())
+    for task, message in (("repro_generate", "generate_until"), ("no_such_task", "unknown")):
+        argv = ["downstream", "--checkpoint", str(checkpoint), "--task", task]
+        assert main([*argv, "--include-path", str(tasks_dir), "--out", str(tmp_path / "o")]) == 2
+        error = capsys.readouterr().err.strip().splitlines()[-1]  # after datasets' progress
+        assert error.startswith("repro: error:") and message in error
+    with pytest.raises(DownstreamError, match="not supported"):
+        ReproLM(model=tiny_gpt()).generate_until([])
+    with pytest.raises(DownstreamError, match="vocabulary"):
+        ReproLM(model=GPT(ModelConfig(n_layer=1, n_head=1, d_model=8, vocab_size=64)))
+
+
+def test_downstream_table_pairs_each_experiment_with_the_baseline(tmp_path, tasks_dir, capsys):
+    folders = []
+    for seed, name in enumerate(["baseline", "resgelu"]):
+        checkpoint = write_our_checkpoint(tmp_path / f"{name}.pt", tiny_gpt(seed))
+        out = tmp_path / "downstream" / name
+        argv = ["downstream", "--checkpoint", str(checkpoint), "--task", "repro_choice"]
+        assert main([*argv, "--include-path", str(tasks_dir), "--out", str(out)]) == 0
+        folders.append(str(out))
+    csv = tmp_path / "downstream.csv"
+    assert main(["downstream-table", *folders, "--out", str(csv)]) == 0
+    table = pd.read_csv(csv).set_index(["experiment", "metric"])
+    base, ours = table.loc[("baseline", "acc")], table.loc[("resgelu", "acc")]
+    assert base["diff_vs_baseline"] == 0 and base["diff_ci_low"] == 0
+    assert ours["diff_vs_baseline"] == pytest.approx(ours["value"] - base["value"])
+    assert ours["diff_ci_low"] <= ours["diff_vs_baseline"] <= ours["diff_ci_high"]
+    assert ours["n_items"] == 8 and ours["stderr"] > 0
+
+
+def test_paired_bootstrap():
+    diff, low, high = paired_bootstrap([1, 1, 0, 1] * 25, [0, 1, 0, 1] * 25)
+    assert diff == 0.25 and 0.1 < low < 0.25 < high < 0.4

@@ -1,0 +1,99 @@
+"""Each notebook run by hand through papermill, as the README shows (`-p preset ...` and nothing
+else), reads the runs of the preset it is given: runs_dir is derived after papermill's parameters,
+not in the parameters cell. The checkout's layout is copied into a scratch folder (notebooks/,
+config/, results/runs/<preset>/) with fabricated runs at two presets whose losses differ, so a
+notebook that read the default preset's runs would show other numbers, with exit 0."""
+
+import os
+import shutil
+
+import nbformat
+import pandas as pd
+import papermill
+import pytest
+from conftest import REPO, write_run
+
+# The default preset's runs: the Table 1 experiments, all at loss 20 (no improvement anywhere).
+SMOKE_LOSSES = {0: 30.0, 4: 25.0, 8: 22.0, 12: 20.0}
+
+
+@pytest.fixture
+def checkout(tmp_path, tiny_runs, monkeypatch):
+    """notebooks/, config/ and results/runs/{tiny,smoke}/ as in a checkout."""
+    for part in ("notebooks", "config"):
+        shutil.copytree(REPO / part, tmp_path / "checkout" / part)
+    runs = tmp_path / "checkout" / "results" / "runs"
+    shutil.copytree(tiny_runs, runs / "tiny")
+    for name in os.listdir(tiny_runs):
+        write_run(runs / "smoke" / name, name, SMOKE_LOSSES, last_step=12, preset="smoke")
+    # the kernel imports this checkout's library
+    path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
+    monkeypatch.setenv("PYTHONPATH", path)
+    return tmp_path / "checkout"
+
+
+def run_notebook(checkout, name: str, **parameters) -> nbformat.NotebookNode:
+    """Execute notebooks/<name>.ipynb from notebooks/ (as Jupyter would) with `parameters`."""
+    out = checkout / "notebooks" / f"{name}.out.ipynb"
+    papermill.execute_notebook(
+        str(checkout / "notebooks" / f"{name}.ipynb"),
+        str(out),
+        parameters={"preset": "tiny", **parameters},
+        cwd=str(checkout / "notebooks"),
+        progress_bar=False,
+        kernel_name="python3",
+    )
+    return nbformat.read(out, as_version=4)
+
+
+def outputs(notebook) -> str:
+    """Every output of every code cell, as text."""
+    return str([cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"])
+
+
+def test_table1_reads_the_preset_it_is_given(checkout):
+    run_notebook(checkout, "table1")
+    table = pd.read_csv(checkout / "results" / "table1.csv").set_index("experiment")
+    assert set(table["preset"]) == {"tiny"}
+    assert table.at["baseline", "val_loss"] == 5.0  # tiny's runs, not smoke's 20
+    assert table.at["resgelu-lr3e-3", "val_loss"] == pytest.approx(4.93)
+    html = (checkout / "results" / "table1.html").read_text()
+    assert "<td>resgelu-lr3e-3</td>" in html and "1.40%" in html
+    claims = (checkout / "results" / "claims.html").read_text()
+    assert "at every evaluation" in claims
+
+
+def test_table1_seeds_reads_the_preset_it_is_given(checkout):
+    run_notebook(checkout, "table1_seeds")
+    table = pd.read_csv(checkout / "results" / "table1_seeds.csv").set_index("experiment")
+    assert table.at["baseline", "val_loss_mean"] == 5.0
+    assert "<td" in (checkout / "results" / "table1_seeds.html").read_text()
+
+
+def test_figure1_reads_the_preset_it_is_given(checkout):
+    notebook = run_notebook(checkout, "figure1")
+    assert "1.40%" in outputs(notebook)  # resgelu-lr3e-3 at step 12: 0.07 / 5 (smoke's: 0.00%)
+    assert (checkout / "results" / "figures" / "figure1.png").stat().st_size > 10_000
+
+
+def test_figure2_reads_the_preset_it_is_given(checkout):
+    notebook = run_notebook(checkout, "figure2")
+    listed = notebook.cells[-1].outputs[0]["data"]["text/plain"]
+    assert "4.93" in listed and "20.0" not in listed
+    assert (checkout / "results" / "figures" / "figure2.png").exists()
+
+
+def test_explore_overlays_any_list_of_runs(checkout, tmp_path):
+    elsewhere = write_run(
+        tmp_path / "theirs" / "baseline", "baseline", {0: 11.0, 12: 7.5}, last_step=12
+    )
+    notebook = run_notebook(
+        checkout, "explore", runs=["baseline", "resgelu-lr3e-3", str(elsewhere)]
+    )
+    shown = outputs(notebook)
+    assert "4.93" in shown and "7.5" in shown and "20.0" not in shown
+    assert "'preset': 'tiny'" in shown or "preset='tiny'" in shown
+    figure = [
+        o for c in notebook.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})
+    ]
+    assert len(figure) == 1
