@@ -2,18 +2,18 @@
 
 import json
 import math
-from dataclasses import replace
 
 import pytest
 import torch
 from test_train import read_metrics
 
+from repro.build import build
 from repro.cli import main
 from repro.config import load_run
 from repro.data.batches import DeviceBatches, inputs_targets
 from repro.perf.bench import random_batches
 from repro.runtime.fit import fits_on_gpu, largest_fitting
-from repro.step import build, train_step
+from repro.step import train_step
 from repro.train import train
 
 pytestmark = [
@@ -34,9 +34,7 @@ def test_compiled_bf16_step_gives_a_finite_loss_without_syncing():
     model, step_model, optimizer, autocast = build(run, CUDA)
     assert step_model is not model and model.transformer.h[0].attn.fused  # the CUDA defaults
     batches = DeviceBatches(random_batches(run, 4), CUDA)
-    step = lambda i: train_step(
-        step_model, optimizer, batches, i, run.preset.accumulation, 1.0, autocast
-    )
+    step = lambda i: train_step(step_model, optimizer, batches, i, run.accumulation, 1.0, autocast)
     step(0)  # compiles
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")  # any host-device synchronisation now raises
@@ -51,7 +49,7 @@ def test_prefetched_micro_batches_are_the_index_windows():
     run = small_run()
     host = random_batches(run, 2)
     device_batches = DeviceBatches(host, CUDA)
-    for k, (x, y) in enumerate(device_batches.step(1, run.preset.accumulation)):
+    for k, (x, y) in enumerate(device_batches.step(1, run.accumulation)):
         ex, ey = inputs_targets(host.window("train", 1, k))
         assert x.is_cuda and torch.equal(x.cpu(), ex) and torch.equal(y.cpu(), ey)
 
@@ -60,7 +58,7 @@ def test_prefetched_micro_batches_are_the_index_windows():
 def test_fused_projection_equals_unfused_on_gpu(autocast):
     torch.manual_seed(0)
     run = load_run("paper", "resgelu-lr3e-3")  # the paper's widths: d 768, r 384
-    model, _, _, _ = build(run, CUDA, compile=False, fused=False)
+    model, _, _, _ = build(run.with_runtime(compile=False, fused_projection=False), CUDA)
     attn = model.transformer.h[0].attn
     with torch.no_grad():
         attn.query_mlp.norm_in.weight.uniform_(0.5, 1.5)
@@ -81,9 +79,8 @@ def test_fused_projection_equals_unfused_on_gpu(autocast):
 
 
 def test_a_checkpoint_written_on_gpu_resumes(token_dir, tiny_indices, tmp_path, monkeypatch):
-    run = load_run("tiny", "resgelu-lr3e-3")
-    run = replace(run, preset=replace(run.preset, log_interval=2))
-    whole = train(run, token_dir, tiny_indices, tmp_path / "whole", device="cuda", compile=True)
+    run = load_run("tiny", "resgelu-lr3e-3", log_interval=2, device="cuda", compile=True)
+    whole = train(run, token_dir, tiny_indices, tmp_path / "whole")
     assert whole["status"] == "completed" and whole["compile"] and whole["fused_projection"]
 
     import repro.train as train_module
@@ -97,9 +94,9 @@ def test_a_checkpoint_written_on_gpu_resumes(token_dir, tiny_indices, tmp_path, 
 
     monkeypatch.setattr(train_module, "train_step", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        train(run, token_dir, tiny_indices, tmp_path / "split", device="cuda", compile=True)
+        train(run, token_dir, tiny_indices, tmp_path / "split")
     monkeypatch.setattr(train_module, "train_step", real_step)
-    record = train(run, token_dir, tiny_indices, tmp_path / "split", device="cuda", compile=True)
+    record = train(run, token_dir, tiny_indices, tmp_path / "split")
     assert record.status == "completed" and record.last_step == 12
     split, reference = read_metrics(tmp_path / "split"), read_metrics(tmp_path / "whole")
     assert [r["step"] for r in split] == [r["step"] for r in reference]
@@ -140,7 +137,7 @@ def test_bench_on_gpu_with_breakdown(tmp_path, capsys):
 def test_auto_micro_batch_probes_the_paper_model():
     """The probe of `runtime.train_micro_batch: auto` on the paper's model: a divisor of 480."""
     run = load_run("paper", "resgelu-lr3e-3")
-    model, _, _, autocast = build(run, CUDA, compile=False)
+    model, _, _, autocast = build(run.with_runtime(compile=False), CUDA)
     chosen = largest_fitting(480, lambda n: fits_on_gpu(model, n, 1024, autocast))
     assert 480 % chosen == 0 and 12 <= chosen <= 96
     assert all(p.grad is None for p in model.parameters())  # the probe leaves no gradients

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import repro
@@ -77,6 +76,15 @@ def _add_speed_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _runtime_overrides(args) -> dict:
+    """The runtime settings _add_speed_arguments overrides (None: the preset's)."""
+    return {
+        "compile": args.compile,
+        "fused_projection": args.fused,
+        "loss_chunks": args.loss_chunks,
+    }
+
+
 def _experiments(args) -> config.Experiments:
     return config.load_experiments(args.experiments_file, args.config_dir)
 
@@ -102,20 +110,17 @@ def cmd_train(args) -> None:
         lock.exit_with_parent()
     print(f"config: {config.config_dir(args.config_dir).resolve()}", flush=True)
     run = config.load_run(
-        args.preset, args.experiment, args.experiments_file, args.config_dir, seed=args.seed
+        args.preset,
+        args.experiment,
+        args.experiments_file,
+        args.config_dir,
+        seed=args.seed,
+        **_runtime_overrides(args),
+        device=args.device,
+        train_micro_batch=args.train_micro_batch,
     )
-    run = replace(run, preset=run.preset.with_runtime(loss_chunks=args.loss_chunks))
     with preemption.stop_signals(args.stop_signal or preemption.STOP_SIGNALS):
-        record = train.train(
-            run,
-            args.data,
-            args.indices,
-            args.out,
-            device=args.device,
-            compile=args.compile,
-            train_micro_batch=args.train_micro_batch,
-            fused=args.fused,
-        )
+        record = train.train(run, args.data, args.indices, args.out)
     if args.publish and distributed.first_process():
         rundir.publish(args.out, args.publish)
     print(f"{args.out}: {record.status} at step {record.last_step}")
@@ -133,7 +138,7 @@ def cmd_describe(args) -> None:
     peak = args.peak_tflops * 1e12 if args.peak_tflops else cost.H100_BF16_PEAK_FLOPS
     rows = [
         cost.describe(
-            config.RunConfig(preset, e),
+            config.resolve_run(preset, e),
             mfu=args.mfu,
             peak_flops=peak,
             tokens_per_s=args.tokens_per_s,
@@ -169,7 +174,7 @@ def cmd_bench(args) -> None:
     device = resolve_device(args.device)
     preset = config.load_preset(
         args.preset or ("paper" if device.type == "cuda" else "smoke"), args.config_dir
-    ).with_runtime(loss_chunks=args.loss_chunks)
+    )
     experiments = _experiments(args)
     chosen = (
         [experiments[e] for e in args.experiment]
@@ -181,7 +186,7 @@ def cmd_bench(args) -> None:
 
         if not args.experiment:
             chosen = inference.default_experiments(experiments, args.group)
-        runs = [config.RunConfig(preset, e) for e in chosen]
+        runs = [config.resolve_run(preset, e, **_runtime_overrides(args)) for e in chosen]
         report = inference.inference_bench(
             runs,
             device,
@@ -189,11 +194,10 @@ def cmd_bench(args) -> None:
             context=args.context,
             decode_tokens=args.decode_tokens,
             repeats=args.repeats,
-            fused=args.fused,
         )
         print(inference.format_report(report))
     else:
-        runs = [config.RunConfig(preset, e) for e in chosen]
+        runs = [config.resolve_run(preset, e, **_runtime_overrides(args)) for e in chosen]
         report = bench.bench(
             runs,
             device,
@@ -201,8 +205,6 @@ def cmd_bench(args) -> None:
             micro_batches=args.train_micro_batch,
             steps=args.steps,
             warmup=args.warmup,
-            compile=args.compile,
-            fused=args.fused,
             peak=args.peak_tflops and args.peak_tflops * 1e12,
             breakdown=args.breakdown,
         )

@@ -1,24 +1,25 @@
 """`repro bench`: training-step time, throughput and MFU of each experiment on this device.
 
-The steps are the training loop's own (repro.step.build and train_step: the same model, optimiser,
-autocast, compile and prefetch), fed random tokens gathered at random starts, so that no data files
-are needed. FLOPs are counted as in docs/specification.md §7 (repro.model.flops_per_token); MFU
-is against the device's dense bf16 peak.
+The steps are the training loop's own (repro.build.build and repro.step.train_step: the same
+model, optimiser, autocast, compile and prefetch), fed random tokens gathered at random starts, so
+that no data files are needed. FLOPs are counted as in docs/specification.md §7
+(repro.model.flops_per_token); MFU is against the device's dense bf16 peak.
 """
 
 from __future__ import annotations
 
 import platform
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 
 import numpy as np
 import torch
 
+from repro.build import build
 from repro.config import RunConfig
 from repro.data.batches import Batches, DeviceBatches
 from repro.perf.cost import known_peak_flops, model_size
-from repro.step import build, train_step
+from repro.step import train_step
 
 
 def device_name(device: torch.device) -> str:
@@ -29,16 +30,15 @@ def device_name(device: torch.device) -> str:
 
 def random_batches(run: RunConfig, rows: int, seed: int = 0) -> Batches:
     """Training batches of random tokens with the shapes of the preset, one row per step."""
-    p = run.preset
     rng = np.random.default_rng(seed)
     tokens = rng.integers(0, 50257, 1 << 20, dtype=np.uint16)
-    starts = rng.integers(0, tokens.size - p.model.block_size - 1, (rows, p.train.batch_size))
+    starts = rng.integers(0, tokens.size - run.model.block_size - 1, (rows, run.train.batch_size))
     return Batches(
         {"train": starts},
         {"train": tokens},
-        p.model.block_size,
-        p.train.eval_micro_batch,
-        p.train_micro_batch,
+        run.model.block_size,
+        run.train.eval_micro_batch,
+        run.resolved_train_micro_batch,
     )
 
 
@@ -59,19 +59,16 @@ def time_steps(
     device: torch.device,
     steps: int,
     warmup: int,
-    compile: bool | str | None = None,
-    fused: bool | None = None,
     breakdown: bool = False,
 ) -> dict:
     """Seconds per optimiser step after `warmup` steps (compilation, autotuning, allocator)."""
     _fresh_start(device)
-    model, step_model, optimizer, autocast = build(run, device, compile, fused)
+    model, step_model, optimizer, autocast = build(run, device)
     batches = DeviceBatches(random_batches(run, warmup + steps + 1), device)
-    t = run.preset.train
 
     def step(i):
         return train_step(
-            step_model, optimizer, batches, i, run.preset.accumulation, t.grad_clip, autocast
+            step_model, optimizer, batches, i, run.accumulation, run.train.grad_clip, autocast
         )
 
     for i in range(warmup):
@@ -86,7 +83,7 @@ def time_steps(
         "experiment": run.experiment.name,
         "query_mode": run.experiment.query_mode,
         "model": asdict(run.model),
-        "train_micro_batch": run.preset.train_micro_batch,
+        "train_micro_batch": run.resolved_train_micro_batch,
         "step_s": seconds,
         "loss": loss,
         "compile": step_model is not model,
@@ -162,8 +159,6 @@ def bench(
     micro_batches: list[int] | None = None,
     steps: int = 10,
     warmup: int = 3,
-    compile: bool | str | None = None,
-    fused: bool | None = None,
     peak: float | None = None,
     breakdown: bool = False,
 ) -> dict:
@@ -172,15 +167,15 @@ def bench(
     peak = peak or (known_peak_flops(device_name(device)) if device.type == "cuda" else None)
     rows = []
     for run in runs:
-        for mb in micro_batches or [run.preset.train_micro_batch]:
-            sized = replace(run, preset=run.preset.with_train_micro_batch(mb))
+        for mb in micro_batches or [run.resolved_train_micro_batch]:
+            sized = run.with_runtime(train_micro_batch=mb)
             try:
-                row = time_steps(sized, device, steps, warmup, compile, fused, breakdown)
+                row = time_steps(sized, device, steps, warmup, breakdown)
             except torch.cuda.OutOfMemoryError:  # too large for this GPU: try the others
                 print(f"{run.experiment.name:<22} micro-batch {mb:>3}  out of memory", flush=True)
                 continue
             per_token = model_size(sized.model)["flops_per_token"]
-            row["tokens_per_s"] = sized.preset.tokens_per_step / row["step_s"]
+            row["tokens_per_s"] = sized.tokens_per_step / row["step_s"]
             row["flops_per_token"] = per_token
             row["mfu"] = per_token * row["tokens_per_s"] / peak if peak else None
             rows.append(row)
@@ -190,14 +185,14 @@ def bench(
         if row["experiment"] not in fastest or row["step_s"] < fastest[row["experiment"]]["step_s"]:
             fastest[row["experiment"]] = row
     return {
-        "preset": runs[0].preset.name,
+        "preset": runs[0].preset_name,
         "device": device_name(device),
         "device_type": device.type,
         "torch_version": torch.__version__,
         "peak_flops": peak,
         "steps": steps,
         "warmup": warmup,
-        "tokens_per_step": runs[0].preset.tokens_per_step,
+        "tokens_per_step": runs[0].tokens_per_step,
         "results": rows,
         "fastest": list(fastest.values()),
         "step_time_ratios": step_time_ratios(list(fastest.values()), baseline),
