@@ -65,7 +65,8 @@ def _add_speed_arguments(p: argparse.ArgumentParser) -> None:
         "--fused",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="the fused K,V,W1 projection of residual_gelu (default: on CUDA)",
+        help="the fused K,V,W1 projection of residual_gelu (default: the preset's "
+        "runtime.fused_projection, auto = on CUDA)",
     )
     p.add_argument(
         "--loss-chunks",
@@ -217,6 +218,52 @@ def cmd_status(args) -> None:
     from repro.analysis import status
 
     print(status.format_status(status.status_table(args.runs_dir, args.preset)))
+
+
+def cmd_generate(args) -> None:
+    from repro.generate import generate_text
+
+    result = generate_text(
+        args.checkpoint,
+        args.prompt,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        seed=args.seed,
+        device=args.device,
+    )
+    print(json.dumps(result, indent=2) if args.json else result["prompt"] + result["text"])
+
+
+def _generate_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--checkpoint",
+        type=Path,
+        required=True,
+        help="ours (ckpt.pt of a run directory) or the authors' (ckpt.pt, ckpt_<step>.pt)",
+    )
+    p.add_argument(
+        "--prompt", default="", help="the text to continue (default: none, <|endoftext|>)"
+    )
+    p.add_argument("--max-new-tokens", type=int, default=100, help="tokens to sample (default 100)")
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=1.0,
+        help="softmax temperature (default 1; 0: always the most likely token)",
+    )
+    p.add_argument(
+        "--top-k",
+        type=int,
+        default=None,
+        help="sample among the K most likely tokens only (default: all)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="the sampler's seed (default 0)")
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
+    p.add_argument(
+        "--json", action="store_true", help="print JSON: the text, its tokens, the settings"
+    )
+    p.set_defaults(func=cmd_generate)
 
 
 def _train_parser(p: argparse.ArgumentParser) -> None:
@@ -411,6 +458,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="where the runs are, one folder per preset (default: results/runs)",
     )
     p.set_defaults(func=cmd_status)
+    _generate_parser(
+        sub.add_parser(
+            "generate",
+            help="sample text from a checkpoint (ours or the authors') with the key/value cache",
+        )
+    )
     cli_authors.add_commands(sub, _add_config_arguments)
     return parser
 
