@@ -21,6 +21,7 @@ from pathlib import Path
 from repro.errors import ReproError
 
 LOCK_FILE = ".lock"
+HOST, PID = "host ", ", PID "  # the holder's line: "host NAME, PID N"
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
@@ -43,12 +44,23 @@ def hold(directory: Path, what: str):
             f"it to end or stop it"
         ) from None
     f.truncate(0)
-    f.write(f"host {socket.gethostname()}, PID {os.getpid()}\n")
+    f.write(f"{HOST}{socket.gethostname()}{PID}{os.getpid()}\n")
     f.flush()
     try:
         yield
     finally:
         f.close()  # releases the lock; the file stays, so that no two files are ever locked
+
+
+def holder(directory: Path) -> tuple[str, int] | None:
+    """The (host, PID) the lock file of `directory` names, without taking the lock (asking never
+    keeps a writer out); None without a readable one. The holder may have exited since."""
+    try:
+        text = (Path(directory) / LOCK_FILE).read_text()
+    except OSError:
+        return None
+    host, _, pid = text.strip().removeprefix(HOST).partition(PID)
+    return (host, int(pid)) if pid.isdigit() else None
 
 
 def exit_with_parent(parent: int | None = None) -> None:
