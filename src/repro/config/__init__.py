@@ -271,8 +271,11 @@ class RunConfig:
     """
 
     preset_name: str
+    preset_file: str  # the YAML file the preset was read from (which checkout's config)
     corpus: str
-    experiment: Experiment  # its name, query mode and paper result; its values are merged below
+    # The experiment as its file defines it (name, description, paper result): its model, train
+    # and optimiser values are merged into the fields below, which are what training reads.
+    experiment: Experiment
     model: ModelConfig
     train: TrainSettings
     optimizer: AdamW
@@ -332,6 +335,7 @@ class RunConfig:
         }
 
     def to_dict(self) -> dict:
+        """run.json's `config`: every value of the run, and where the preset came from."""
         return asdict(self)
 
 
@@ -351,6 +355,7 @@ def resolve_run(preset: Preset, experiment: Experiment, **runtime) -> RunConfig:
     )
     return RunConfig(
         preset_name=preset.name,
+        preset_file=str(Path(preset.source).resolve()),
         corpus=preset.corpus,
         experiment=experiment,
         model=model,
