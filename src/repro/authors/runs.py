@@ -179,8 +179,7 @@ def import_authors_run(
     check_configuration(folder, run, state and state["model_args"])
     train_losses = read_tensor(folder / TRAIN_TENSOR, t.max_step + 1)
     evals = {
-        split: read_tensor(folder / name, t.evaluations)
-        for split, name in EVAL_TENSORS.items()
+        split: read_tensor(folder / name, t.evaluations) for split, name in EVAL_TENSORS.items()
     }
     rows = metric_rows(train_losses, evals, run)
     out.mkdir(parents=True, exist_ok=True)
