@@ -1,7 +1,9 @@
 """Run configuration: a preset (the scale) + an experiment (what is compared), as typed objects.
 
-YAML data under config/, validated by repro/schemas on load; the objects mirror the YAML's sections.
-A run's identity is derived from what training computes with (model, train and optimiser settings);
+YAML data under config/, validated by repro/config/schemas on load; Preset and Experiment mirror
+the YAML's sections. A run is resolved once (resolve_run, load_run) into a RunConfig holding every
+final value: what training reads, and what the relations (relations.py) are checked on. A run's
+identity is derived from what training computes with (model, train and optimiser settings);
 `runtime`, `report` and `resources` are not in it. No torch here: the workflow imports this while
 it is parsed.
 """
@@ -300,7 +302,8 @@ class RunConfig:
     def resolved_train_micro_batch(self) -> int:
         """runtime.train_micro_batch as a number: None, and `auto` until a GPU resolves it
         (repro.train), are the evaluation's micro-batch."""
-        return resolved_train_micro_batch(self.runtime, self.train)
+        chosen = self.runtime.train_micro_batch
+        return chosen if isinstance(chosen, int) else self.train.eval_micro_batch
 
     @property
     def accumulation(self) -> int:
@@ -337,11 +340,6 @@ class RunConfig:
     def to_dict(self) -> dict:
         """run.json's `config`: every value of the run, and where the preset came from."""
         return asdict(self)
-
-
-def resolved_train_micro_batch(runtime: Runtime, train: TrainSettings) -> int:
-    chosen = runtime.train_micro_batch
-    return chosen if isinstance(chosen, int) else train.eval_micro_batch
 
 
 def resolve_run(preset: Preset, experiment: Experiment, **runtime) -> RunConfig:
