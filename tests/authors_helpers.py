@@ -74,7 +74,7 @@ def authors_folder(
     if diverge_at is not None:
         losses[diverge_at : t.max_step, 0] = float("nan")
     torch.save(losses, folder / "tensor.pt")
-    rows = t.max_step // t.eval_interval + 1
+    rows = t.evaluations
     for split, offset in (("train", -0.1), ("val", 0.0)):
         evals = torch.zeros(rows, 3)
         evals[:, 0] = t.eval_batches

@@ -5,13 +5,14 @@ import csv
 import hashlib
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
-from repro.config import load_preset, load_run
+from repro.config import Report, load_preset, load_run
 from repro.config.schema import ConfigError
 from repro.data.indices import write_indices
 from repro.rundir import METRICS_COLUMNS, RunRecord
@@ -62,6 +63,15 @@ def tiny_indices(token_dir, tmp_path_factory):
 
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def shortened(run, max_step: int, **runtime):
+    """`run` cut to steps 0..max_step (its table step the last evaluation in them), with runtime
+    overrides: the relations hold, so the run is one training accepts."""
+    last_evaluation = max_step - max_step % run.train.eval_interval
+    return replace(
+        run, train=replace(run.train, max_step=max_step), report=Report(last_evaluation)
+    ).with_runtime(**runtime)
 
 
 def write_run(

@@ -8,12 +8,12 @@ from dataclasses import replace
 import pytest
 import torch
 from authors_helpers import authors_folder, write_authors_checkpoint
-from conftest import write_experiments
+from conftest import shortened, write_experiments
 
 from repro.authors.runs import AuthorsError, import_authors_run
 from repro.checkpoint import CheckpointError
 from repro.cli import main
-from repro.config import RunConfig, load_config, load_run
+from repro.config import load_config, load_preset, load_run, resolve_run
 from repro.evaluate import evaluate
 from repro.model import GPT
 from repro.rundir import RunError, read_record
@@ -29,7 +29,7 @@ def step4(token_dir, tiny_indices, tmp_path_factory):
     """Our checkpoint after steps 0-3 (a run stopped there) and a whole run's evaluation at 4."""
     root = tmp_path_factory.mktemp("runs")
     run = load_run("tiny", "resgelu-lr3e-3")
-    train(replace(run, preset=short(run.preset, 3)), token_dir, tiny_indices, root / "to3")
+    train(shortened(run, 3), token_dir, tiny_indices, root / "to3")
     train(run, token_dir, tiny_indices, root / "whole")
     with open(root / "whole" / "metrics.csv") as f:
         at4 = next(r for r in csv.DictReader(f) if r["step"] == "4")
@@ -38,7 +38,7 @@ def step4(token_dir, tiny_indices, tmp_path_factory):
 
 def test_evaluating_our_checkpoint_gives_the_losses_training_logged(step4, token_dir, tiny_indices):
     run, checkpoint, logged = step4
-    result = evaluate(checkpoint, run.preset, token_dir, tiny_indices, device="cpu")
+    result = evaluate(checkpoint, load_preset("tiny"), token_dir, tiny_indices, device="cpu")
     assert (result["step"], result["format"], result["precision"]) == (4, "repro", "fp32")
     for key in ("eval_train_loss", "eval_train_std", "eval_val_loss", "eval_val_std"):
         assert result[key] == pytest.approx(logged[key], rel=1e-6)
@@ -73,19 +73,19 @@ def test_evaluating_the_authors_checkpoint_of_the_same_model_gives_the_same(
     assert (result["format"], result["step"]) == ("authors", 4)
     assert result["eval_val_loss"] == pytest.approx(logged["eval_val_loss"], rel=1e-6)
     # another step's sequences: the same model, other losses
-    other = evaluate(theirs, run.preset, token_dir, tiny_indices, step=8, device="cpu")
+    other = evaluate(theirs, load_preset("tiny"), token_dir, tiny_indices, step=8, device="cpu")
     assert other["row"] == 2 and other["eval_val_loss"] != result["eval_val_loss"]
 
 
 def test_a_step_that_is_no_evaluation_step_is_refused(step4, token_dir, tiny_indices):
     run, checkpoint, _ = step4
     with pytest.raises(CheckpointError, match="step 5 is not an evaluation step"):
-        evaluate(checkpoint, run.preset, token_dir, tiny_indices, step=5, device="cpu")
+        evaluate(checkpoint, load_preset("tiny"), token_dir, tiny_indices, step=5, device="cpu")
 
 
 def test_the_authors_run_imports_as_a_run_of_ours(tmp_path, token_dir, tiny_indices):
     preset, experiments = load_config("tiny")
-    run = RunConfig(preset, experiments["baseline"])
+    run = resolve_run(preset, experiments["baseline"])
     folder = authors_folder(tmp_path, run)
     out = tmp_path / "imported"
     assert main(["import-authors-run", str(folder), "--out", str(out), "--preset", "tiny"]) == 0
@@ -106,7 +106,7 @@ def test_the_authors_run_imports_as_a_run_of_ours(tmp_path, token_dir, tiny_indi
 
 def test_a_diverged_authors_run_is_recorded_as_diverged(tmp_path):
     preset, experiments = load_config("tiny")
-    run = RunConfig(preset, experiments["baseline-wd0.05"])
+    run = resolve_run(preset, experiments["baseline-wd0.05"])
     folder = authors_folder(tmp_path, run, "out_config_tiedw_original_005wd", diverge_at=6)
     record = import_authors_run(folder, tmp_path / "out", preset, experiments)
     assert (record.experiment, record.status, record.diverged_step) == (
@@ -118,14 +118,14 @@ def test_a_diverged_authors_run_is_recorded_as_diverged(tmp_path):
 
 def test_authors_folders_that_do_not_fit_are_refused(tmp_path, token_dir, tiny_indices):
     preset, experiments = load_config("tiny")
-    baseline = RunConfig(preset, experiments["baseline"])
+    baseline = resolve_run(preset, experiments["baseline"])
     folder = authors_folder(tmp_path / "a", baseline)
     # their ckpt.pt says weight decay 0.1: not the experiment named
     with pytest.raises(AuthorsError, match=r"weight_decay: 0.1 -> 0.05"):
         import_authors_run(folder, tmp_path / "x", preset, experiments, "baseline-wd0.05")
     # a longer run's tensors than the preset's schedule
     longer = authors_folder(
-        tmp_path / "b", RunConfig(short(preset, 16), experiments["baseline"]), ckpt=False
+        tmp_path / "b", resolve_run(short(preset, 16), experiments["baseline"]), ckpt=False
     )
     with pytest.raises(AuthorsError, match=r"tensor.pt: shape \(17, 3\), expected \(13, 3\)"):
         import_authors_run(longer, tmp_path / "y", preset, experiments)
@@ -134,7 +134,7 @@ def test_authors_folders_that_do_not_fit_are_refused(tmp_path, token_dir, tiny_i
         import_authors_run(unknown, tmp_path / "z", preset, experiments)
     # a run trained here is never overwritten by an import
     trained = tmp_path / "trained"
-    train(replace(baseline, preset=short(preset, 1)), token_dir, tiny_indices, trained)
+    train(shortened(baseline, 1), token_dir, tiny_indices, trained)
     before = (trained / "metrics.csv").read_text()
     with pytest.raises(AuthorsError, match="holds a run trained here"):
         import_authors_run(folder, trained, preset, experiments)
@@ -143,14 +143,14 @@ def test_authors_folders_that_do_not_fit_are_refused(tmp_path, token_dir, tiny_i
 
 def test_experiments_state_width_tying_scale_and_schedule():
     preset, experiments = load_config("paper")
-    wide = RunConfig(preset, experiments["headsize68"]).model
+    wide = resolve_run(preset, experiments["headsize68"]).model
     assert (wide.d_model, wide.head_size, wide.mlp_hidden) == (816, 68, 3264)
-    small = RunConfig(preset, experiments["smaller-d744"]).model
+    small = resolve_run(preset, experiments["smaller-d744"]).model
     assert (small.head_size, small.mlp_hidden) == (62, 2976)
-    identity = RunConfig(preset, experiments["untied-identity"])
+    identity = resolve_run(preset, experiments["untied-identity"])
     assert not identity.model.tie_embeddings and identity.model.query_scale == 0.5
     assert (identity.train.max_step, identity.train.decay_steps) == (105001, 600000)
-    assert identity.identity() != RunConfig(preset, experiments["identity"]).identity()
+    assert identity.identity() != resolve_run(preset, experiments["identity"]).identity()
     assert identity.train.warmup_steps == preset.train.warmup_steps
 
 
@@ -181,7 +181,7 @@ def test_a_longer_schedule_than_the_indices_cover_is_refused(token_dir, tiny_ind
     from repro.data.indices import IndicesError
 
     run = load_run("tiny", "untied-identity")
-    assert run.effective_preset.train.max_step == 21  # 105001 x 12 / 60002: the preset's scale
+    assert run.train.max_step == 21  # 105001 x 12 / 60002: the preset's scale
     with pytest.raises(IndicesError, match="train_rows is 13, preset tiny runs 22 steps"):
         train(run, token_dir, tiny_indices, tmp_path / "run")
 
@@ -190,6 +190,6 @@ def test_a_longer_schedule_than_the_indices_cover_is_refused(token_dir, tiny_ind
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_on_cuda_the_evaluation_is_in_bf16_and_close_to_fp32(step4, token_dir, tiny_indices):
     run, checkpoint, logged = step4
-    result = evaluate(checkpoint, run.preset, token_dir, tiny_indices, device="cuda")
+    result = evaluate(checkpoint, load_preset("tiny"), token_dir, tiny_indices, device="cuda")
     assert (result["device"], result["precision"]) == ("cuda", "bf16 autocast")
     assert result["eval_val_loss"] == pytest.approx(logged["eval_val_loss"], rel=2e-2)

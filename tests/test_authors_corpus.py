@@ -5,6 +5,7 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
+from conftest import shortened
 
 from repro.cli import main
 from repro.config import load_run
@@ -79,8 +80,9 @@ def test_the_authors_counts_are_recognised():
 
 def test_training_on_another_openwebtext_copy_warns(token_dir, tiny_indices, tmp_path, capsys):
     run = load_run("tiny", "baseline")
-    preset = replace(run.preset, corpus="openwebtext", train=replace(run.preset.train, max_step=0))
-    record = train(replace(run, preset=preset), token_dir, tiny_indices, tmp_path / "run")
+    record = train(
+        replace(shortened(run, 0), corpus="openwebtext"), token_dir, tiny_indices, tmp_path / "run"
+    )
     assert record.status == "completed"
     assert (
         "warning: token counts 30,000 train / 6,000 val are not the authors'"

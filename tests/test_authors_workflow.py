@@ -8,14 +8,14 @@ from workflow_helpers import copy_workflow, snakemake
 
 from repro.analysis import plots, results
 from repro.authors.runs import import_authors_run
-from repro.config import RunConfig, load_config
+from repro.config import load_config, resolve_run
 
 TABLE1 = ["baseline", "mlp4.75", "mlp4.75-scaled", "resgelu-lr2.6e-3", "resgelu-lr3e-3"]
 
 
 def artefacts(root, names=TABLE1):
     preset, experiments = load_config("tiny")
-    return write_artefacts(root, {n: RunConfig(preset, experiments[n]) for n in names})
+    return write_artefacts(root, {n: resolve_run(preset, experiments[n]) for n in names})
 
 
 @pytest.fixture

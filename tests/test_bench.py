@@ -2,7 +2,7 @@
 
 import gc
 import json
-from dataclasses import asdict, replace
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -141,7 +141,7 @@ def test_describe_refuses_a_bench_of_another_size(tiny_bench, tmp_path, capsys):
 # The bench loop around time_steps, on CPU with time_steps and the GPU calls replaced.
 def fake_time_steps(calls, fails_at=None, error=None):
     def time_steps(run, device, *args):
-        mb = run.preset.train_micro_batch
+        mb = run.resolved_train_micro_batch
         calls.append(mb)
         if mb == fails_at:
             raise error
@@ -189,7 +189,7 @@ def test_bench_times_the_micro_batch_auto_would_choose(monkeypatch):
     monkeypatch.setattr(bench, "build", build_on_cpu)
     monkeypatch.setattr(bench, "auto_micro_batch", lambda model, *args: probed.append(args) or 4)
     run = load_run("tiny", "baseline")
-    run = replace(run, preset=run.preset.with_runtime(train_micro_batch="auto"))
+    run = run.with_runtime(train_micro_batch="auto")
     bench.bench([run], torch.device("cuda"), "baseline")
     assert calls == [4] and probed == [(4, 32, probed[0][2])]  # batch 4, block 32, autocast
     bench.bench([load_run("tiny", "baseline")], torch.device("cuda"), "baseline")

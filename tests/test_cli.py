@@ -116,7 +116,7 @@ def test_train_uses_the_config_of_the_working_directory(
     )
     assert f"config: {config.resolve()}\n" in capsys.readouterr().out
     recorded = json.loads((tmp_path / "clone" / "run" / "run.json").read_text())
-    assert recorded["config"]["preset"]["description"].startswith("the clone's,")
+    assert recorded["config"]["preset_file"] == str(preset.resolve())
 
 
 def test_every_option_of_every_subcommand_has_help():

@@ -14,7 +14,7 @@ from repro.analysis.results import read_run
 from repro.analysis.status import format_status, status_table
 from repro.authors.runs import import_authors_run
 from repro.cli import main
-from repro.config import RunConfig, load_config, load_run, seed_dir
+from repro.config import load_config, load_run, resolve_run, seed_dir
 
 # The authors' fabricated baseline evaluates 10.5, 8.8333, 7.1667, 5.5 at steps 0, 4, 8, 12.
 THEIRS = {0: 10.5, 4: 10.5 - 5 / 3, 8: 10.5 - 10 / 3, 12: 5.5}
@@ -117,7 +117,7 @@ def test_the_workflow_compares_each_run_with_the_authors(tmp_path):
     from workflow_helpers import copy_workflow, snakemake
 
     preset, experiments = load_config("tiny")
-    runs = {n: RunConfig(preset, experiments[n]) for n in ("baseline", "mlp4.75")}
+    runs = {n: resolve_run(preset, experiments[n]) for n in ("baseline", "mlp4.75")}
     folder = write_artefacts(tmp_path / "artefacts", runs)
     workdir = copy_workflow(tmp_path / "wf")
     config = ["--config", "preset=tiny", f"authors_artefacts={folder}"]

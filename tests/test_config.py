@@ -32,7 +32,7 @@ def write_preset(tmp_path, edit):
 
 def test_paper_preset_is_the_spec():
     p = load_preset("paper")
-    t, m = p.train, p.model
+    t, m, adamw = p.train, p.model, p.adamw
     assert (m.n_layer, m.n_head, m.d_model, m.block_size, m.vocab_size) == (
         12,
         12,
@@ -40,7 +40,8 @@ def test_paper_preset_is_the_spec():
         1024,
         50304,
     )
-    assert (t.batch_size, t.eval_micro_batch, p.accumulation) == (480, 12, 40)  # §2
+    assert (t.batch_size, t.eval_micro_batch) == (480, 12)  # §2
+    assert load_run("paper", "baseline").accumulation == 40
     assert p.tokens_per_step == 491_520
     assert (t.max_step, t.warmup_steps, t.decay_steps) == (60002, 2000, 60002)
     assert (t.eval_interval, t.eval_sequences, t.eval_batches, t.eval_rows) == (
@@ -49,7 +50,8 @@ def test_paper_preset_is_the_spec():
         200,
         600,
     )
-    assert (t.grad_clip, t.beta1, t.beta2, t.adam_eps) == (1.0, 0.9, 0.95, 1e-8)
+    assert (t.grad_clip, adamw.beta1, adamw.beta2, adamw.eps) == (1.0, 0.9, 0.95, 1e-8)
+    assert t.evaluations == 61  # steps 0, 1000, ..., 60000
     assert (t.init_seed, t.index_seed, p.report.table_step) == (1337, 42, 59000)
 
 
@@ -125,16 +127,11 @@ def test_importing_the_configuration_does_not_import_torch():
 
 def test_runtime_and_report_settings_are_not_the_runs_identity():
     paper = load_run("paper", "baseline")
-    other = replace(
-        paper,
-        preset=replace(
-            paper.preset,
-            report=Report(table_step=1000),
-            runtime=replace(paper.preset.runtime, log_interval=1, checkpoint_interval=7),
-        ),
+    other = replace(paper, report=Report(table_step=1000)).with_runtime(
+        log_interval=1, checkpoint_interval=7, train_micro_batch=24, fused_projection=True
     )
     assert other.identity() == paper.identity()
-    changed = replace(paper, preset=replace(paper.preset, train=replace(paper.train, max_step=5)))
+    changed = replace(paper, train=replace(paper.train, max_step=5), report=Report(0))
     differences = identity_differences(paper.identity(), changed.identity())
     assert differences == ["train.max_step: 60002 -> 5"]
 
@@ -143,3 +140,43 @@ def test_config_dir_outside_the_checkout_is_the_installed_checkouts(tmp_path, mo
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("REPRO_CONFIG_DIR", raising=False)
     assert (config_dir() / "presets" / "tiny.yaml").is_file()
+
+
+def test_the_identity_keeps_the_layout_run_directories_have():
+    """run.json and checkpoints of earlier versions compare their identity with this one."""
+    identity = load_run("tiny", "resgelu-lr3e-3").identity()
+    assert identity["optimizer"] == {"lr_max": 3e-3, "lr_min": 3e-5, "weight_decay": 2**-5}
+    assert sorted(identity["train"]) == sorted(
+        "max_step batch_size warmup_steps decay_steps eval_interval eval_sequences "
+        "eval_micro_batch eval_rows grad_clip beta1 beta2 adam_eps loss_ceiling init_seed "
+        "index_seed".split()
+    )
+    assert (identity["train"]["beta2"], identity["train"]["adam_eps"]) == (0.95, 1e-8)
+    assert identity["model"]["query_mode"] == "residual_gelu"
+
+
+@pytest.mark.parametrize(
+    "overrides,keys",
+    [
+        ({"decay_steps": 3}, r"train\.warmup_steps: 3 must be less than train\.decay_steps = 3"),
+        ({"max_step": 10}, r"report\.table_step: 12 is not an evaluation step .*max_step = 10"),
+        ({"max_step": 2400}, r"train\.eval_rows: 600 rows, the run evaluates 601 times"),
+    ],
+)
+def test_an_experiment_that_breaks_a_relation_fails_at_load(tmp_path, overrides, keys):
+    """The relations are checked on the merged settings training would use, at load."""
+    path = write_experiments(tmp_path / "experiments.yaml", "short", train=overrides)
+    load_experiments(path)  # valid alone
+    with pytest.raises(ConfigError, match=rf"^preset tiny, experiment short: {keys}"):
+        load_run("tiny", "short", path)
+
+
+def test_runtime_overrides_are_checked_too():
+    run = load_run("tiny", "baseline", train_micro_batch=4)
+    assert (run.resolved_train_micro_batch, run.accumulation) == (4, 1)
+    with pytest.raises(
+        ConfigError,
+        match=r"^preset tiny, experiment baseline: runtime\.train_micro_batch: 3 does not divide "
+        r"train\.batch_size = 4$",
+    ):
+        run.with_runtime(train_micro_batch=3)

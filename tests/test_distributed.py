@@ -51,7 +51,7 @@ def _rank(rank, world, port, data, indices, out, stop_at):
         train_module.train_step = step_signalled
     try:
         with preemption.stop_signals():
-            train(load_run("tiny", EXPERIMENT), data, indices, out, train_micro_batch=MICRO)
+            train(load_run("tiny", EXPERIMENT, train_micro_batch=MICRO), data, indices, out)
     except preemption.Preempted:
         pass
 
@@ -65,7 +65,7 @@ def spawn(out, data, indices, stop_at=None, world=2):
 @pytest.fixture(scope="module")
 def one_process(token_dir, tiny_indices, tmp_path_factory):
     out = tmp_path_factory.mktemp("one") / "run"
-    train(load_run("tiny", EXPERIMENT), token_dir, tiny_indices, out, train_micro_batch=MICRO)
+    train(load_run("tiny", EXPERIMENT, train_micro_batch=MICRO), token_dir, tiny_indices, out)
     return read_metrics(out)
 
 
@@ -150,11 +150,10 @@ def test_a_preempted_ddp_run_resumes_on_two_ranks_or_one(
     assert without_timing(read_metrics(out)) == without_timing(read_metrics(torchrun_two))
 
     record = train(
-        load_run("tiny", EXPERIMENT),
+        load_run("tiny", EXPERIMENT, train_micro_batch=MICRO),
         token_dir,
         tiny_indices,
         tmp_path / "on-one",
-        train_micro_batch=MICRO,
     )  # the world shrinks from 2 ranks to 1
     assert record.status == "completed" and record.world_size == 1
     rows = read_metrics(tmp_path / "on-one")

@@ -2,11 +2,11 @@
 for bit by GPT.from_pretrained; nothing here reaches the network."""
 
 import shutil
-from dataclasses import replace
 
 import pytest
 import torch
 import yaml
+from conftest import shortened
 
 import repro
 from repro.checkpoint import load_checkpoint
@@ -22,8 +22,7 @@ from repro.train import train
 @pytest.fixture(scope="module")
 def run_dir(token_dir, tiny_indices, tmp_path_factory):
     """A residual_gelu run (query MLP, tied embeddings) of 5 steps, evaluated at 0 and 4."""
-    run = load_run("tiny", "resgelu-lr3e-3")
-    run = replace(run, preset=replace(run.preset, train=replace(run.preset.train, max_step=4)))
+    run = shortened(load_run("tiny", "resgelu-lr3e-3"), 4)
     out = tmp_path_factory.mktemp("runs") / "resgelu"
     train(run, token_dir, tiny_indices, out)
     return out

@@ -3,9 +3,9 @@
 docs/specification.md §2 lists the fast path."""
 
 import math
-from dataclasses import replace
 
 import pytest
+from conftest import shortened
 from test_config import write_preset
 from test_train import read_metrics, without_timing
 
@@ -14,18 +14,18 @@ from repro.train import train
 
 
 def test_runtime_micro_batch_and_log_interval():
-    paper = load_preset("paper")
-    assert (paper.train_micro_batch, paper.accumulation, paper.runtime.log_interval) == (12, 40, 10)
-    faster = paper.with_train_micro_batch(24)
-    assert (faster.train_micro_batch, faster.accumulation, faster.train.eval_micro_batch) == (
-        24,
-        20,
+    paper = load_run("paper", "baseline")
+    assert (paper.resolved_train_micro_batch, paper.accumulation, paper.runtime.log_interval) == (
         12,
+        40,
+        10,
     )
-    run = load_run("paper", "baseline")
-    assert run.identity() == replace(run, preset=faster).identity()  # the same run
+    faster = paper.with_runtime(train_micro_batch=24)
+    assert (faster.resolved_train_micro_batch, faster.accumulation) == (24, 20)
+    assert faster.train.eval_micro_batch == 12
+    assert paper.identity() == faster.identity()  # the same run
     with pytest.raises(ConfigError, match="micro_batch: 7 does not divide train.batch_size = 480"):
-        paper.with_train_micro_batch(7)
+        paper.with_runtime(train_micro_batch=7)
 
 
 def test_runtime_micro_batch_must_divide_the_batch(tmp_path):
@@ -37,17 +37,9 @@ def test_runtime_micro_batch_must_divide_the_batch(tmp_path):
         load_preset(str(path))
 
 
-def short_run(log_interval=1):
+def short_run(log_interval=1, **runtime):
     """tiny, cut to steps 0..5 (evaluations at 0 and 4) to keep these tests fast."""
-    run = load_run("tiny", "baseline")
-    return replace(
-        run,
-        preset=replace(
-            run.preset,
-            runtime=replace(run.preset.runtime, log_interval=log_interval),
-            train=replace(run.preset.train, max_step=5),
-        ),
-    )
+    return shortened(load_run("tiny", "baseline"), 5, log_interval=log_interval, **runtime)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +60,7 @@ def test_log_interval_changes_nothing_but_when_rows_are_written(
 def test_micro_batch_is_a_runtime_setting(reference, token_dir, tiny_indices, tmp_path):
     """Another micro-batch: the same run (same identity), the same losses up to rounding, and
     evaluation still over the preset's micro-batches (its std is a per-micro-batch statistic)."""
-    record = train(short_run(), token_dir, tiny_indices, tmp_path, train_micro_batch=4)
+    record = train(short_run(train_micro_batch=4), token_dir, tiny_indices, tmp_path)
     assert record.identity == reference[0].identity
     assert (record.train_micro_batch, reference[0].train_micro_batch) == (4, 2)
     rows = read_metrics(tmp_path)
@@ -78,7 +70,7 @@ def test_micro_batch_is_a_runtime_setting(reference, token_dir, tiny_indices, tm
                 float(theirs[key]), rel=1e-4
             )
     with pytest.raises(ConfigError, match="micro_batch: 3 does not divide train.batch_size = 4"):
-        train(short_run(), token_dir, tiny_indices, tmp_path / "mb3", train_micro_batch=3)
+        train(short_run(train_micro_batch=3), token_dir, tiny_indices, tmp_path / "mb3")
 
 
 def test_divergence_is_found_at_its_exact_step_between_flushes(
@@ -102,5 +94,5 @@ def test_divergence_is_found_at_its_exact_step_between_flushes(
 
 
 def test_auto_micro_batch_keeps_the_evaluations_on_cpu():
-    paper = load_preset("paper")
-    assert paper.runtime.train_micro_batch == "auto" and paper.train_micro_batch == 12
+    paper = load_run("paper", "baseline")
+    assert paper.runtime.train_micro_batch == "auto" and paper.resolved_train_micro_batch == 12

@@ -5,7 +5,6 @@ every test run, so that a broken GPU test is found before a GPU runs it."""
 import json
 import math
 import weakref
-from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -13,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from test_train import read_metrics
 
+from repro.build import build
 from repro.cli import main
 from repro.config import load_run
 from repro.data.batches import DeviceBatches, inputs_targets
@@ -21,7 +21,7 @@ from repro.perf.bench import random_batches
 from repro.runtime import device as device_module
 from repro.runtime import fit
 from repro.runtime.device import precision
-from repro.step import build, train_step
+from repro.step import train_step
 from repro.train import train
 
 GiB = 2**30
@@ -42,12 +42,11 @@ def test_compiled_bf16_step_gives_a_finite_loss_without_syncing(device):
     cuda = device.type == "cuda"
     run = small_run()
     # Compiled and fused where the fast path is (CUDA); eager on CPU, where compiling takes long.
-    model, step_model, optimizer, autocast = build(run, device, compile=cuda, fused=True)
+    run = run.with_runtime(compile=cuda, fused_projection=True)
+    model, step_model, optimizer, autocast = build(run, device)
     assert (step_model is not model) == cuda and model.transformer.h[0].attn.fused
     batches = DeviceBatches(random_batches(run, 4), device)
-    step = lambda i: train_step(
-        step_model, optimizer, batches, i, run.preset.accumulation, 1.0, autocast
-    )
+    step = lambda i: train_step(step_model, optimizer, batches, i, run.accumulation, 1.0, autocast)
     step(0)  # compiles
     if not cuda:
         losses = [step(i) for i in (1, 2)]
@@ -65,7 +64,7 @@ def test_prefetched_micro_batches_are_the_index_windows(device):
     run = small_run()
     host = random_batches(run, 2)
     device_batches = DeviceBatches(host, device)
-    for k, (x, y) in enumerate(device_batches.step(1, range(run.preset.accumulation))):
+    for k, (x, y) in enumerate(device_batches.step(1, range(run.accumulation))):
         ex, ey = inputs_targets(host.window("train", 1, k))
         assert x.device.type == device.type
         assert torch.equal(x.cpu(), ex) and torch.equal(y.cpu(), ey)
@@ -75,7 +74,7 @@ def test_prefetched_micro_batches_are_the_index_windows(device):
 def test_fused_projection_equals_unfused(device, autocast):
     torch.manual_seed(0)
     run = load_run("paper", "resgelu-lr3e-3")  # the paper's widths: d 768, r 384
-    model, _, _, _ = build(run, device, compile=False, fused=False)
+    model, _, _, _ = build(run.with_runtime(compile=False, fused_projection=False), device)
     attn = model.transformer.h[0].attn
     with torch.no_grad():
         attn.query_mlp.norm_in.weight.uniform_(0.5, 1.5)
@@ -100,9 +99,8 @@ def test_a_checkpoint_written_on_the_device_resumes(
 ):
     """Two trainings in one process (on CUDA each claims its GPU: the same one, no wait)."""
     cuda = device.type == "cuda"
-    run = load_run("tiny", "resgelu-lr3e-3")
-    run = replace(run, preset=run.preset.with_runtime(log_interval=2))
-    whole = train(run, token_dir, tiny_indices, tmp_path / "whole", device.type, compile=cuda)
+    run = load_run("tiny", "resgelu-lr3e-3", log_interval=2, device=device.type, compile=cuda)
+    whole = train(run, token_dir, tiny_indices, tmp_path / "whole")
     assert whole.status == "completed" and whole.compile == cuda
     assert whole.fused_projection == cuda
 
@@ -117,9 +115,9 @@ def test_a_checkpoint_written_on_the_device_resumes(
 
     monkeypatch.setattr(train_module, "train_step", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        train(run, token_dir, tiny_indices, tmp_path / "split", device.type, compile=cuda)
+        train(run, token_dir, tiny_indices, tmp_path / "split")
     monkeypatch.setattr(train_module, "train_step", real_step)
-    record = train(run, token_dir, tiny_indices, tmp_path / "split", device.type, compile=cuda)
+    record = train(run, token_dir, tiny_indices, tmp_path / "split")
     assert record.status == "completed" and record.last_step == 12
     split, reference = read_metrics(tmp_path / "split"), read_metrics(tmp_path / "whole")
     assert [r["step"] for r in split] == [r["step"] for r in reference]
@@ -133,8 +131,7 @@ def test_a_checkpoint_written_on_the_device_resumes(
 def test_the_first_step_of_a_session_is_timed_alone(token_dir, tiny_indices, tmp_path):
     """Compilation and warm-up land in the first row's step time, not in its interval's."""
     run = load_run("tiny", "baseline")
-    train(replace(run, preset=run.preset.with_runtime(log_interval=4)), token_dir, tiny_indices,
-          tmp_path)  # fmt: skip
+    train(run.with_runtime(log_interval=4), token_dir, tiny_indices, tmp_path)
     times = [r["step_time_s"] for r in read_metrics(tmp_path)]
     assert times[0] != times[1] and times[1] == times[2] == times[3]
 

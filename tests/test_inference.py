@@ -1,4 +1,4 @@
-"""The key/value-cached forward of repro.perf.inference and `repro bench --inference`."""
+"""The key/value-cached forward of repro.model.GPT and `repro bench --inference`."""
 
 import json
 from dataclasses import replace
@@ -8,25 +8,22 @@ import torch
 
 from repro.cli import main
 from repro.config import QUERY_MODES, load_experiments, load_run
-from repro.model import GPT
-from repro.perf.inference import (
-    KVCache,
-    decode,
-    default_experiments,
-    forward_cached,
-    prefill,
-)
+from repro.model import GPT, KVCache
+from repro.perf.inference import default_experiments
 
 
 def tiny_model(mode: str, fused: bool) -> GPT:
     config = replace(load_run("tiny", "baseline").model, query_mode=mode)
     torch.manual_seed(0)
     model = GPT(config).double().eval()
-    for (
-        p
-    ) in model.parameters():  # away from init's exact values: LayerNorm gains 1, so norms matter
+    # away from init's exact values: LayerNorm gains 1, so norms matter
+    for p in model.parameters():
         p.data += 0.05 * torch.randn_like(p)
     return model.fuse_projections(fused)
+
+
+def fresh_cache(model: GPT) -> KVCache:
+    return KVCache(model.config.n_layer, model.config.block_size)
 
 
 @pytest.mark.parametrize(
@@ -39,26 +36,24 @@ def test_cached_forward_gives_the_full_forwards_logits(mode, fused):
     )
     with torch.no_grad():
         full = model(idx)
-        cache = KVCache(model.config.n_layer)
+        cache = fresh_cache(model)
         # a first chunk, a later chunk (the masked path), then one token at a time
-        pieces = [
-            forward_cached(model, idx[:, :10], cache),
-            forward_cached(model, idx[:, 10:15], cache),
-        ]
-        pieces += [forward_cached(model, idx[:, t : t + 1], cache) for t in range(15, idx.shape[1])]
+        pieces = [model(idx[:, :10], cache=cache), model(idx[:, 10:15], cache=cache)]
+        pieces += [model(idx[:, t : t + 1], cache=cache) for t in range(15, idx.shape[1])]
     torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=0, atol=1e-10)
     assert cache.length == idx.shape[1]
 
 
-def test_decode_is_greedy_generation_and_prefill_gives_the_last_logits():
+def test_greedy_generation_with_the_cache_is_generation_by_full_forwards():
     model = tiny_model("residual_gelu", True)
     idx = torch.randint(0, 50257, (1, 8), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
-        logits, cache = prefill(model, idx)
+        cache = fresh_cache(model)
+        logits = model(idx, cache=cache, last_only=True)  # a prefill: the last logits only
         torch.testing.assert_close(logits, model(idx)[:, -1:], rtol=0, atol=1e-10)
         # rewound by one position, the cache decodes from the prompt's last token
         cache.length = 7
-        generated = decode(model, idx[:, 7:], cache, 3)
+        generated = model.generate(idx[:, 7:], 3, temperature=0, cache=cache)
         seq = idx  # greedy generation by full forwards
         for _ in range(3):
             seq = torch.cat([seq, model(seq)[:, -1:].argmax(-1)], dim=1)
@@ -67,9 +62,9 @@ def test_decode_is_greedy_generation_and_prefill_gives_the_last_logits():
 
 def test_cache_overflow_is_refused():
     model = tiny_model("linear", False)
-    cache = KVCache(model.config.n_layer)
+    too_long = torch.zeros(1, model.config.block_size + 1, dtype=torch.long)
     with pytest.raises(ValueError, match="exceed the block size"):
-        forward_cached(model, torch.zeros(1, model.config.block_size + 1, dtype=torch.long), cache)
+        model(too_long, cache=fresh_cache(model))
 
 
 def test_default_experiments_are_one_per_query_mode():

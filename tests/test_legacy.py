@@ -1,8 +1,10 @@
-"""A run directory written by the code of commit 0d4add5 resumes and finishes under today's code.
+"""Run directories written by the code of earlier commits resume and finish under today's code.
 
-The old run is made by that commit's own code (git archive of the commit, run in a subprocess):
+Each old run is made by that commit's own code (git archive of the commit, run in a subprocess):
 interrupted at step 7 after its checkpoint at step 5. Today's code must resume it from the
-checkpoint and end with the metrics the old code's uninterrupted run wrote.
+checkpoint and end with the metrics the old code's uninterrupted run wrote. 0d4add5 wrote the
+first layout of run.json and presets; 4af7403 the one before the run configuration was resolved
+in one object (repro.config.RunConfig).
 """
 
 import subprocess
@@ -16,20 +18,29 @@ from repro.config import load_run
 from repro.rundir import read_record
 from repro.train import train
 
-LEGACY_COMMIT = "0d4add5"
-FIXTURE = REPO / "tests" / "fixtures" / "legacy-0d4add5"
+FIXTURES = REPO / "tests" / "fixtures"
+# commit -> (the preset it builds with, the same preset in today's format)
+LEGACY = {
+    "0d4add5": ("preset-0d4add5.yaml", "preset.yaml"),
+    "4af7403": ("preset.yaml", "preset.yaml"),
+}
+EXPERIMENT = "resgelu-lr3e-3"
 
 
-@pytest.fixture(scope="module")
-def legacy(tmp_path_factory):
-    root = tmp_path_factory.mktemp("legacy")
+@pytest.fixture(scope="module", params=list(LEGACY))
+def legacy(request, tmp_path_factory):
+    """(the commit's run directories, today's run configuration of them)."""
+    commit = request.param
+    fixture = FIXTURES / f"legacy-{commit}"
+    old_preset, new_preset = LEGACY[commit]
+    root = tmp_path_factory.mktemp(f"legacy-{commit}")
     archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", LEGACY_COMMIT, "src", "config"],
+        ["git", "-C", str(REPO), "archive", commit, "src", "config"],
         capture_output=True,
         check=False,
     )
     assert archive.returncode == 0, (
-        f"commit {LEGACY_COMMIT} is not in this clone's history "
+        f"commit {commit} is not in this clone's history "
         f"(a shallow clone?): {archive.stderr.decode()}"
     )
     subprocess.run(["tar", "-x", "-C", str(root)], input=archive.stdout, check=True)
@@ -42,41 +53,35 @@ def legacy(tmp_path_factory):
     built = subprocess.run(
         [
             sys.executable,
-            str(FIXTURE / "build_with_0d4add5.py"),
+            str(fixture / f"build_with_{commit}.py"),
             str(out),
-            str(FIXTURE / "preset-0d4add5.yaml"),
+            str(fixture / old_preset),
         ],
         env=env,
         capture_output=True,
         text=True,
     )
     assert built.returncode == 0, built.stderr[-3000:]
-    return out
+    return out, load_run(str(fixture / new_preset), EXPERIMENT)
 
 
-def test_a_run_of_commit_0d4add5_resumes_and_finishes(legacy):
-    interrupted = legacy / "run"
-    assert read_record(interrupted).status == "running"  # the old record, read in today's layout
-    run = load_run(str(FIXTURE / "preset.yaml"), "resgelu-lr3e-3")
-    before = read_record(interrupted)
+def test_an_old_run_resumes_and_finishes(legacy):
+    old, run = legacy
+    interrupted = old / "run"
+    before = read_record(interrupted)  # the old record, read in today's layout
+    assert before.status == "running"
     assert before.identity == run.identity()
 
-    record = train(run, legacy / "data", legacy / "indices", interrupted)
+    record = train(run, old / "data", old / "indices", interrupted)
 
     assert record.status == "completed" and record.last_step == 12
     assert record.started == before.started  # the same run, continued
-    assert without_timing(read_metrics(interrupted)) == without_timing(
-        read_metrics(legacy / "whole")
-    )
+    assert without_timing(read_metrics(interrupted)) == without_timing(read_metrics(old / "whole"))
 
 
-def test_a_finished_run_of_commit_0d4add5_is_not_trained_again(legacy):
-    whole = legacy / "whole"
+def test_a_finished_old_run_is_not_trained_again(legacy):
+    old, run = legacy
+    whole = old / "whole"
     before = (whole / "metrics.csv").read_bytes()
-    record = train(
-        load_run(str(FIXTURE / "preset.yaml"), "resgelu-lr3e-3"),
-        legacy / "data",
-        legacy / "indices",
-        whole,
-    )
+    record = train(run, old / "data", old / "indices", whole)
     assert record.status == "completed" and (whole / "metrics.csv").read_bytes() == before

@@ -1,4 +1,7 @@
+import shutil
+
 import matplotlib
+import pytest
 
 matplotlib.use("Agg")
 
@@ -6,6 +9,7 @@ from conftest import write_run
 from PIL import Image
 
 from repro.analysis import plots, results
+from repro.rundir import RunError
 
 
 def test_figure1(tiny_runs, tmp_path):
@@ -66,3 +70,9 @@ def test_table_frame(tiny_runs):
     frame = plots.table_frame(results.table1(tiny_runs, "tiny"))
     assert frame.loc[4, "rel_improvement"].endswith("%")
     assert frame.loc[0, "non_embedding_params"] == "1,000"  # exact, never "0.00M"
+
+
+def test_a_missing_baseline_run_is_the_packages_error(tiny_runs):
+    shutil.rmtree(tiny_runs / "baseline")
+    with pytest.raises(RunError, match=r"tiny/baseline: the baseline run is missing"):
+        plots.figure1(tiny_runs, "tiny")

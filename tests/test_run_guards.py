@@ -22,7 +22,7 @@ import repro.checkpoint as checkpoint_module
 from repro.analysis import results
 from repro.checkpoint import CheckpointError
 from repro.cli import main
-from repro.config import OptimizerSettings, load_experiments, load_preset, load_run
+from repro.config import load_experiments, load_preset, load_run
 from repro.config.schema import ConfigError
 from repro.data.batches import Batches
 from repro.data.indices import IndicesError, write_indices
@@ -63,7 +63,7 @@ def test_another_presets_train_index_file_is_refused(token_dir, indices, tmp_pat
     write_indices(load_preset("smoke"), token_dir, tmp_path / "smoke")
     shutil.copy(tmp_path / "smoke" / "train.npy", indices / "train.npy")
     with pytest.raises(IndicesError, match=r"train\.npy: SHA-256 differs"):
-        Batches.open(token_dir, indices, load_preset("tiny"))
+        Batches.open(token_dir, indices, "preset tiny", 32, load_preset("tiny").train)
 
 
 @pytest.mark.parametrize("record_hash", [False, True])
@@ -71,14 +71,14 @@ def test_a_wrongly_shaped_eval_index_file_is_refused(token_dir, indices, record_
     replace_array(indices, "eval_val", np.zeros((600, 2), dtype=np.int64), record_hash)
     match = r"int64 array of shape \(600, 2\).* \(600, 4\)" if record_hash else "SHA-256 differs"
     with pytest.raises(IndicesError, match=r"eval_val\.npy: " + match):
-        Batches.open(token_dir, indices, load_preset("tiny"))
+        Batches.open(token_dir, indices, "preset tiny", 32, load_preset("tiny").train)
 
 
 def test_out_of_range_starts_are_refused(token_dir, indices):
     starts = np.load(indices / "eval_train.npy")
     replace_array(indices, "eval_train", starts + 30_000, record_hash=True)
     with pytest.raises(IndicesError, match=r"eval_train\.npy: starts from .* outside 0\.\.29967"):
-        Batches.open(token_dir, indices, load_preset("tiny"))
+        Batches.open(token_dir, indices, "preset tiny", 32, load_preset("tiny").train)
 
 
 # ---- 3. resuming names what differs; 4. disk ---------------------------------------------------
@@ -90,12 +90,7 @@ def test_resuming_with_another_configuration_names_the_keys(token_dir, tiny_indi
     (tmp_path / "run" / "run.json").write_text(  # as an interrupted run leaves it
         (tmp_path / "run" / "run.json").read_text().replace('"completed"', '"running"')
     )
-    edited = replace(
-        run,
-        experiment=replace(
-            run.experiment, optimizer=replace(run.experiment.optimizer, lr_max=1e-3)
-        ),
-    )
+    edited = replace(run, optimizer=replace(run.optimizer, lr_max=1e-3))
     with pytest.raises(RunError, match=r"optimizer\.lr_max: 0\.0006 -> 0\.001"):
         train(edited, token_dir, tiny_indices, tmp_path / "run")
 
@@ -183,9 +178,7 @@ def test_the_default_loss_ceiling_ends_a_run_that_is_not_learning(
     run = load_run("tiny", "baseline")
     assert run.train.loss_ceiling is None  # the presets leave it to the default
     assert run.loss_ceiling == pytest.approx(math.log(50304) + 1)
-    wild = replace(
-        run, experiment=replace(run.experiment, optimizer=OptimizerSettings(10.0, 1.0, 0.0))
-    )
+    wild = replace(run, optimizer=replace(run.optimizer, lr_max=10.0, lr_min=1.0, weight_decay=0))
     record = train(wild, token_dir, tiny_indices, tmp_path / "run")
     assert record.status == "diverged"
 

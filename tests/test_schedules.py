@@ -10,7 +10,7 @@ import pytest
 from conftest import write_token_files
 from workflow_helpers import copy_workflow, snakemake
 
-from repro.config import RunConfig, load_config, load_preset
+from repro.config import load_config, load_preset, resolve_run
 from repro.data.indices import draw_indices, write_indices
 from repro.step import learning_rate
 
@@ -64,10 +64,10 @@ def test_the_untied_schedule_scales_with_the_preset():
         ("tiny", (21, 120)),
     ):
         p, experiments = load_config(preset)
-        t = RunConfig(p, experiments["untied-baseline"]).train
+        t = resolve_run(p, experiments["untied-baseline"]).train
         assert (t.max_step, t.decay_steps, t.warmup_steps) == (*steps, p.train.warmup_steps)
     paper, experiments = load_config("paper")
-    assert RunConfig(paper, experiments["baseline"]).train == paper.train
+    assert resolve_run(paper, experiments["baseline"]).train == paper.train
 
 
 @pytest.mark.slow

@@ -144,7 +144,7 @@ def test_cli_seed_draws_and_trains_its_own(token_dir, tmp_path, capsys):
     run = ["--out", str(tmp_path / "run")]
     # seed 1 refuses seed 0's indices, and the seed-0 run directory refuses seed 1
     assert main([*train, "--indices", str(tmp_path / "ix0"), *run, "--seed", "1"]) == 2
-    assert "seed is 42, preset tiny needs 43" in capsys.readouterr().err
+    assert "seed is 42, experiment identity at preset tiny needs 43" in capsys.readouterr().err
     assert main([*train, "--indices", str(tmp_path / "ix1"), *run, "--seed", "1"]) == 0
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     assert record["identity"]["train"]["init_seed"] == 1338

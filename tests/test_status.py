@@ -9,6 +9,7 @@ from conftest import write_run
 from repro.analysis import results
 from repro.analysis.status import status_table, trainer_holding
 from repro.cli import main
+from repro.runtime.lock import hold
 
 
 def in_progress(runs_dir, name, last_step=30, max_step=100):
@@ -33,10 +34,8 @@ def test_status_lists_each_run(tmp_path, capsys):
     runs = tmp_path / "runs"
     in_progress(runs / "tiny", "baseline")
     write_run(runs / "tiny" / "mlp4.75", "mlp4.75", {0: 6.0, 12: 5.0}, last_step=12)
-    (runs / "tiny" / "baseline" / "live" / ".lock").write_text(
-        f"host {socket.gethostname()}, PID {os.getpid()}\n"
-    )
-    table = status_table(runs, "tiny").set_index("experiment")
+    with hold(runs / "tiny" / "baseline" / "live", "run"):  # as the trainer holds its run
+        table = status_table(runs, "tiny").set_index("experiment")
     assert table.at["baseline", "last_step"] == 30 and table.at["baseline", "max_step"] == 100
     assert table.at["baseline", "last_eval_val_loss"] == 5.5
     assert table.at["baseline", "tokens_per_s"] == 12800

@@ -10,7 +10,7 @@ from test_train import read_metrics
 
 import repro.train as train_module
 from repro.cli import main
-from repro.config import RunConfig, load_config, load_run
+from repro.config import load_config, load_run, resolve_run
 from repro.runtime.tensorboard import EVENTS, TAGS, EventLog, end_before
 from repro.train import train
 
@@ -83,7 +83,7 @@ def test_a_record_cut_short_by_a_crash_is_dropped_on_resume(tmp_path):
 
 def test_the_authors_run_imports_with_its_curves(tmp_path):
     preset, experiments = load_config("tiny")
-    folder = authors_folder(tmp_path, RunConfig(preset, experiments["baseline"]))
+    folder = authors_folder(tmp_path, resolve_run(preset, experiments["baseline"]))
     out = tmp_path / "imported"
     args = ["import-authors-run", str(folder), "--out", str(out), "--preset", "tiny"]
     assert main(args) == 0

@@ -10,12 +10,13 @@ import pytest
 import torch
 from conftest import write_token_files
 
+from repro.build import make_optimizer
 from repro.config import load_preset, load_run
 from repro.data.batches import Batches
 from repro.data.indices import IndicesError, draw_indices
 from repro.model import GPT
 from repro.rundir import RunError, read_record
-from repro.step import learning_rate, make_optimizer
+from repro.step import learning_rate
 from repro.train import train
 
 PAPER = dict(lr_max=6e-4, lr_min=6e-5, warmup_steps=2000, decay_steps=60002)
@@ -48,7 +49,7 @@ def test_learning_rate_schedule(step, expected):
 def test_weight_decay_only_on_matrices_and_embeddings():
     run = load_run("tiny", "resgelu-lr3e-3")
     model = GPT(run.model)
-    optimizer = make_optimizer(model, run, fused=False)
+    optimizer = make_optimizer(model, run.optimizer, fused_kernel=False)
     decay, no_decay = optimizer.param_groups
     assert decay["weight_decay"] == 2**-5 and no_decay["weight_decay"] == 0.0
     assert all(p.dim() >= 2 for p in decay["params"]) and all(
@@ -85,7 +86,7 @@ def test_indices_are_the_authors_draws():
 
 def test_batches_are_windows_of_the_token_file(token_dir, tiny_indices):
     preset = load_preset("tiny")
-    batches = Batches.open(token_dir, tiny_indices, preset)
+    batches = Batches.open(token_dir, tiny_indices, "preset tiny", 32, preset.train, 2)
     x, y = batches.get("train", 3, 1)
     tokens = np.fromfile(token_dir / "train.bin", dtype=np.uint16)
     starts = np.load(tiny_indices / "train.npy")[3, 2:4]  # micro-batch 1 of 2 sequences
@@ -104,7 +105,7 @@ def test_indices_for_other_token_files_are_refused(tmp_path, tiny_indices):
     with pytest.raises(
         IndicesError, match=r"indices\.json was drawn for a train\.bin .* but .*other/train\.bin"
     ):
-        Batches.open(other, tiny_indices, load_preset("tiny"))
+        Batches.open(other, tiny_indices, "preset tiny", 32, load_preset("tiny").train)
 
 
 def read_metrics(run_dir):
@@ -175,9 +176,7 @@ def test_interrupted_run_resumes_to_the_same_result(token_dir, tiny_indices, tmp
 
 def test_divergence_ends_the_run_cleanly(token_dir, tiny_indices, tmp_path):
     run = load_run("tiny", "baseline")
-    diverging = replace(
-        run, preset=replace(run.preset, train=replace(run.preset.train, loss_ceiling=1.0))
-    )
+    diverging = replace(run, train=replace(run.train, loss_ceiling=1.0))
     record = train(diverging, token_dir, tiny_indices, tmp_path / "run")
     assert record.status == "diverged" and record.diverged_step == 0
     assert json.loads((tmp_path / "run" / "run.json").read_text())["diverged_step"] == 0

@@ -264,19 +264,17 @@ def pairs(device: str) -> list[tuple[str, dict, dict]]:
 
 def time_pair(run, device, before: dict, after: dict, args) -> dict:
     """Both sides of a pair in this one process, one after the other; the step-time ratio."""
-    from dataclasses import replace
-
     from repro.perf import bench
     from repro.runtime.fit import out_of_memory
 
     rows = []
     for side in (before, after):
         options = dict(side)
-        sized = run
-        if "loss_chunks" in options:
-            sized = replace(
-                run, preset=run.preset.with_runtime(loss_chunks=options.pop("loss_chunks"))
-            )
+        # Runtime settings change the run; the others are time_steps' own options.
+        sized = run.with_runtime(
+            loss_chunks=options.pop("loss_chunks", None),
+            fused_projection=options.pop("fused", None),
+        )
         try:
             rows.append(bench.time_steps(sized, device, args.steps, args.warmup, **options))
         except RuntimeError as error:
@@ -299,9 +297,9 @@ def stage_b(args) -> int:
     run = load_run(args.preset, RESUMED)
     # Stage A's choice; without it, what training would use (the probe's, on a GPU).
     micro_batch = args.micro_batch or _from_stage_a(args.out)
-    micro_batch = micro_batch or default_micro_batch(run, device, None, None)
+    micro_batch = micro_batch or default_micro_batch(run, device)
     s.record["micro_batch"] = micro_batch
-    run = _with(run, train_micro_batch=micro_batch)
+    run = run.with_runtime(train_micro_batch=micro_batch)
     sizes = ["--train-micro-batch", str(micro_batch)]
     table1 = s.out / "B-table1.json"
     s.run(
@@ -345,15 +343,8 @@ def _from_stage_a(out: Path) -> int | None:
     return json.loads(path.read_text()).get("chosen_micro_batch") if path.exists() else None
 
 
-def _with(run, **runtime):
-    from dataclasses import replace
-
-    return replace(run, preset=run.preset.with_runtime(**runtime))
-
-
 def _compiles(run, device) -> bool:
-    setting = run.preset.runtime.compile
-    return setting is True or (setting == "auto" and device.type == "cuda")
+    return run.runtime.enabled("compile", device.type)
 
 
 def write_tokens(directory: Path, tokens: int) -> Path:

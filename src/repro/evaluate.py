@@ -84,11 +84,13 @@ def evaluate(
         )
     step = last_evaluation_step(own_step, preset) if step is None else step
     row = evaluation_row(step, preset)
-    batches = Batches.open(data_dir, indices_dir, preset)
+    batches = Batches.open(
+        data_dir, indices_dir, f"preset {preset.name}", preset.model.block_size, preset.train
+    )
     dev = resolve_device(device)
     autocast = precision(dev)
     model = model.to(dev)
-    model.fuse_projections(dev.type == "cuda")  # as training evaluates on CUDA
+    model.fuse_projections(preset.runtime.enabled("fused_projection", dev.type))  # as training
     losses = eval_losses(model, batches, row, preset.train.eval_batches, autocast)
     return {
         "checkpoint": str(checkpoint),

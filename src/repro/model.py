@@ -52,6 +52,34 @@ class QueryMLP(nn.Module):
         return torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.norm_in.eps)
 
 
+class KVCache:
+    """Keys and values of every layer, (B, n_head, block_size, head_size) each, filled to `length`.
+
+    Only k and v are cached: the query, linear or not, is needed once, for the token that makes it,
+    so a nonlinear query changes the work per token but not the cache.
+    """
+
+    def __init__(self, n_layer: int, block_size: int):
+        self.k: list[torch.Tensor | None] = [None] * n_layer
+        self.v: list[torch.Tensor | None] = [None] * n_layer
+        self.block_size = block_size
+        self.length = 0  # positions filled; set it lower to rewind (later entries are overwritten)
+
+    def append(self, layer: int, k: torch.Tensor, v: torch.Tensor):
+        """Write k, v (B, H, T, hs) at [length, length + T); return all cached up to there."""
+        if self.k[layer] is None:  # allocated at first use: then dtype and device are the model's
+            shape = (k.shape[0], k.shape[1], self.block_size, k.shape[3])
+            self.k[layer] = k.new_empty(shape)
+            self.v[layer] = v.new_empty(shape)
+        end = self.length + k.shape[2]
+        self.k[layer][:, :, self.length : end] = k
+        self.v[layer][:, :, self.length : end] = v
+        return self.k[layer][:, :, :end], self.v[layer][:, :, :end]
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.k + self.v if t is not None)
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -86,11 +114,22 @@ class CausalSelfAttention(nn.Module):
             q = x if mode == "identity" else x + self.query_mlp(x)
         return q * self.config.resolved_query_scale, k, v
 
-    def forward(self, x):
+    def forward(self, x, cache: KVCache | None = None, layer: int = 0):
+        """Causal attention over x; with a cache, also over the positions it holds (this is layer
+        `layer` of the model), and x's keys and values are added to it."""
         B, T, C = x.shape
         heads = lambda t: t.view(B, T, self.config.n_head, self.config.head_size).transpose(1, 2)
         q, k, v = map(heads, self.project(x))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # scale 1/sqrt(head_size)
+        start = 0 if cache is None else cache.length
+        if cache is not None:
+            k, v = cache.append(layer, k, v)
+        if start == 0:  # no earlier positions: plainly causal (scale 1/sqrt(head_size))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        elif T == 1:  # one new token sees every position
+            y = F.scaled_dot_product_attention(q, k, v)
+        else:  # a later chunk: query i (at position start + i) sees keys up to start + i
+            mask = torch.ones(T, start + T, dtype=torch.bool, device=x.device).tril(start)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
 
 
@@ -112,8 +151,8 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.d_model, eps=1e-5, bias=False)
         self.mlp = MLP(config)
 
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
+    def forward(self, x, cache: KVCache | None = None, layer: int = 0):
+        x = x + self.attn(self.ln_1(x), cache, layer)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -183,21 +222,68 @@ class GPT(nn.Module):
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
-    def forward(self, idx, targets=None):
+    def forward(self, idx, targets=None, cache: KVCache | None = None, last_only: bool = False):
         """Token ids (B, T) -> logits (B, T, vocab); with targets, the mean loss alone.
 
         Training gets no logits back: a compiled forward that returned them would make its backward
-        materialise a zero gradient the size of the logits at every micro-batch."""
-        pos = torch.arange(idx.shape[1], device=idx.device)
+        materialise a zero gradient the size of the logits at every micro-batch.
+        With a cache (generation), idx are the positions after those the cache holds, and their
+        keys and values are added to it. With last_only, the last position's logits (B, 1, vocab)
+        only: all that generation needs, without a (T, d) x (d, vocab) matmul."""
+        start, T = (0 if cache is None else cache.length), idx.shape[1]
+        if start + T > self.config.block_size:
+            raise ValueError(
+                f"{start + T} positions exceed the block size {self.config.block_size}"
+            )
+        pos = torch.arange(start, start + T, device=idx.device)
         x = self.transformer.wte(idx) + self.transformer.wpe(pos)
-        for block in self.transformer.h:
-            x = block(x)
-        x = self.transformer.ln_f(x)
+        for layer, block in enumerate(self.transformer.h):
+            x = block(x, cache, layer)
+        if cache is not None:
+            cache.length = start + T
+        x = self.transformer.ln_f(x[:, -1:] if last_only else x)
         if targets is None:
             return self.lm_head(x)
         if self.loss_chunks > 1:
             return chunked_cross_entropy(x, self.lm_head.weight, targets, self.loss_chunks)
         return cross_entropy(self.lm_head(x), targets)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        idx,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        generator: torch.Generator | None = None,
+        cache: KVCache | None = None,
+        vocab: int | None = None,
+    ):
+        """The max_new_tokens (B, N) that follow idx (B, T), one forward of one token each after a
+        forward of idx, with the key/value cache (a fresh one, or `cache` when idx follows the
+        positions it holds). Sampled as next_token does; temperature 0 is greedy."""
+        if cache is None:
+            cache = KVCache(self.config.n_layer, self.config.block_size)
+        out = []
+        for _ in range(max_new_tokens):
+            logits = self(idx, cache=cache, last_only=True)[:, -1]
+            idx = next_token(logits, temperature, top_k, generator, vocab)
+            out.append(idx)
+        return torch.cat(out, dim=1)
+
+
+def next_token(logits, temperature: float, top_k: int | None, generator, vocab: int | None = None):
+    """A token (B, 1) drawn from the last position's logits (B, vocab_size): softmax(logits / T)
+    over the top_k largest (all if None) of the first `vocab` ids (the tokenizer's; the rest are
+    the embedding's padding); temperature 0: the most likely. Stays on the device: no sync."""
+    logits = logits[:, :vocab]
+    if temperature == 0:
+        return logits.argmax(-1, keepdim=True)
+    logits = _at_least_float32(logits) / temperature
+    if top_k is not None:
+        kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, -math.inf)
+    return torch.multinomial(logits.softmax(-1), 1, generator=generator)
 
 
 def cross_entropy(logits, targets):

@@ -1,7 +1,7 @@
-"""One optimiser step and one evaluation: the schedule, the optimiser, the model they drive.
+"""One optimiser step and one evaluation, and the learning-rate schedule that drives them.
 
-repro.train runs these step after step for a run; repro.perf.bench times them; repro.evaluate
-scores a checkpoint with eval_losses exactly as training evaluates.
+repro.train runs these step after step for a run (on what repro.build makes); repro.perf.bench
+times them; repro.evaluate scores a checkpoint with eval_losses exactly as training evaluates.
 """
 
 from __future__ import annotations
@@ -10,12 +10,8 @@ import math
 
 import torch
 
-from repro.config import RunConfig
 from repro.data.batches import Batches, DeviceBatches
-from repro.model import GPT
 from repro.runtime import distributed
-from repro.runtime.device import precision
-from repro.runtime.fit import TRAINING_COPIES, check_memory, weight_bytes
 
 
 def learning_rate(
@@ -29,48 +25,6 @@ def learning_rate(
         return lr_min
     progress = (step - warmup_steps) / (decay_steps - warmup_steps)
     return lr_min + 0.5 * (1.0 + math.cos(math.pi * progress)) * (lr_max - lr_min)
-
-
-def make_optimizer(model: GPT, run: RunConfig, fused: bool) -> torch.optim.AdamW:
-    """AdamW with weight decay on every parameter of 2 or more dimensions only (§2)."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    decay = run.optimizer.weight_decay
-    groups = [
-        {"params": [p for p in params if p.dim() >= 2], "weight_decay": decay},
-        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
-    ]
-    t = run.train
-    return torch.optim.AdamW(
-        groups, lr=run.optimizer.lr_max, betas=(t.beta1, t.beta2), eps=t.adam_eps, fused=fused
-    )
-
-
-def build(
-    run: RunConfig,
-    device: torch.device,
-    compile: bool | str | None = None,
-    fused: bool | None = None,
-):
-    """The model, the model the steps call (compiled or not), the optimiser, the autocast context.
-
-    The fast path (§2): TF32 matmuls, bf16 autocast, fused AdamW, torch.compile and the fused
-    residual_gelu projection, each by default on CUDA only; SDPA picks flash attention itself.
-    """
-    cuda = device.type == "cuda"
-    autocast = precision(device)
-    what = f"training {run.experiment.name} at preset {run.preset.name}"
-    check_memory(what, TRAINING_COPIES * weight_bytes(run.model), device)
-    torch.manual_seed(run.train.init_seed)
-    model = GPT(run.model).to(device)
-    model.fuse_projections(cuda if fused is None else fused)
-    model.loss_chunks = run.preset.runtime.loss_chunks
-    optimizer = make_optimizer(model, run, fused=cuda)
-    compile = run.preset.runtime.compile if compile is None else compile
-    # Static shapes: the train and eval micro-batches each get their own specialised graph.
-    compiled = compile is True or (compile == "auto" and cuda)
-    step_model = distributed.wrap(model, device)
-    step_model = torch.compile(step_model, dynamic=False) if compiled else step_model
-    return model, step_model, optimizer, autocast
 
 
 @torch.no_grad()

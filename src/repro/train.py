@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from repro.build import build
 from repro.checkpoint import check_checkpoint_space, load_checkpoint, save_checkpoint
 from repro.config import RunConfig
 from repro.data.batches import Batches, DeviceBatches
@@ -43,7 +44,7 @@ from repro.runtime.fit import auto_micro_batch
 from repro.runtime.gpus import claim_device
 from repro.runtime.lock import hold
 from repro.runtime.progress import Progress
-from repro.step import build, eval_losses, learning_rate, train_step
+from repro.step import eval_losses, learning_rate, train_step
 
 keep_freed_memory()  # every process that trains imports this module
 
@@ -66,32 +67,18 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-def train(
-    run: RunConfig,
-    data_dir: Path,
-    indices_dir: Path,
-    out_dir: Path,
-    device: str | None = None,
-    compile: bool | None = None,
-    train_micro_batch: int | None = None,
-    fused: bool | None = None,
-) -> RunRecord:
+def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path) -> RunRecord:
     """Train one run into out_dir (resuming from its checkpoint if any); return its record.
 
-    device, compile, train_micro_batch (sequences per forward pass) and fused (the fused
-    residual_gelu projection) override the preset's runtime settings; none changes the run.
+    `run` is the resolved configuration (repro.config.resolve_run), runtime overrides included.
     """
-    if train_micro_batch is not None:
-        run = replace(run, preset=run.preset.with_train_micro_batch(train_micro_batch))
     out_dir = make_dir(out_dir)
     # One writer per run: the first rank holds the run for all of a torchrun's ranks.
     with hold(out_dir, "run") if distributed.first_process() else nullcontext():
-        return _train(run, data_dir, indices_dir, out_dir, device, compile, fused)
+        return _train(run, data_dir, indices_dir, out_dir)
 
 
-def _train(
-    run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path, device, compile, fused
-) -> RunRecord:
+def _train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path) -> RunRecord:
     """train(), in a run directory this process holds."""
     previous = read_record(out_dir) if (out_dir / "run.json").exists() else None
     if previous is not None:
@@ -105,34 +92,41 @@ def _train(
             print(f"{out_dir}: already {previous.status}; nothing to do", flush=True)
             return previous
 
-    dev = resolve_device(device or run.preset.runtime.device)
+    dev = resolve_device(run.runtime.device)
     if dev.type == "cuda" and dev.index is None:  # a GPU no other job on this node holds
         dev = claim_device(wait=not distributed.launched())
     distributed.init(dev)
-    model, step_model, optimizer, autocast = build(run, dev, compile, fused)
+    model, step_model, optimizer, autocast = build(run, dev)
     check_checkpoint_space(out_dir / CHECKPOINT, model)
-    if run.preset.runtime.train_micro_batch == "auto" and dev.type == "cuda":
+    if run.runtime.train_micro_batch == "auto" and dev.type == "cuda":
         # The model the steps call (its compiled graph's memory); under torchrun the bare one,
         # whose backward is no collective: each rank probes its own GPU.
         probed = model if distributed.launched() else step_model
         chosen = auto_micro_batch(
-            probed, run.train.batch_size, run.preset.model.block_size, autocast, distributed.size()
+            probed, run.train.batch_size, run.model.block_size, autocast, distributed.size()
         )
         chosen = distributed.smallest(chosen)  # one micro-batch for every rank
         print(f"{out_dir}: training micro-batch {chosen} (auto)", flush=True)
-        run = replace(run, preset=run.preset.with_train_micro_batch(chosen))
-    batches = Batches.open(data_dir, indices_dir, run.effective_preset)
-    if run.preset.corpus == "openwebtext":
+        run = run.with_runtime(train_micro_batch=chosen)
+    batches = Batches.open(
+        data_dir,
+        indices_dir,
+        f"experiment {run.experiment.name} at preset {run.preset_name}",
+        run.model.block_size,
+        run.train,
+        run.resolved_train_micro_batch,
+    )
+    if run.corpus == "openwebtext":
         print(corpus_note(batches.manifest), flush=True)
     start = _resume(out_dir / CHECKPOINT, model, optimizer, run, previous)
     record = RunRecord(
         status="running",
-        preset=run.preset.name,
+        preset=run.preset_name,
         experiment=run.experiment.name,
         identity=run.identity(),
         config=run.to_dict(),
         params=count_parameters(model),
-        tokens_per_step=run.preset.tokens_per_step,
+        tokens_per_step=run.tokens_per_step,
         last_step=start - 1 if start else None,
         data={
             "dir": str(data_dir),
@@ -147,7 +141,7 @@ def _train(
         compile=hasattr(step_model, "_orig_mod"),  # torch.compile's wrapper
         world_size=distributed.size(),
         fused_projection=model.transformer.h[0].attn.fused,
-        train_micro_batch=run.preset.train_micro_batch,
+        train_micro_batch=run.resolved_train_micro_batch,
         started=previous.started if previous else now(),
     )
     main = distributed.is_main()  # the one process that writes the run's files
@@ -197,7 +191,7 @@ def _resume(path: Path, model, optimizer, run: RunConfig, previous: RunRecord | 
 
 def run_steps(s: Session, start: int, record: RunRecord) -> RunRecord:
     """Steps start..max_step: evaluate, step, log, checkpoint; the record as the run ended."""
-    t, opt, runtime = s.run.train, s.run.optimizer, s.run.preset.runtime
+    t, opt, runtime = s.run.train, s.run.optimizer, s.run.runtime
     checkpoint_config = {"identity": record.identity, "model": record.identity["model"]}
     device_batches = DeviceBatches(s.batches, next(s.model.parameters()).device)
     pending, began = [], time.perf_counter()  # (row, device loss) of the steps since a flush
@@ -223,7 +217,7 @@ def run_steps(s: Session, start: int, record: RunRecord) -> RunRecord:
                     s.optimizer,
                     device_batches,
                     step,
-                    s.run.preset.accumulation,
+                    s.run.accumulation,
                     t.grad_clip,
                     s.autocast,
                 ),
@@ -276,7 +270,7 @@ def _flush(
     """
     losses = torch.stack([loss for _, loss in pending]).tolist()  # the one synchronisation
     step_time = (time.perf_counter() - began) / len(pending)
-    ceiling, per_step = run.loss_ceiling, run.preset.tokens_per_step
+    ceiling, per_step = run.loss_ceiling, run.tokens_per_step
     written = []
     for (row, _), loss in zip(pending, losses):
         written.append(

@@ -22,6 +22,7 @@ from matplotlib.ticker import FuncFormatter, PercentFormatter
 from repro.analysis import compare, results
 from repro.analysis.seeds import over_seeds, paired, read_seed_runs
 from repro.config import Preset, load_config
+from repro.rundir import RunError
 
 SPLIT_STYLE = {"val": "-", "train": "--"}
 # Okabe & Ito's colour-blind-safe palette (the baseline black) and a marker per series: every
@@ -51,7 +52,7 @@ def _window(preset: Preset) -> tuple[int, int]:
 
 def _require_baseline(runs: dict, runs_dir, baseline: str) -> str:
     if baseline not in runs:
-        raise FileNotFoundError(f"{Path(runs_dir) / baseline}: the baseline run is missing")
+        raise RunError(f"{Path(runs_dir) / baseline}: the baseline run is missing")
     return baseline
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from repro.config import Experiment, Preset, RunConfig, load_config, load_preset
+from repro.config import Experiment, Preset, load_config, load_preset, resolve_run
 from repro.rundir import (
     METRICS_CSV,
     RUN_JSON,
@@ -240,7 +240,7 @@ def recorded_configuration(
         **run.record.config.get("experiment", {}),
         **run.record.identity.get("optimizer", {}),
     }
-    now = RunConfig(preset, experiment).identity()
+    now = resolve_run(preset, experiment).identity()
     return recorded, "; ".join(identity_differences(run.record.identity, now))
 
 

@@ -13,26 +13,21 @@ from repro.analysis import compare
 from repro.analysis.results import has_run, list_runs, read_run
 from repro.errors import ReproError
 from repro.rundir import LIVE
+from repro.runtime.lock import holder
 from repro.runtime.progress import duration
-
-LOCK_FILE = ".lock"  # what a trainer holds in live/ (issue 9: "host NAME, PID N")
 
 
 def trainer_holding(run_dir: Path) -> str | None:
-    """The trainer holding a run ("PID N"), from its lock file; None if none is alive here.
-
-    Reads the file rather than testing the lock, so that asking never keeps a trainer out."""
-    try:
-        text = (Path(run_dir) / LIVE / LOCK_FILE).read_text()
-    except OSError:
+    """The trainer holding a run ("PID N"), from the lock file of its live/ folder (the one
+    repro.runtime.lock writes); None if none is alive here."""
+    held = holder(Path(run_dir) / LIVE)
+    if held is None:
         return None
-    host, _, pid = text.strip().removeprefix("host ").partition(", PID ")
-    if not pid.isdigit():
-        return None
+    host, pid = held
     if host != socket.gethostname():
         return f"{host} PID {pid} (another host)"
     try:
-        os.kill(int(pid), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return None
     except PermissionError:  # alive, another user's

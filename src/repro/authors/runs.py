@@ -21,7 +21,7 @@ import torch
 from repro.analysis.results import read_run, relative_improvement
 from repro.authors.checkpoint import authors_model_config
 from repro.checkpoint import read_checkpoint
-from repro.config import Experiments, Preset, RunConfig
+from repro.config import Experiments, Preset, RunConfig, resolve_run
 from repro.config.experiments import source_of
 from repro.errors import ReproError
 from repro.files import make_dir, read_json
@@ -92,7 +92,7 @@ def _comparable(run: RunConfig, model_args: dict | None) -> tuple[dict, dict]:
 
     ours = {
         "model": model(run.model),
-        "settings": asdict(run.optimizer)
+        "settings": {k: getattr(run.optimizer, k) for k in ("lr_max", "lr_min", "weight_decay")}
         | {k: getattr(run.train, k) for k in ("warmup_steps", "decay_steps", "max_step")},
     }
     if model_args is None:
@@ -123,7 +123,7 @@ def _close(difference: str, theirs: dict, ours: dict) -> bool:
 
 def metric_rows(train_losses: torch.Tensor, evals: dict, run: RunConfig) -> list[dict]:
     """metrics.csv rows, one per step up to the last one logged or evaluated."""
-    t, opt, per_step = run.train, run.optimizer, run.preset.tokens_per_step
+    t, opt, per_step = run.train, run.optimizer, run.tokens_per_step
     logged = [s for s, loss in enumerate(train_losses[:, 0].tolist()) if loss != 0]
     evaluated = {e * t.eval_interval for e in range(len(evals["val"])) if evals["val"][e, 0] > 0}
     rows = []
@@ -172,15 +172,14 @@ def import_authors_run(
             f"{folder}: no experiment of {experiments.source} has source "
             f"{source!r}; name one with --experiment"
         )
-    run = RunConfig(preset, chosen)
+    run = resolve_run(preset, chosen)
     t = run.train
     has_checkpoint = (folder / CHECKPOINT).exists()
     state = read_checkpoint(folder / CHECKPOINT, mmap=True) if has_checkpoint else None
     check_configuration(folder, run, state and state["model_args"])
     train_losses = read_tensor(folder / TRAIN_TENSOR, t.max_step + 1)
     evals = {
-        split: read_tensor(folder / name, t.max_step // t.eval_interval + 1)
-        for split, name in EVAL_TENSORS.items()
+        split: read_tensor(folder / name, t.evaluations) for split, name in EVAL_TENSORS.items()
     }
     rows = metric_rows(train_losses, evals, run)
     make_dir(out)
@@ -198,7 +197,7 @@ def import_authors_run(
         experiment=chosen.name,
         identity=run.identity(),
         config=run.to_dict(),
-        tokens_per_step=preset.tokens_per_step,
+        tokens_per_step=run.tokens_per_step,
         params={k: size[k] for k in ("total_params", "non_embedding_params")},
         last_step=rows[-1]["step"] if rows else None,
         diverged_step=diverged,

@@ -10,7 +10,6 @@ import argparse
 import json
 import math
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import repro
@@ -70,7 +69,8 @@ def _add_speed_arguments(p: argparse.ArgumentParser) -> None:
         "--fused",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="the fused K,V,W1 projection of residual_gelu (default: on CUDA)",
+        help="the fused K,V,W1 projection of residual_gelu (default: the preset's "
+        "runtime.fused_projection, auto = on CUDA)",
     )
     p.add_argument(
         "--loss-chunks",
@@ -88,6 +88,15 @@ def _check_positive(args, *names: str) -> None:
         value = getattr(args, name)
         if value is not None and not (math.isfinite(value) and value > 0):
             raise ReproError(f"--{name.replace('_', '-')}: {value} is not a positive number")
+
+
+def _runtime_overrides(args) -> dict:
+    """The runtime settings _add_speed_arguments overrides (None: the preset's)."""
+    return {
+        "compile": args.compile,
+        "fused_projection": args.fused,
+        "loss_chunks": args.loss_chunks,
+    }
 
 
 def _experiments(args) -> config.Experiments:
@@ -116,20 +125,17 @@ def cmd_train(args) -> None:
     _check_positive(args, "loss_chunks")
     print(f"config: {config.config_dir(args.config_dir).resolve()}", flush=True)
     run = config.load_run(
-        args.preset, args.experiment, args.experiments_file, args.config_dir, seed=args.seed
+        args.preset,
+        args.experiment,
+        args.experiments_file,
+        args.config_dir,
+        seed=args.seed,
+        **_runtime_overrides(args),
+        device=args.device,
+        train_micro_batch=args.train_micro_batch,
     )
-    run = replace(run, preset=run.preset.with_runtime(loss_chunks=args.loss_chunks))
     with preemption.stop_signals(args.stop_signal or preemption.STOP_SIGNALS):
-        record = train.train(
-            run,
-            args.data,
-            args.indices,
-            args.out,
-            device=args.device,
-            compile=args.compile,
-            train_micro_batch=args.train_micro_batch,
-            fused=args.fused,
-        )
+        record = train.train(run, args.data, args.indices, args.out)
     if args.publish and distributed.first_process():
         rundir.publish(args.out, args.publish)
     print(f"{args.out}: {record.status} at step {record.last_step}")
@@ -152,7 +158,7 @@ def cmd_describe(args) -> None:
     peak = args.peak_tflops * 1e12 if args.peak_tflops else cost.H100_BF16_PEAK_FLOPS
     rows = [
         cost.describe(
-            config.RunConfig(preset, e),
+            config.resolve_run(preset, e),
             mfu=args.mfu,
             peak_flops=peak,
             tokens_per_s=args.tokens_per_s,
@@ -193,7 +199,7 @@ def cmd_bench(args) -> None:
     device = resolve_device(args.device)
     preset = config.load_preset(
         args.preset or ("paper" if device.type == "cuda" else "smoke"), args.config_dir
-    ).with_runtime(loss_chunks=args.loss_chunks)
+    )
     experiments = _experiments(args)
     chosen = (
         [experiments[e] for e in args.experiment]
@@ -205,7 +211,7 @@ def cmd_bench(args) -> None:
 
         if not args.experiment:
             chosen = inference.default_experiments(experiments, args.group)
-        runs = [config.RunConfig(preset, e) for e in chosen]
+        runs = [config.resolve_run(preset, e, **_runtime_overrides(args)) for e in chosen]
         report = inference.inference_bench(
             runs,
             device,
@@ -213,11 +219,10 @@ def cmd_bench(args) -> None:
             context=args.context,
             decode_tokens=args.decode_tokens,
             repeats=args.repeats,
-            fused=args.fused,
         )
         print(inference.format_report(report))
     else:
-        runs = [config.RunConfig(preset, e) for e in chosen]
+        runs = [config.resolve_run(preset, e, **_runtime_overrides(args)) for e in chosen]
         report = bench.bench(
             runs,
             device,
@@ -225,8 +230,6 @@ def cmd_bench(args) -> None:
             micro_batches=args.train_micro_batch,
             steps=args.steps,
             warmup=args.warmup,
-            compile=args.compile,
-            fused=args.fused,
             peak=args.peak_tflops and args.peak_tflops * 1e12,
             breakdown=args.breakdown,
         )
@@ -240,6 +243,52 @@ def cmd_status(args) -> None:
 
     table = status.status_table(args.runs_dir, args.preset, args.authors_runs_dir)
     print(status.format_status(table))
+
+
+def cmd_generate(args) -> None:
+    from repro.generate import generate_text
+
+    result = generate_text(
+        args.checkpoint,
+        args.prompt,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        seed=args.seed,
+        device=args.device,
+    )
+    print(json.dumps(result, indent=2) if args.json else result["prompt"] + result["text"])
+
+
+def _generate_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--checkpoint",
+        type=Path,
+        required=True,
+        help="ours (ckpt.pt of a run directory) or the authors' (ckpt.pt, ckpt_<step>.pt)",
+    )
+    p.add_argument(
+        "--prompt", default="", help="the text to continue (default: none, <|endoftext|>)"
+    )
+    p.add_argument("--max-new-tokens", type=int, default=100, help="tokens to sample (default 100)")
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=1.0,
+        help="softmax temperature (default 1; 0: always the most likely token)",
+    )
+    p.add_argument(
+        "--top-k",
+        type=int,
+        default=None,
+        help="sample among the K most likely tokens only (default: all)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="the sampler's seed (default 0)")
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
+    p.add_argument(
+        "--json", action="store_true", help="print JSON: the text, its tokens, the settings"
+    )
+    p.set_defaults(func=cmd_generate)
 
 
 def _train_parser(p: argparse.ArgumentParser) -> None:
@@ -449,6 +498,12 @@ def build_parser() -> argparse.ArgumentParser:
         "compares each run with theirs (default: results/authors/runs)",
     )
     p.set_defaults(func=cmd_status)
+    _generate_parser(
+        sub.add_parser(
+            "generate",
+            help="sample text from a checkpoint (ours or the authors') with the key/value cache",
+        )
+    )
     cli_authors.add_commands(sub, _add_config_arguments)
     cli_export.add_commands(sub)
     cli_compare.add_commands(sub)

@@ -1,7 +1,9 @@
 """Run configuration: a preset (the scale) + an experiment (what is compared), as typed objects.
 
-YAML data under config/, validated by repro/schemas on load; the objects mirror the YAML's sections.
-A run's identity is derived from what training computes with (model, train and optimiser settings);
+YAML data under config/, validated by repro/config/schemas on load; Preset and Experiment mirror
+the YAML's sections. A run is resolved once (resolve_run, load_run) into a RunConfig holding every
+final value: what training reads, and what the relations (relations.py) are checked on. A run's
+identity is derived from what training computes with (model, train and optimiser settings);
 `runtime`, `report` and `resources` are not in it. No torch here: the workflow imports this while
 it is parsed.
 """
@@ -20,7 +22,7 @@ from repro.config.experiments import (  # noqa: F401 (re-exported: the experimen
     PaperResult,
     parse_experiments,
 )
-from repro.config.relations import check_divides, check_experiment, check_preset, mlp_hidden
+from repro.config.relations import check_divides, check_experiment, check_relations, mlp_hidden
 from repro.config.schema import ConfigError, load
 
 QUERY_MODES = ("linear", "identity", "residual_gelu", "residual_linear")
@@ -98,7 +100,8 @@ class ModelShape:
 
 @dataclass(frozen=True)
 class TrainSettings:
-    """A preset's `train` section: steps, batch, schedule, evaluation, AdamW constants, seeds."""
+    """A preset's `train` section (AdamW's constants aside): steps, batch, schedule, evaluation,
+    seeds."""
 
     max_step: int
     batch_size: int  # sequences per optimiser step
@@ -109,9 +112,6 @@ class TrainSettings:
     eval_micro_batch: int  # sequences per evaluation forward pass (the paper's micro-batch, 12)
     eval_rows: int
     grad_clip: float
-    beta1: float
-    beta2: float
-    adam_eps: float
     loss_ceiling: float | None
     init_seed: int
     index_seed: int
@@ -120,17 +120,51 @@ class TrainSettings:
     def eval_batches(self) -> int:
         return self.eval_sequences // self.eval_micro_batch
 
+    @property
+    def evaluations(self) -> int:
+        """How many times a run evaluates: at steps 0, eval_interval, ... up to max_step."""
+        return self.max_step // self.eval_interval + 1
+
+
+@dataclass(frozen=True)
+class AdamWConstants:
+    """A preset's AdamW constants (its `train` section's beta1, beta2, adam_eps): the same for every
+    experiment at that scale."""
+
+    beta1: float
+    beta2: float
+    eps: float
+
+
+@dataclass(frozen=True)
+class AdamW:
+    """AdamW's settings in full (docs/specification.md §2): the experiment's learning-rate
+    endpoints and weight decay, the preset's betas and epsilon."""
+
+    lr_max: float
+    lr_min: float
+    weight_decay: float
+    beta1: float
+    beta2: float
+    eps: float
+
 
 @dataclass(frozen=True)
 class Runtime:
     """A preset's `runtime` section: how this machine runs, never what is computed."""
 
     device: str
-    compile: str | bool
+    compile: str | bool  # auto: on CUDA only
     train_micro_batch: int | str | None  # per training forward pass; None = eval_micro_batch
     log_interval: int
     checkpoint_interval: int
     loss_chunks: int
+    fused_projection: str | bool = "auto"  # residual_gelu's fused K, V, W1 matmul; auto: on CUDA
+
+    def enabled(self, switch: str, device_type: str) -> bool:
+        """A switch of this section (compile, fused_projection) on a device: auto = on CUDA."""
+        setting = getattr(self, switch)
+        return setting is True or (setting == "auto" and device_type == "cuda")
 
 
 @dataclass(frozen=True)
@@ -150,11 +184,14 @@ class Resources:
 
 @dataclass(frozen=True)
 class Preset:
+    """A preset file as typed objects: the scale every experiment of a comparison shares."""
+
     name: str
     source: str
     corpus: str
     model: ModelShape
     train: TrainSettings
+    adamw: AdamWConstants
     runtime: Runtime
     report: Report
     resources: Resources
@@ -164,33 +201,6 @@ class Preset:
     @property
     def tokens_per_step(self) -> int:
         return self.train.batch_size * self.model.block_size
-
-    @property
-    def train_micro_batch(self) -> int:
-        """This machine's micro-batch; the evaluation's until `auto` is resolved on a GPU."""
-        chosen = self.runtime.train_micro_batch
-        return chosen if isinstance(chosen, int) else self.train.eval_micro_batch
-
-    @property
-    def accumulation(self) -> int:
-        """Micro-batches per optimiser step at this machine's train_micro_batch."""
-        return self.train.batch_size // self.train_micro_batch
-
-    def with_train_micro_batch(self, micro_batch: int) -> "Preset":
-        """This preset with another training micro-batch (`repro train --train-micro-batch`)."""
-        check_divides(
-            f"preset {self.name}",
-            "train_micro_batch",
-            micro_batch,
-            "train.batch_size",
-            self.train.batch_size,
-        )
-        return self.with_runtime(train_micro_batch=micro_batch)
-
-    def with_runtime(self, **settings) -> "Preset":
-        """This preset with other runtime settings (command-line overrides); None keeps one."""
-        changed = {k: v for k, v in settings.items() if v is not None}
-        return replace(self, runtime=replace(self.runtime, **changed))
 
     def with_seed(self, seed: int) -> "Preset":
         """This preset at seed k: indices drawn with index_seed + k, the model initialised with
@@ -224,18 +234,21 @@ def load_preset(name_or_path: str, directory: str | os.PathLike | None = None) -
     """A preset by name (<config dir>/presets/NAME.yaml) or by path to a YAML file."""
     path = _preset_path(name_or_path, config_dir(directory))
     data = load(path, "preset.schema.yaml")
+    train = data["train"]
+    adamw = AdamWConstants(train.pop("beta1"), train.pop("beta2"), train.pop("adam_eps"))
     preset = Preset(
         name=path.stem,
         source=str(path),
         corpus=data["corpus"],
         model=ModelShape(**data["model"]),
-        train=TrainSettings(**data["train"]),
+        train=TrainSettings(**train),
+        adamw=adamw,
         runtime=Runtime(**data["runtime"]),
         report=Report(**data["report"]),
         resources=Resources(**data["resources"]),
         description=data.get("description", ""),
     )
-    check_preset(path, preset)
+    check_relations(path, preset.model, preset.train, preset.runtime, preset.report)
     return preset
 
 
@@ -252,34 +265,52 @@ def load_experiments(
 
 @dataclass(frozen=True)
 class RunConfig:
-    """One training run: a preset (scale) and an experiment (what is compared)."""
+    """One training run, resolved: every value final, each in one place.
 
-    preset: Preset
+    The preset's sections with the experiment's `model:` and `train:` overrides, AdamW's settings
+    (the experiment's rates and decay, the preset's constants), the runtime settings with this
+    machine's overrides. Build it with resolve_run (or load_run) and change the runtime with
+    with_runtime: both check the relations between the values (repro.config.relations) on exactly
+    what training will use.
+    """
+
+    preset_name: str
+    preset_file: str  # the YAML file the preset was read from (which checkout's config)
+    corpus: str
+    # The experiment as its file defines it (name, description, paper result): its model, train
+    # and optimiser values are merged into the fields below, which are what training reads.
     experiment: Experiment
+    model: ModelConfig
+    train: TrainSettings
+    optimizer: AdamW
+    runtime: Runtime
+    report: Report
+    seed: int  # the seed k of train.init_seed and train.index_seed (Preset.with_seed)
 
-    @property
-    def model(self) -> ModelConfig:
-        """The preset's shape with the experiment's `model:` overrides (width, tying, scale)."""
-        e = self.experiment
-        shape = asdict(self.preset.model) | e.model
-        return ModelConfig(
-            **shape,
-            mlp_hidden=mlp_hidden(e.name, shape["d_model"], e.mlp_ratio),
-            query_mode=e.query_mode,
+    def __post_init__(self):
+        check_relations(
+            f"preset {self.preset_name}, experiment {self.experiment.name}",
+            self.model,
+            self.train,
+            self.runtime,
+            self.report,
         )
 
     @property
-    def train(self) -> TrainSettings:
-        """The preset's training settings with the experiment's `train:` overrides (schedule)."""
-        return replace(self.preset.train, **self.experiment.schedule(self.preset.train.max_step))
+    def tokens_per_step(self) -> int:
+        return self.train.batch_size * self.model.block_size
 
     @property
-    def seed(self) -> int:
-        return self.preset.seed
+    def resolved_train_micro_batch(self) -> int:
+        """runtime.train_micro_batch as a number: None, and `auto` until a GPU resolves it
+        (repro.train), are the evaluation's micro-batch."""
+        chosen = self.runtime.train_micro_batch
+        return chosen if isinstance(chosen, int) else self.train.eval_micro_batch
 
     @property
-    def optimizer(self) -> OptimizerSettings:
-        return self.experiment.optimizer
+    def accumulation(self) -> int:
+        """Micro-batches per optimiser step at this machine's training micro-batch."""
+        return self.train.batch_size // self.resolved_train_micro_batch
 
     @property
     def loss_ceiling(self) -> float:
@@ -287,21 +318,53 @@ class RunConfig:
         ceiling = self.train.loss_ceiling
         return math.log(self.model.vocab_size) + LOSS_MARGIN if ceiling is None else ceiling
 
-    @property
-    def effective_preset(self) -> Preset:
-        """The preset with the experiment's train overrides: what its indices must cover."""
-        return replace(self.preset, train=self.train)
+    def with_runtime(self, **settings) -> "RunConfig":
+        """This run with other runtime settings (command-line overrides: device, compile,
+        train_micro_batch, loss_chunks, fused_projection); None keeps one. Never another run."""
+        changed = {k: v for k, v in settings.items() if v is not None}
+        return replace(self, runtime=replace(self.runtime, **changed))
 
     def identity(self) -> dict:
-        """What makes two runs the same run: what the training computes with, nothing else."""
+        """What makes two runs the same run: what the training computes with, nothing else.
+
+        In the layout run.json and checkpoints have always had (AdamW's constants under train)."""
+        o = self.optimizer
         return {
             "model": asdict(self.model),
-            "train": asdict(self.train),
-            "optimizer": asdict(self.optimizer),
+            "train": asdict(self.train) | {"beta1": o.beta1, "beta2": o.beta2, "adam_eps": o.eps},
+            "optimizer": {
+                "lr_max": o.lr_max,
+                "lr_min": o.lr_min,
+                "weight_decay": o.weight_decay,
+            },
         }
 
     def to_dict(self) -> dict:
-        return {"preset": asdict(self.preset), "experiment": asdict(self.experiment)}
+        """run.json's `config`: every value of the run, and where the preset came from."""
+        return asdict(self)
+
+
+def resolve_run(preset: Preset, experiment: Experiment, **runtime) -> RunConfig:
+    """The run of `experiment` at `preset`, with runtime overrides (None keeps the preset's):
+    the one place a run's values are assembled; the relations are checked on the result."""
+    shape = asdict(preset.model) | experiment.model
+    model = ModelConfig(
+        **shape,
+        mlp_hidden=mlp_hidden(experiment.name, shape["d_model"], experiment.mlp_ratio),
+        query_mode=experiment.query_mode,
+    )
+    return RunConfig(
+        preset_name=preset.name,
+        preset_file=str(Path(preset.source).resolve()),
+        corpus=preset.corpus,
+        experiment=experiment,
+        model=model,
+        train=replace(preset.train, **experiment.schedule(preset.train.max_step)),
+        optimizer=AdamW(**asdict(experiment.optimizer), **asdict(preset.adamw)),
+        runtime=preset.runtime,
+        report=preset.report,
+        seed=preset.seed,
+    ).with_runtime(**runtime)
 
 
 def load_run(
@@ -310,9 +373,13 @@ def load_run(
     experiments_file: str | os.PathLike | None = None,
     directory: str | os.PathLike | None = None,
     seed: int = 0,
+    **runtime,
 ) -> RunConfig:
+    """The run of an experiment at a preset (name or YAML path), seed k, runtime overrides."""
     experiments = load_experiments(experiments_file, directory)
-    return RunConfig(load_preset(preset, directory).with_seed(seed), experiments[experiment])
+    return resolve_run(
+        load_preset(preset, directory).with_seed(seed), experiments[experiment], **runtime
+    )
 
 
 def load_config(

@@ -2,7 +2,8 @@
 
 Each value can be valid alone and the run still break hours in: warm-up as long as the decay
 divides by zero in the schedule, a table step that is never evaluated gives Table 1 a NaN. These
-checks run when a preset or an experiment is loaded, before anything is computed.
+checks run when a preset or an experiment is loaded and when a run is assembled from them
+(on the values training will use), before anything is computed.
 """
 
 from __future__ import annotations
@@ -15,39 +16,36 @@ def check_divides(source, key: str, value: int, other_key: str, other: int) -> N
         raise ConfigError(f"{source}: {key}: {value} does not divide {other_key} = {other}")
 
 
-def check_preset(source, preset) -> None:
-    """The relations between a Preset's values (repro.config.Preset)."""
-    t = preset.train
+def check_relations(source, model, train, runtime, report) -> None:
+    """The relations between the values of a preset's sections, or of a run's (the preset's with
+    an experiment's overrides and the runtime overrides: repro.config.RunConfig)."""
+    t = train
     for key in ("batch_size", "eval_sequences"):
         check_divides(
             source, "train.eval_micro_batch", t.eval_micro_batch, f"train.{key}", getattr(t, key)
         )
-    check_divides(
-        source, "model.n_head", preset.model.n_head, "model.d_model", preset.model.d_model
-    )
-    check_divides(
-        source,
-        "runtime.train_micro_batch",
-        preset.train_micro_batch,
-        "train.batch_size",
-        t.batch_size,
-    )
+    check_divides(source, "model.n_head", model.n_head, "model.d_model", model.d_model)
+    micro_batch = runtime.train_micro_batch
+    if isinstance(micro_batch, int):
+        check_divides(
+            source, "runtime.train_micro_batch", micro_batch, "train.batch_size", t.batch_size
+        )
     if t.warmup_steps >= t.decay_steps:
         raise ConfigError(
             f"{source}: train.warmup_steps: {t.warmup_steps} must be less than "
             f"train.decay_steps = {t.decay_steps}"
         )
-    step = preset.report.table_step
+    step = report.table_step
     if step > t.max_step or step % t.eval_interval:
         raise ConfigError(
             f"{source}: report.table_step: {step} is not an evaluation step "
             f"(a multiple of train.eval_interval = {t.eval_interval} up to "
             f"train.max_step = {t.max_step})"
         )
-    if t.eval_rows <= t.max_step // t.eval_interval:
+    if t.eval_rows < t.evaluations:
         raise ConfigError(
             f"{source}: train.eval_rows: {t.eval_rows} rows, the run evaluates "
-            f"{t.max_step // t.eval_interval + 1} times"
+            f"{t.evaluations} times (train.max_step // train.eval_interval + 1)"
         )
 
 

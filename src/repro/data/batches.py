@@ -1,8 +1,8 @@
 """What the training loop reads: (inputs, targets) micro-batches at the fixed indices.
 
 Batches opens a run's token files and index files once, checks them against each other and against
-the preset, and gathers micro-batches from the memory-mapped tokens; DeviceBatches moves training
-micro-batches to the device one ahead of the compute.
+the run's settings, and gathers micro-batches from the memory-mapped tokens; DeviceBatches moves
+training micro-batches to the device one ahead of the compute.
 """
 
 from __future__ import annotations
@@ -13,16 +13,23 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from repro.config import Preset
+from repro.config import TrainSettings
 from repro.data.indices import ARRAYS, SIDECAR, IndicesError, read_sidecar
 from repro.data.tokens import read_manifest, token_files, token_memmap
 from repro.files import file_sha256
 
 
 def check_indices(
-    sidecar: dict, indices_dir: Path, manifest: dict, data_dir: Path, preset: Preset
+    sidecar: dict,
+    indices_dir: Path,
+    manifest: dict,
+    data_dir: Path,
+    reader: str,
+    block_size: int,
+    train: TrainSettings,
 ) -> None:
-    """Refuse indices drawn for other token files, or too few / wrongly shaped for the preset."""
+    """Refuse indices drawn for other token files, or too few / wrongly shaped for the reader's
+    sequences and schedule (`reader`: who reads them, for the message, e.g. "preset paper")."""
     ours = token_files(manifest)
     for split, drawn_for in sidecar["token_files"].items():
         if drawn_for != ours[split]:
@@ -33,9 +40,9 @@ def check_indices(
                 f"{ours[split]['tokens']} tokens (sha256 {ours[split]['sha256'][:12]}); "
                 f"draw the indices again for these token files"
             )
-    t = preset.train
+    t = train
     needed = {
-        "block_size": preset.model.block_size,
+        "block_size": block_size,
         "sequences_per_step": t.batch_size,
         "eval_sequences": t.eval_sequences,
         "seed": t.index_seed,
@@ -43,19 +50,17 @@ def check_indices(
     for key, value in needed.items():
         if sidecar[key] != value:
             raise IndicesError(
-                f"{indices_dir / SIDECAR}: {key} is {sidecar[key]}, "
-                f"preset {preset.name} needs {value}"
+                f"{indices_dir / SIDECAR}: {key} is {sidecar[key]}, {reader} needs {value}"
             )
     if sidecar["train_rows"] < t.max_step + 1:
         raise IndicesError(
             f"{indices_dir / SIDECAR}: train_rows is {sidecar['train_rows']}, "
-            f"preset {preset.name} runs {t.max_step + 1} steps"
+            f"{reader} runs {t.max_step + 1} steps"
         )
-    if sidecar["eval_rows"] <= t.max_step // t.eval_interval:
-        evaluations = t.max_step // t.eval_interval + 1
+    if sidecar["eval_rows"] < t.evaluations:
         raise IndicesError(
             f"{indices_dir / SIDECAR}: eval_rows is {sidecar['eval_rows']}, "
-            f"preset {preset.name} evaluates {evaluations} times"
+            f"{reader} evaluates {t.evaluations} times"
         )
 
 
@@ -97,27 +102,37 @@ class Batches:
     starts: dict[str, np.ndarray]
     tokens: dict[str, np.memmap]
     block_size: int
-    eval_micro_batch: int  # the preset's train.eval_micro_batch
-    train_micro_batch: int  # this machine's (Preset.train_micro_batch)
+    eval_micro_batch: int  # train.eval_micro_batch
+    train_micro_batch: int  # this machine's (RunConfig.resolved_train_micro_batch)
     manifest: dict = field(default_factory=dict)  # the token files' and the indices' metadata,
     sidecar: dict = field(default_factory=dict)  # for run.json
 
     @classmethod
-    def open(cls, data_dir: Path, indices_dir: Path, preset: Preset) -> "Batches":
-        """Read the manifest and the sidecar once, check them against each other and the preset."""
+    def open(
+        cls,
+        data_dir: Path,
+        indices_dir: Path,
+        reader: str,
+        block_size: int,
+        train: TrainSettings,
+        train_micro_batch: int | None = None,
+    ) -> "Batches":
+        """Read the manifest and the sidecar once, check them against each other and against the
+        sequences and schedule they are read for (train_micro_batch None: train.eval_micro_batch).
+        """
         data_dir, indices_dir = Path(data_dir), Path(indices_dir)
         manifest = read_manifest(data_dir)
         sidecar = read_sidecar(indices_dir)
-        check_indices(sidecar, indices_dir, manifest, data_dir, preset)
-        train, val = (token_memmap(data_dir, manifest, split) for split in ("train", "val"))
-        tokens = {"train": len(train), "eval_train": len(train), "eval_val": len(val)}
-        starts = {name: read_starts(indices_dir, name, sidecar, tokens[name]) for name in ARRAYS}
+        check_indices(sidecar, indices_dir, manifest, data_dir, reader, block_size, train)
+        train_tokens, val_tokens = (token_memmap(data_dir, manifest, s) for s in ("train", "val"))
+        streams = {"train": train_tokens, "eval_train": train_tokens, "eval_val": val_tokens}
+        starts = {n: read_starts(indices_dir, n, sidecar, len(streams[n])) for n in ARRAYS}
         return cls(
             starts,
-            {"train": train, "eval_train": train, "eval_val": val},
-            preset.model.block_size,
-            preset.train.eval_micro_batch,
-            preset.train_micro_batch,
+            streams,
+            block_size,
+            train.eval_micro_batch,
+            train_micro_batch or train.eval_micro_batch,
             manifest,
             sidecar,
         )

@@ -66,7 +66,7 @@ def write_indices(
     """Draw the indices a preset needs for the token files in data_dir; write .npy files + sidecar.
 
     train_rows: how many optimiser steps they serve (default the preset's max_step + 1; more for
-    an experiment with a longer schedule, repro.config.RunConfig.effective_preset). The first rows
+    an experiment with a longer schedule: its RunConfig.train.max_step + 1). The first rows
     are the same whatever their number. Each file is written under a temporary name and renamed
     when complete (repro.files).
     """

@@ -1,10 +1,11 @@
 """`repro bench`: training-step time, throughput and MFU of each experiment on this device.
 
-The steps are the training loop's own (repro.step.build and train_step: the same model, optimiser,
-autocast, compile and prefetch), fed random tokens gathered at random starts, so that no data files
-are needed. FLOPs are counted as in docs/specification.md §7 (repro.model.flops_per_token); MFU
-is against the device's dense bf16 peak. A configuration that fails to allocate device memory
-(torch's OutOfMemoryError, cuBLAS's or inductor's) is reported and skipped.
+The steps are the training loop's own (repro.build.build and repro.step.train_step: the same
+model, optimiser, autocast, compile and prefetch), fed random tokens gathered at random starts, so
+that no data files are needed. FLOPs are counted as in docs/specification.md §7
+(repro.model.flops_per_token); MFU is against the device's dense bf16 peak. A configuration that
+fails to allocate device memory (torch's OutOfMemoryError, cuBLAS's or inductor's) is reported and
+skipped.
 """
 
 from __future__ import annotations
@@ -12,16 +13,17 @@ from __future__ import annotations
 import platform
 import time
 from contextlib import ExitStack
-from dataclasses import asdict, replace
+from dataclasses import asdict
 
 import numpy as np
 import torch
 
+from repro.build import build
 from repro.config import RunConfig
 from repro.data.batches import Batches, DeviceBatches
 from repro.perf.cost import known_peak_flops, model_size
 from repro.runtime.fit import auto_micro_batch, free_device_memory, out_of_memory
-from repro.step import build, train_step
+from repro.step import train_step
 
 
 def device_name(device: torch.device) -> str:
@@ -32,16 +34,15 @@ def device_name(device: torch.device) -> str:
 
 def random_batches(run: RunConfig, rows: int, seed: int = 0) -> Batches:
     """Training batches of random tokens with the shapes of the preset, one row per step."""
-    p = run.preset
     rng = np.random.default_rng(seed)
     tokens = rng.integers(0, 50257, 1 << 20, dtype=np.uint16)
-    starts = rng.integers(0, tokens.size - p.model.block_size - 1, (rows, p.train.batch_size))
+    starts = rng.integers(0, tokens.size - run.model.block_size - 1, (rows, run.train.batch_size))
     return Batches(
         {"train": starts},
         {"train": tokens},
-        p.model.block_size,
-        p.train.eval_micro_batch,
-        p.train_micro_batch,
+        run.model.block_size,
+        run.train.eval_micro_batch,
+        run.resolved_train_micro_batch,
     )
 
 
@@ -58,17 +59,14 @@ def _fresh_start(device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
-def default_micro_batch(
-    run: RunConfig, device: torch.device, compile: bool | str | None, fused: bool | None
-) -> int:
+def default_micro_batch(run: RunConfig, device: torch.device) -> int:
     """The micro-batch training would use: with `auto` on CUDA the probe's choice (for the model
-    as compiled and fused here), else the preset's."""
-    if run.preset.runtime.train_micro_batch != "auto" or device.type != "cuda":
-        return run.preset.train_micro_batch
+    as compiled and fused here), else the run's."""
+    if run.runtime.train_micro_batch != "auto" or device.type != "cuda":
+        return run.resolved_train_micro_batch
     _fresh_start(device)
-    _, step_model, _, autocast = build(run, device, compile, fused)
-    p = run.preset
-    chosen = auto_micro_batch(step_model, p.train.batch_size, p.model.block_size, autocast)
+    _, step_model, _, autocast = build(run, device)
+    chosen = auto_micro_batch(step_model, run.train.batch_size, run.model.block_size, autocast)
     print(f"{run.experiment.name}: micro-batch {chosen} (auto)", flush=True)
     return chosen
 
@@ -92,8 +90,6 @@ def time_steps(
     device: torch.device,
     steps: int,
     warmup: int,
-    compile: bool | str | None = None,
-    fused: bool | None = None,
     breakdown: bool = False,
     attention: list[str] | None = None,
     inductor: dict | None = None,
@@ -104,20 +100,19 @@ def time_steps(
     CUDNN_ATTENTION); inductor: torch._inductor.config settings (e.g. {"max_autotune": True})."""
     _fresh_start(device)
     with _options(attention, inductor):
-        return _time_steps(run, device, steps, warmup, compile, fused, breakdown) | {
+        return _time_steps(run, device, steps, warmup, breakdown) | {
             "attention": attention,
             "inductor": inductor,
         }
 
 
-def _time_steps(run, device, steps, warmup, compile, fused, breakdown) -> dict:
-    model, step_model, optimizer, autocast = build(run, device, compile, fused)
+def _time_steps(run, device, steps, warmup, breakdown) -> dict:
+    model, step_model, optimizer, autocast = build(run, device)
     batches = DeviceBatches(random_batches(run, warmup + steps + 1), device)
-    t = run.preset.train
 
     def step(i):
         return train_step(
-            step_model, optimizer, batches, i, run.preset.accumulation, t.grad_clip, autocast
+            step_model, optimizer, batches, i, run.accumulation, run.train.grad_clip, autocast
         )
 
     for i in range(warmup):
@@ -132,7 +127,7 @@ def _time_steps(run, device, steps, warmup, compile, fused, breakdown) -> dict:
         "experiment": run.experiment.name,
         "query_mode": run.experiment.query_mode,
         "model": asdict(run.model),
-        "train_micro_batch": run.preset.train_micro_batch,
+        "train_micro_batch": run.resolved_train_micro_batch,
         "step_s": seconds,
         "loss": loss,
         "compile": step_model is not model,
@@ -212,8 +207,6 @@ def bench(
     micro_batches: list[int] | None = None,
     steps: int = 10,
     warmup: int = 3,
-    compile: bool | str | None = None,
-    fused: bool | None = None,
     peak: float | None = None,
     breakdown: bool = False,
     attention: list[str] | None = None,
@@ -225,19 +218,17 @@ def bench(
     peak = peak or (known_peak_flops(device_name(device)) if device.type == "cuda" else None)
     rows = []
     for run in runs:
-        for mb in micro_batches or [default_micro_batch(run, device, compile, fused)]:
-            sized = replace(run, preset=run.preset.with_train_micro_batch(mb))
+        for mb in micro_batches or [default_micro_batch(run, device)]:
+            sized = run.with_runtime(train_micro_batch=mb)
             try:
-                row = time_steps(
-                    sized, device, steps, warmup, compile, fused, breakdown, attention, inductor
-                )
+                row = time_steps(sized, device, steps, warmup, breakdown, attention, inductor)
             except RuntimeError as error:  # too large for this GPU: try the others
                 if not out_of_memory(error):
                     raise
                 print(f"{run.experiment.name:<22} micro-batch {mb:>3}  out of memory", flush=True)
                 continue
             per_token = model_size(sized.model)["flops_per_token"]
-            row["tokens_per_s"] = sized.preset.tokens_per_step / row["step_s"]
+            row["tokens_per_s"] = sized.tokens_per_step / row["step_s"]
             row["flops_per_token"] = per_token
             row["mfu"] = per_token * row["tokens_per_s"] / peak if peak else None
             rows.append(row)
@@ -247,14 +238,14 @@ def bench(
         if row["experiment"] not in fastest or row["step_s"] < fastest[row["experiment"]]["step_s"]:
             fastest[row["experiment"]] = row
     return {
-        "preset": runs[0].preset.name,
+        "preset": runs[0].preset_name,
         "device": device_name(device),
         "device_type": device.type,
         "torch_version": torch.__version__,
         "peak_flops": peak,
         "steps": steps,
         "warmup": warmup,
-        "tokens_per_step": runs[0].preset.tokens_per_step,
+        "tokens_per_step": runs[0].tokens_per_step,
         "results": rows,
         "fastest": list(fastest.values()),
         "step_time_ratios": step_time_ratios(list(fastest.values()), baseline),

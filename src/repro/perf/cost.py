@@ -78,7 +78,7 @@ def bench_throughput(report: dict, run: RunConfig) -> tuple[float, str]:
     if not similar:
         raise ConfigError(
             f"the bench report ({report['preset']} on {report['device']}) timed no "
-            f"model like {run.experiment.name}'s ({run.preset.name}, "
+            f"model like {run.experiment.name}'s ({run.preset_name}, "
             f"{config['query_mode']})"
         )
     r = fastest(similar)
@@ -103,7 +103,7 @@ def describe(
         raise ConfigError(f"seeds {seeds}: at least 1")
     size = model_size(run.model)
     steps = run.train.max_step + 1
-    tokens_per_step = run.preset.tokens_per_step
+    tokens_per_step = run.tokens_per_step
     per_token = size["flops_per_token"]
     if bench is not None:
         throughput, source = bench_throughput(bench, run)
@@ -113,7 +113,7 @@ def describe(
         throughput = mfu * peak_flops / per_token
         source = f"{mfu:.0%} MFU of {peak_flops / 1e12:.0f} TFLOP/s"
     return {
-        "preset": run.preset.name,
+        "preset": run.preset_name,
         "experiment": run.experiment.name,
         "total_params": size["total_params"],
         "non_embedding_params": size["non_embedding_params"],

@@ -25,6 +25,7 @@ from pathlib import Path
 from repro.errors import ReproError
 
 LOCK_FILE = ".lock"
+HOST, PID = "host ", ", PID "  # the holder's line: "host NAME, PID N"
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
@@ -47,7 +48,7 @@ def hold(directory: Path, what: str):
             f"it to end or stop it"
         ) from None
     f.truncate(0)
-    f.write(f"host {socket.gethostname()}, PID {os.getpid()}\n")
+    f.write(f"{HOST}{socket.gethostname()}{PID}{os.getpid()}\n")
     f.flush()
     try:
         yield
@@ -69,6 +70,17 @@ def _open_lock_file(path: Path):
         os.close(fd)
         raise LockError(f"{path}: not a regular file, not a run's lock file; remove it")
     return os.fdopen(fd, "r+")
+
+
+def holder(directory: Path) -> tuple[str, int] | None:
+    """The (host, PID) the lock file of `directory` names, without taking the lock (asking never
+    keeps a writer out); None without a readable one. The holder may have exited since."""
+    try:
+        text = (Path(directory) / LOCK_FILE).read_text()
+    except OSError:
+        return None
+    host, _, pid = text.strip().removeprefix(HOST).partition(PID)
+    return (host, int(pid)) if pid.isdigit() else None
 
 
 def exit_with_parent(parent: int | None = None) -> None:

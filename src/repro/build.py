@@ -1,0 +1,61 @@
+"""What a run trains with on a device: the model, its AdamW, the compiled model the steps call and
+the autocast context, all from the run's resolved configuration (repro.config.RunConfig).
+
+repro.train builds them once per session; repro.perf.bench builds them to time steps.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from repro.config import AdamW, RunConfig
+from repro.model import GPT
+from repro.runtime import distributed
+from repro.runtime.device import precision
+from repro.runtime.fit import TRAINING_COPIES, check_memory, weight_bytes
+
+
+def make_model(run: RunConfig, device: torch.device) -> GPT:
+    """The run's model, initialised from train.init_seed, with its runtime speed switches; refused
+    before anything is allocated when training it cannot fit the device's memory."""
+    what = f"training {run.experiment.name} at preset {run.preset_name}"
+    check_memory(what, TRAINING_COPIES * weight_bytes(run.model), device)
+    torch.manual_seed(run.train.init_seed)
+    model = GPT(run.model).to(device)
+    model.fuse_projections(run.runtime.enabled("fused_projection", device.type))
+    model.loss_chunks = run.runtime.loss_chunks
+    return model
+
+
+def make_optimizer(model: GPT, adamw: AdamW, fused_kernel: bool) -> torch.optim.AdamW:
+    """AdamW with weight decay on every parameter of 2 or more dimensions only (§2).
+
+    fused_kernel: torch's fused (single-kernel) AdamW, CUDA only; the same update."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": adamw.weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(
+        groups,
+        lr=adamw.lr_max,
+        betas=(adamw.beta1, adamw.beta2),
+        eps=adamw.eps,
+        fused=fused_kernel,
+    )
+
+
+def build(run: RunConfig, device: torch.device):
+    """The model, the model the steps call (compiled or not), the optimiser, the autocast context.
+
+    The fast path (§2): TF32 matmuls, bf16 autocast, fused AdamW, torch.compile and the fused
+    residual_gelu projection, each by default on CUDA only; SDPA picks flash attention itself.
+    """
+    autocast = precision(device)
+    model = make_model(run, device)
+    optimizer = make_optimizer(model, run.optimizer, fused_kernel=device.type == "cuda")
+    # Static shapes: the train and eval micro-batches each get their own specialised graph.
+    step_model = distributed.wrap(model, device)
+    if run.runtime.enabled("compile", device.type):
+        step_model = torch.compile(step_model, dynamic=False)
+    return model, step_model, optimizer, autocast

@@ -1,0 +1,63 @@
+"""`repro generate`: text sampled from a checkpoint, ours or the authors', to see what a model
+learned. The model's own forward with its key/value cache (repro.model.GPT.generate), the GPT-2
+encoding (repro.data.tokenizer), fp32 on any device; the same seed gives the same text.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from repro.data.tokenizer import EOT_TOKEN, gpt2_encoding
+from repro.errors import ReproError
+from repro.evaluate import load_any_checkpoint
+from repro.runtime.device import resolve_device
+
+
+def check_sampling(max_new_tokens: int, temperature: float, top_k: int | None) -> None:
+    if max_new_tokens < 1:
+        raise ReproError(f"--max-new-tokens: {max_new_tokens}, at least 1")
+    if temperature < 0:
+        raise ReproError(f"--temperature: {temperature}, not negative (0: the most likely token)")
+    if top_k is not None and top_k < 1:
+        raise ReproError(f"--top-k: {top_k}, at least 1")
+
+
+def generate_text(
+    checkpoint: Path,
+    prompt: str,
+    max_new_tokens: int = 100,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    seed: int = 0,
+    device: str = "auto",
+) -> dict:
+    """The text that follows `prompt` (from <|endoftext|> when empty), sampled with the cache."""
+    check_sampling(max_new_tokens, temperature, top_k)
+    model, step, kind = load_any_checkpoint(checkpoint)
+    encoding = gpt2_encoding()
+    tokens = encoding.encode_ordinary(prompt) or [EOT_TOKEN]
+    block = model.config.block_size
+    if len(tokens) + max_new_tokens - 1 > block:  # the last new token is never fed back
+        raise ReproError(
+            f"{checkpoint}: a prompt of {len(tokens)} tokens and {max_new_tokens} new tokens "
+            f"exceed the model's block size {block}; give fewer --max-new-tokens"
+        )
+    dev = resolve_device(device)
+    model = model.to(dev)
+    generator = torch.Generator(dev).manual_seed(seed)
+    idx = torch.tensor([tokens], device=dev)
+    new = model.generate(idx, max_new_tokens, temperature, top_k, generator, vocab=encoding.n_vocab)
+    return {
+        "checkpoint": str(checkpoint),
+        "format": kind,
+        "step": step,
+        "prompt": prompt,
+        "text": encoding.decode(new[0].tolist()),
+        "tokens": new[0].tolist(),
+        "seed": seed,
+        "temperature": temperature,
+        "top_k": top_k,
+        "device": str(dev),
+    }

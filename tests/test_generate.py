@@ -1,0 +1,91 @@
+"""`repro generate`: text sampled with the key/value cache from our checkpoints and the authors'."""
+
+import json
+
+import pytest
+import torch
+from authors_helpers import write_authors_checkpoint
+
+from repro.build import make_model, make_optimizer
+from repro.checkpoint import save_checkpoint
+from repro.cli import main
+from repro.config import load_run
+from repro.model import next_token
+
+RUN = load_run("tiny", "resgelu-lr3e-3")
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A checkpoint of ours of the tiny residual_gelu model (block size 32), as training writes."""
+    model = make_model(RUN, torch.device("cpu"))
+    path = tmp_path_factory.mktemp("run") / "ckpt.pt"
+    config = {"identity": RUN.identity(), "model": RUN.identity()["model"]}
+    save_checkpoint(path, model, make_optimizer(model, RUN.optimizer, False), 7, config)
+    return path
+
+
+def generate(capsys, *args):
+    assert main(["generate", "--device", "cpu", "--json", *map(str, args)]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_same_seed_gives_the_same_text(checkpoint, capsys):
+    args = ("--checkpoint", checkpoint, "--prompt", "def main():", "--max-new-tokens", 8)
+    first = generate(capsys, *args, "--seed", 3)
+    assert first == generate(capsys, *args, "--seed", 3)
+    assert (first["format"], first["step"], len(first["tokens"])) == ("repro", 7, 8)
+    assert first["tokens"] != generate(capsys, *args, "--seed", 4)["tokens"]
+    assert all(t < 50257 for t in first["tokens"])  # never the embedding's padding ids
+    # top-k 1 is the most likely token, as temperature 0 is
+    greedy = generate(capsys, *args, "--temperature", 0)
+    assert greedy["tokens"] == generate(capsys, *args, "--top-k", 1, "--seed", 9)["tokens"]
+    assert main(["generate", "--checkpoint", str(checkpoint), "--max-new-tokens", "30"]) == 0
+    assert capsys.readouterr().out.strip()  # the text, from <|endoftext|> without a prompt
+
+
+@pytest.mark.parametrize("temperature,top_k", [(1.0, None), (0.7, 5), (0, None)])
+def test_sampling_with_the_cache_gives_the_tokens_of_full_forwards(temperature, top_k):
+    torch.manual_seed(0)
+    model = make_model(RUN, torch.device("cpu")).double().eval()
+    for p in model.parameters():  # a model whose next tokens are not all alike
+        p.data += 0.3 * torch.randn_like(p)
+    prompt = torch.randint(0, 50257, (2, 5), generator=torch.Generator().manual_seed(1))
+    cached = model.generate(
+        prompt, 20, temperature, top_k, torch.Generator().manual_seed(5), vocab=50257
+    )
+    generator, seq = torch.Generator().manual_seed(5), prompt
+    with torch.no_grad():
+        for _ in range(20):  # no cache: the whole sequence through the model at every token
+            token = next_token(model(seq)[:, -1], temperature, top_k, generator, 50257)
+            seq = torch.cat([seq, token], dim=1)
+    assert torch.equal(cached, seq[:, 5:])
+    assert len(set(cached[0].tolist())) > 1
+
+
+def test_the_authors_checkpoint_generates_too(tmp_path, capsys):
+    run = load_run("tiny", "baseline")
+    model = make_model(run, torch.device("cpu"))
+    write_authors_checkpoint(tmp_path / "ckpt.pt", model, run, 12)
+    result = generate(capsys, "--checkpoint", tmp_path / "ckpt.pt", "--max-new-tokens", 32)
+    assert (result["format"], result["step"], len(result["tokens"])) == ("authors", 12, 32)
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (
+            ("--max-new-tokens", 40),
+            r"a prompt of 3 tokens and 40 new tokens exceed .* block size 32",
+        ),
+        (("--max-new-tokens", 0), r"--max-new-tokens: 0, at least 1"),
+        (("--temperature", -1), r"--temperature: -1.0, not negative"),
+        (("--top-k", 0), r"--top-k: 0, at least 1"),
+    ],
+)
+def test_impossible_requests_are_one_line_errors(checkpoint, capsys, args, message):
+    argv = ["generate", "--checkpoint", str(checkpoint), "--prompt", "one two three"]
+    assert main([*argv, "--device", "cpu", *map(str, args)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith("repro: error: ")
+    assert __import__("re").search(message, err), err
