@@ -7,11 +7,11 @@ from dataclasses import asdict
 import pytest
 import torch
 
+from repro.build import build
 from repro.cli import main
 from repro.config import load_run
 from repro.perf import bench
 from repro.perf.cost import known_peak_flops, model_size
-from repro.step import build
 
 
 def test_known_peaks_are_dense_bf16():
