@@ -16,6 +16,7 @@ from repro.config import load_run
 from repro.rundir import read_record
 from repro.train import train
 
+pytestmark = pytest.mark.slow  # the old code trains in a subprocess
 LEGACY_COMMIT = "0d4add5"
 FIXTURE = REPO / "tests" / "fixtures" / "legacy-0d4add5"
 

@@ -85,6 +85,7 @@ def wait_gone(pid: int, timeout: float = 60) -> bool:
     return not alive(pid)
 
 
+@pytest.mark.slow  # several processes
 def test_a_second_trainer_stops_at_once_naming_the_holder(long_run, tmp_path):
     out = tmp_path / "run"
     first = subprocess.Popen(
@@ -156,6 +157,7 @@ def test_sigterm_checkpoints_and_the_run_resumes_to_the_same_result(
     )
 
 
+@pytest.mark.slow  # several processes
 def test_a_trainer_stops_when_its_workflow_is_killed(long_run, tmp_path):
     """kill -9 of the parent (Snakemake, which execs the trainer) -> the trainer checkpoints and
     stops instead of training on, and publishes nothing."""
@@ -197,6 +199,7 @@ def children(pid: int) -> list[int]:
     ]
 
 
+@pytest.mark.slow  # several processes
 def test_prepare_workers_exit_when_prepare_is_killed():
     parent = subprocess.Popen(
         [
