@@ -122,10 +122,9 @@ def test_a_second_trainer_stops_at_once_naming_the_holder(long_run, tmp_path):
 
 
 def test_sigterm_checkpoints_and_the_run_resumes_to_the_same_result(
-    token_dir, tiny_indices, tmp_path, monkeypatch
+    token_dir, tiny_indices, tiny_baseline_run, tmp_path, monkeypatch
 ):
     run = load_run("tiny", "baseline")
-    train(run, token_dir, tiny_indices, tmp_path / "whole")
 
     import repro.train as train_module
 
@@ -153,7 +152,7 @@ def test_sigterm_checkpoints_and_the_run_resumes_to_the_same_result(
     monkeypatch.setattr(train_module, "train_step", real_step)
     assert train(run, token_dir, tiny_indices, tmp_path / "split").status == "completed"
     assert without_timing(read_metrics(tmp_path / "split")) == without_timing(
-        read_metrics(tmp_path / "whole")
+        read_metrics(tiny_baseline_run)
     )
 
 
