@@ -62,6 +62,17 @@ def tiny_indices(token_dir, tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="session")
+def tiny_baseline_run(token_dir, tiny_indices, tmp_path_factory):
+    """The tiny baseline run, trained once without interruption and only read: what a stopped
+    and resumed run must end with."""
+    from repro.train import train
+
+    out = tmp_path_factory.mktemp("tiny-baseline") / "run"
+    train(load_run("tiny", "baseline"), token_dir, tiny_indices, out)
+    return out
+
+
 REPO = Path(__file__).resolve().parents[1]
 
 

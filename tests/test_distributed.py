@@ -120,6 +120,7 @@ def assert_close(rows, reference):
             assert float(row[std]) == pytest.approx(float(ref[std]), abs=1e-5 * float(ref[loss]))
 
 
+@pytest.mark.slow  # several processes
 def test_two_ranks_give_the_one_process_losses(torchrun_two, one_process):
     rows = read_metrics(torchrun_two)
     assert len([r for r in rows if r["eval_val_loss"]]) == 4
@@ -137,6 +138,7 @@ def test_two_ranks_give_the_one_process_losses(torchrun_two, one_process):
     ]
 
 
+@pytest.mark.slow  # several processes
 def test_a_preempted_ddp_run_resumes_on_two_ranks_or_one(
     torchrun_two, one_process, token_dir, tiny_indices, tmp_path
 ):

@@ -18,6 +18,7 @@ from repro.config import load_run
 from repro.rundir import read_record
 from repro.train import train
 
+pytestmark = pytest.mark.slow  # the old code trains in a subprocess
 FIXTURES = REPO / "tests" / "fixtures"
 # commit -> (the preset it builds with, the same preset in today's format)
 LEGACY = {

@@ -85,6 +85,7 @@ def wait_gone(pid: int, timeout: float = 60) -> bool:
     return not alive(pid)
 
 
+@pytest.mark.slow  # several processes
 def test_a_second_trainer_stops_at_once_naming_the_holder(long_run, tmp_path):
     out = tmp_path / "run"
     first = subprocess.Popen(
@@ -121,10 +122,9 @@ def test_a_second_trainer_stops_at_once_naming_the_holder(long_run, tmp_path):
 
 
 def test_sigterm_checkpoints_and_the_run_resumes_to_the_same_result(
-    token_dir, tiny_indices, tmp_path, monkeypatch
+    token_dir, tiny_indices, tiny_baseline_run, tmp_path, monkeypatch
 ):
     run = load_run("tiny", "baseline")
-    train(run, token_dir, tiny_indices, tmp_path / "whole")
 
     import repro.train as train_module
 
@@ -152,10 +152,11 @@ def test_sigterm_checkpoints_and_the_run_resumes_to_the_same_result(
     monkeypatch.setattr(train_module, "train_step", real_step)
     assert train(run, token_dir, tiny_indices, tmp_path / "split").status == "completed"
     assert without_timing(read_metrics(tmp_path / "split")) == without_timing(
-        read_metrics(tmp_path / "whole")
+        read_metrics(tiny_baseline_run)
     )
 
 
+@pytest.mark.slow  # several processes
 def test_a_trainer_stops_when_its_workflow_is_killed(long_run, tmp_path):
     """kill -9 of the parent (Snakemake, which execs the trainer) -> the trainer checkpoints and
     stops instead of training on, and publishes nothing."""
@@ -197,6 +198,7 @@ def children(pid: int) -> list[int]:
     ]
 
 
+@pytest.mark.slow  # several processes
 def test_prepare_workers_exit_when_prepare_is_killed():
     parent = subprocess.Popen(
         [

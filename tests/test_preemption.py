@@ -30,9 +30,8 @@ def signal_during(monkeypatch, step, signum):
 
 
 def test_a_stop_signal_checkpoints_and_the_next_attempt_resumes(
-    token_dir, tiny_indices, tmp_path, monkeypatch, capsys
+    token_dir, tiny_indices, tiny_baseline_run, tmp_path, monkeypatch, capsys
 ):
-    train(load_run("tiny", "baseline"), token_dir, tiny_indices, tmp_path / "whole")
     out = tmp_path / "split"
     args = [
         "train",
@@ -60,7 +59,7 @@ def test_a_stop_signal_checkpoints_and_the_next_attempt_resumes(
     monkeypatch.undo()  # the next attempt: no signal
     assert main(args) == 0
     assert read_record(out).status == "completed"
-    assert without_timing(read_metrics(out)) == without_timing(read_metrics(tmp_path / "whole"))
+    assert without_timing(read_metrics(out)) == without_timing(read_metrics(tiny_baseline_run))
 
 
 def test_sigterm_is_a_stop_signal_by_default(token_dir, tiny_indices, tmp_path, monkeypatch):

@@ -16,6 +16,8 @@ def test_ci_runs_exactly_the_readme_set_up_and_test_commands():
     ci = (REPO / ".ci" / "run").read_text()
     assert set_up in ci.splitlines()
     assert f"{test} || status=$?" in ci.splitlines()
+    # ...and then the tests that the test command leaves out (docs/testing.md)
+    assert "  python -m pytest -m slow || status=$?" in ci.splitlines()
     assert "'.[test]'" in set_up and "torch==2.13.0" in set_up
 
 

@@ -143,9 +143,10 @@ def test_a_run_writes_metrics_and_run_json(token_dir, tiny_indices, tmp_path):
     assert again == saved and read_metrics(tmp_path / "run") == rows
 
 
-def test_interrupted_run_resumes_to_the_same_result(token_dir, tiny_indices, tmp_path, monkeypatch):
+def test_interrupted_run_resumes_to_the_same_result(
+    token_dir, tiny_indices, tiny_baseline_run, tmp_path, monkeypatch
+):
     run = load_run("tiny", "baseline")
-    train(run, token_dir, tiny_indices, tmp_path / "whole")
 
     import repro.train as train_module
 
@@ -166,7 +167,7 @@ def test_interrupted_run_resumes_to_the_same_result(token_dir, tiny_indices, tmp
 
     assert record.status == "completed"
     assert without_timing(read_metrics(tmp_path / "split")) == without_timing(
-        read_metrics(tmp_path / "whole")
+        read_metrics(tiny_baseline_run)
     )
     # train.log holds both sessions: appended on resume, never overwritten.
     log = (tmp_path / "split" / "train.log").read_text()

@@ -9,6 +9,7 @@ import pytest
 from conftest import write_token_files
 from workflow_helpers import copy_workflow, snakemake
 
+pytestmark = pytest.mark.slow  # Snakemake trains a run
 CONFIG = ["--cores", "2", "--config", "preset=tiny", "data_dir=my data"]
 TABLE1 = ["baseline", "mlp4.75", "mlp4.75-scaled", "resgelu-lr2.6e-3", "resgelu-lr3e-3"]
 
