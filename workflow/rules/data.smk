@@ -1,5 +1,6 @@
 # Corpus -> token files (train.bin, val.bin, manifest.json), then the fixed batch indices (docs/specification.md §6),
 # one set per seed: seed 0's in indices/<preset>/, seed k's in indices/<preset>/seed<k>/.
+# (No rule has a conda: or container: directive: see the Snakefile.)
 
 
 rule prepare:
@@ -12,7 +13,8 @@ rule prepare:
     log:
         f"{DATA}/{{corpus}}/prepare.log",
     shell:
-        "repro prepare {params.source} --num-proc {threads} --out {params.out:q} > {log:q} 2>&1"
+        "repro prepare --corpus {wildcards.corpus:q} {params.source} --num-proc {threads} "
+        "--out {params.out:q} > {log:q} 2>&1"
 
 
 rule indices:
