@@ -5,7 +5,7 @@
 # and fixed indices, and results/authors/table1.csv sets those losses beside their logged ones
 # and the paper's. The notebooks then draw the imported runs beside ours (authors_param). The
 # functions these rules use are in common.smk.
-# (No rule has a conda: or container: directive: see the Snakefile.)
+# (No rule names a conda environment or a container: see the Snakefile.)
 
 
 # Rerun when a folder is added to or removed from the artefacts (the folder's mtime changes).

@@ -1,6 +1,6 @@
 # Corpus -> token files (train.bin, val.bin, manifest.json), then the fixed batch indices (docs/specification.md §6),
 # one set per seed: seed 0's in indices/<preset>/, seed k's in indices/<preset>/seed<k>/.
-# (No rule has a conda: or container: directive: see the Snakefile.)
+# (No rule names a conda environment or a container: see the Snakefile.)
 
 
 rule prepare:

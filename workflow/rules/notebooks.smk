@@ -9,7 +9,7 @@
 # A run whose folder was deleted is retrained, and these rebuilt, by `snakemake main` or `all`:
 # those targets name the runs' files themselves (Snakefile), and a job is rerun when an input is
 # remade. (Asked for alone, an up-to-date table does not look at its inputs' producers.)
-# (No rule has a conda: or container: directive: see the Snakefile.)
+# (No rule names a conda environment or a container: see the Snakefile.)
 
 
 rule table1:

@@ -10,7 +10,7 @@
 # so that the trainer is Snakemake's own child: with --exit-with-parent it checkpoints and stops
 # when Snakemake dies, and never publishes outputs a dead workflow no longer owns. live/.lock
 # keeps a second trainer out of a run while one is writing it.
-# (No rule has a conda: or container: directive: see the Snakefile.)
+# (No rule names a conda environment or a container: see the Snakefile.)
 
 
 rule train:

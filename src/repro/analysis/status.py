@@ -14,7 +14,7 @@ from repro.errors import ReproError
 from repro.rundir import LIVE
 from repro.runtime.progress import duration
 
-LOCK_FILE = ".lock"  # what a trainer holds in live/ (issue 9: "host NAME, PID N")
+LOCK_FILE = ".lock"  # what a trainer holds in live/ ("host NAME, PID N")
 
 
 def trainer_holding(run_dir: Path) -> str | None:
