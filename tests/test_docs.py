@@ -6,7 +6,7 @@ import re
 import pytest
 from conftest import REPO
 
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+PAGES = [REPO / "README.md", REPO / "config" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 # Stand-ins left for a figure or a text to come: TODO marks, or an ALL-CAPS word ending in what
 # it stands for (SMOKETIME, NUMRUNS...). Code (fenced or `inline`) is not prose and is skipped.
 PLACEHOLDER = re.compile(
@@ -32,13 +32,13 @@ def prose(text: str) -> str:
     return re.sub(r"`[^`\n]*`", "", re.sub(r"```.*?```", "", text, flags=re.S))
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
 def test_no_placeholder(page):
     found = [m.group(0) for m in PLACEHOLDER.finditer(prose(page.read_text()))]
-    assert not found, f"{page.name}: {found}"
+    assert not found, f"{page}: {found}"
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_path_named_exists(page):
     text = page.read_text()
     named = {m.group(1).rstrip(".") for m in REPO_PATH.finditer(text)}
@@ -48,7 +48,7 @@ def test_every_path_named_exists(page):
             path = target.split("#")[0]
             if not (page.parent / path).exists():
                 missing.append(target)
-    assert not missing, f"{page.name} names paths that do not exist: {missing}"
+    assert not missing, f"{page} names paths that do not exist: {missing}"
 
 
 def test_the_path_check_catches_a_missing_path(tmp_path):
