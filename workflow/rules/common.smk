@@ -1,5 +1,7 @@
-# Configuration checks and the functions the rules share. All of this runs when the workflow is
-# parsed, so a bad preset, experiment, value or corpus stops the DAG before any job starts.
+# Configuration checks and the functions the rules share. The checks run when the workflow is
+# parsed, so a bad preset, experiment, value or corpus stops the DAG before any job starts; the
+# functions run while the job graph is built. None of it writes a file (`snakemake -n` leaves the
+# tree as it was) or reads the authors' artefacts (a job does: checkpoint authors_runs).
 
 import glob
 import hashlib
