@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The issue-10 figures, in one run on one machine: the smoke DAG from a fresh copy at commit REF
+# The CPU speed-up of the smoke DAG, in one run on one machine: the DAG from a fresh copy at commit REF
 # (default 0d4add5, before the CPU fixes) and at this checkout, back to back, and the time of
 # `snakemake -n` (the workflow's parse) at this checkout, the median of 5.
 # Usage: benchmarks/compare_smoke_dag.sh [REF] [CORES]   (default: 0d4add5, 2 cores).

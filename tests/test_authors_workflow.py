@@ -1,15 +1,21 @@
 """The workflow with the authors' artefacts (config key authors_artefacts): their runs imported,
 their checkpoints evaluated on our indices, their runs beside ours in Table 1 and the figures."""
 
+import json
+import re
+import shlex
+
 import pandas as pd
 import pytest
 from authors_helpers import write_artefacts
 from workflow_helpers import copy_workflow, snakemake
 
+from repro import cli
 from repro.analysis import plots, results
 from repro.authors.runs import import_authors_run
 from repro.config import load_config, resolve_run
 
+HOSTILE = "my $(touch PWNED) drive"
 TABLE1 = ["baseline", "mlp4.75", "mlp4.75-scaled", "resgelu-lr2.6e-3", "resgelu-lr3e-3"]
 
 
@@ -52,32 +58,35 @@ def test_figures_draw_the_authors_runs_beside_ours(tiny_runs, imported):
 
 def test_the_workflow_adds_the_authors_targets(tmp_path):
     workdir = copy_workflow(tmp_path / "wf")
-    folder = artefacts(tmp_path / "artefacts", TABLE1[:2])
-    result = snakemake(
-        workdir,
-        "-n",
-        "--cores",
-        "1",
-        "all",
-        "--config",
-        "preset=tiny",
-        f"authors_artefacts={folder}",
-    )
+    folder = artefacts(tmp_path / HOSTILE, TABLE1[:2])  # a folder name with shell code
+    config = ["--config", "preset=tiny", f"authors_artefacts={folder}"]
+    found = snakemake(workdir, "--cores", "1", "--until", "authors_runs", *config)
+    assert found.returncode == 0, found.stdout + found.stderr
+    (runs,) = (workdir / "results/authors/found").glob("*.json")
+    assert list(json.loads(runs.read_text())) == TABLE1[:2]
+    result = snakemake(workdir, "-n", "-p", "--cores", "1", "all", *config)
     out = result.stdout + result.stderr
     assert result.returncode == 0, out
     for job in ("import_authors_run", "evaluate_authors_checkpoint", "authors_table1"):
         assert job in out, out
     assert "results/authors/runs/tiny/mlp4.75/metrics.csv" in out
+    commands = re.findall(r"^Shell command: (.+)$", result.stdout, re.M)
+    for command in commands:  # as the shell splits it: the folder's path stays one word
+        hostile = [w for w in shlex.split(command) if "PWNED" in w]
+        assert command.count("PWNED") == len(hostile), command
+        assert all(w.startswith(str(folder)) for w in hostile), command
+    assert sum("PWNED" in c for c in commands) == 4 + 2  # 4 evaluations, 2 imports
+    assert not list(tmp_path.rglob("PWNED"))
     missing = snakemake(
         workdir, "-n", "--cores", "1", "--config", f"authors_artefacts={tmp_path / 'nowhere'}"
     )
-    assert missing.returncode != 0 and "authors_artefacts" in missing.stdout + missing.stderr
+    assert missing.returncode != 0 and "nowhere" in missing.stdout + missing.stderr
 
 
 @pytest.mark.slow
 def test_the_authors_table_is_recomputed_from_their_checkpoints(tmp_path):
     workdir = copy_workflow(tmp_path / "wf")
-    folder = artefacts(tmp_path / "artefacts", TABLE1[:2])
+    folder = artefacts(tmp_path / HOSTILE, TABLE1[:2])  # a folder name with shell code
     result = snakemake(
         workdir,
         "results/authors/table1.csv",
@@ -86,11 +95,21 @@ def test_the_authors_table_is_recomputed_from_their_checkpoints(tmp_path):
         "--config",
         "preset=tiny",
         f"authors_artefacts={folder}",
+        f"data_dir={HOSTILE}",
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    assert not list(tmp_path.rglob("PWNED"))  # the shell ran no code from a path
     table = pd.read_csv(workdir / "results" / "authors" / "table1.csv")
     assert list(table["experiment"]) == TABLE1[:2]
     assert list(table["checkpoint_step"]) == [12, 12] and list(table["table_step"]) == [12, 12]
     assert table["logged_val_loss_at_table_step"].iloc[0] == pytest.approx(5.5)
     assert table["val_loss_at_table_step"].notna().all()
     assert table["paper_val_loss"].iloc[0] == 2.956
+
+
+def test_authors_runs_names_a_missing_folder_in_one_line(tmp_path, capsys):
+    out = tmp_path / "runs.json"
+    assert cli.main(["authors-runs", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error == f"repro: error: authors_artefacts: {tmp_path / 'nowhere'}: not a folder"
+    assert not out.exists()

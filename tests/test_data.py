@@ -11,10 +11,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from repro import cli
+from repro.cli import data as cli_data
 from repro.data import corpus as corpus_module
 from repro.data.corpus import Source
 from repro.data.tokenizer import gpt2_encoding
 from repro.data.tokens import DataError, fingerprint, read_manifest, token_memmap
+from repro.errors import ReproError
 
 # Not on a GPU node: a run of the GPU tests (`pytest -m gpu`) still collects this module.
 datasets = pytest.importorskip("datasets")
@@ -243,6 +245,38 @@ def test_cli_prepares_local_files(corpus, tmp_path, capsys):
     cli.main(prepare_files(corpus, tmp_path / "out", 600) + ["--num-proc", "2"])
     assert "val.bin: 60 documents" in capsys.readouterr().out
     assert read_manifest(tmp_path / "out")["source"]["kind"] == "files"
+
+
+def test_cli_names_a_corpus_and_where_it_comes_from(corpus, tmp_path, capsys):
+    # --corpus openwebtext with --data-files: the workflow's prepare rule with local copies
+    cli.main(
+        ["prepare", "--corpus", "openwebtext"] + prepare_files(corpus, tmp_path / "o", 600)[1:]
+    )
+    assert read_manifest(tmp_path / "o")["source"]["kind"] == "files"
+
+
+def test_a_corpus_name_maps_to_its_source():
+    def resolved(*flags):
+        args = cli.build_parser().parse_args(["prepare", "--out", "x", *flags])
+        cli_data.resolve_corpus(args)
+        return args.python_docs, args.hub_id, args.data_files
+
+    assert resolved("--corpus", "openwebtext") == (False, corpus_module.OWT_HUB_ID, None)
+    assert resolved("--corpus", "openwebtext", "--hub-id", "me/owt") == (False, "me/owt", None)
+    assert resolved("--corpus", "python-docs") == (True, None, None)
+    for flags, named in [
+        (["--corpus", "python-docs", "--hub-id", "me/owt"], "--hub-id"),
+        (["--corpus", "python-docs", "--python-docs"], "--python-docs"),
+        ([], "--corpus"),
+    ]:
+        with pytest.raises(ReproError, match=named):
+            resolved(*flags)
+
+
+def test_an_unknown_corpus_is_refused(capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["prepare", "--corpus", "nope", "--out", "x"])
+    assert stop.value.code == 2 and "'openwebtext', 'python-docs'" in capsys.readouterr().err
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""The README's two commands are what CI runs, and what it says of conda holds (issue 10)."""
+"""The README's two commands are what CI runs, and what it says of conda holds."""
 
 import re
 

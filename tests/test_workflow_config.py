@@ -1,7 +1,13 @@
 """Bad input stops the workflow before any job runs, with a message naming the key or path."""
 
+import re
+import shlex
+
 import pytest
 from workflow_helpers import copy_workflow, snakemake
+
+# A path as a careless or hostile user may name it: a space, and shell code.
+HOSTILE = "my $(touch PWNED) data"
 
 
 @pytest.fixture(scope="module")
@@ -17,8 +23,36 @@ def assert_stopped(result, workdir, *phrases):
     assert not (workdir / "data").exists() and not (workdir / "results").exists(), "a job ran"
 
 
-# The dry runs that build the notebooks' DAG get their own copy: it makes the run folders (an
-# input of the notebook rules), which the tests of a stopped DAG would take for a job's output.
+def tree(root):
+    """Every path under root but Snakemake's own records (.snakemake/), with its mtime."""
+    return {p: p.stat().st_mtime_ns for p in root.rglob("*") if ".snakemake" not in p.parts}
+
+
+def test_a_dry_run_creates_nothing(tmp_path):
+    workdir = copy_workflow(tmp_path)
+    before = tree(workdir)
+    result = snakemake(workdir, "-n", "--cores", "1", "main", "--config", "seeds=2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert tree(workdir) == before
+
+
+def test_configured_paths_reach_the_shell_quoted(tmp_path):
+    workdir = copy_workflow(tmp_path)
+    result = snakemake(
+        workdir, "-n", "-p", "--cores", "1", "all", "--config", "seeds=2", f"data_dir={HOSTILE}"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    commands = re.findall(r"^Shell command: (.+)$", result.stdout, re.M)
+    assert {"prepare", "indices", "train"} <= set(re.findall(r"repro (\w+)", "".join(commands)))
+    assert any(c.startswith("papermill") for c in commands), commands
+    for command in commands:
+        words = shlex.split(command)  # as the shell splits it: the path stays one word
+        hostile = [w for w in words if "PWNED" in w]
+        assert all(w.startswith(HOSTILE) for w in hostile), command
+        assert command.count("PWNED") == len(hostile), command  # each one inside a word
+    assert not list(tmp_path.rglob("PWNED"))
+
+
 def test_dry_run_of_the_default_config(tmp_path):
     result = snakemake(copy_workflow(tmp_path), "-n", "--cores", "1", "all")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -1,56 +1,34 @@
 # The authors' artefacts (docs/specification.md §8), when config key `authors_artefacts` names the
-# downloaded folder of their out_config_* folders: each run of theirs that an experiment names
-# (`source:` in config/experiments.yaml) is imported as a run (results/authors/runs/<preset>/),
-# each checkpoint of Table 1's is evaluated on our token files and fixed indices, and
-# results/authors/table1.csv sets those losses beside their logged ones and the paper's. The
-# notebooks then draw the imported runs beside ours (authors_param).
-
-from repro.config.experiments import authors_folders, source_of
-
-AUTHORS_ARTEFACTS = config["authors_artefacts"]
-AUTHORS_FOLDERS = {}  # experiment -> its folder in the artefacts
-if AUTHORS_ARTEFACTS:
-    if not os.path.isdir(AUTHORS_ARTEFACTS):
-        raise ValueError(f"Invalid configuration: authors_artefacts: no folder {AUTHORS_ARTEFACTS!r}")
-    for _folder in authors_folders(AUTHORS_ARTEFACTS):
-        _experiment = EXPERIMENTS.by_source(source_of(_folder))
-        if _experiment is not None:
-            AUTHORS_FOLDERS[_experiment.name] = str(_folder)
-AUTHORS_TENSORS = ("tensor.pt", "eval_train_tensor.pt", "eval_val_tensor.pt")
+# downloaded folder of their out_config_* folders: checkpoint authors_runs finds which experiments
+# they are (`source:` in config/experiments.yaml); each is imported as a run
+# (results/authors/runs/<preset>/), each checkpoint of Table 1's is evaluated on our token files
+# and fixed indices, and results/authors/table1.csv sets those losses beside their logged ones
+# and the paper's. The notebooks then draw the imported runs beside ours (authors_param). The
+# functions these rules use are in common.smk.
+# (No rule names a conda environment or a container: see the Snakefile.)
 
 
-def authors_runs_dir(preset=None):
-    return f"results/authors/runs/{(preset or PRESET).name}"
-
-
-def authors_run_files(names):
-    """metrics.csv and run.json of the imported authors' runs among `names` (none if unset)."""
-    return [f"{authors_runs_dir()}/{name}/{file}" for name in names if name in AUTHORS_FOLDERS
-            for file in ("metrics.csv", "run.json")]
-
-
-def authors_param(names):
-    """The notebooks' `-p authors_runs_dir` when any of `names` was imported."""
-    return f" -p authors_runs_dir {authors_runs_dir()}" if authors_run_files(names) else ""
-
-
-def authors_folder(wildcards):
-    if wildcards.experiment not in AUTHORS_FOLDERS:
-        raise ValueError(f"no folder of the authors' artefacts ({AUTHORS_ARTEFACTS}) is "
-                         f"experiment {wildcards.experiment!r}")
-    return AUTHORS_FOLDERS[wildcards.experiment]
-
-
-def authors_evaluations(names):
-    """The evaluations of the authors' checkpoints (ckpt.pt) among `names`."""
-    return [f"results/authors/evaluations/{PRESET.name}/{name}.{step}-step.json"
-            for name in names if os.path.exists(f"{AUTHORS_FOLDERS.get(name)}/ckpt.pt")
-            for step in ("checkpoint", "table")]
+# Rerun when a folder is added to or removed from the artefacts (the folder's mtime changes).
+checkpoint authors_runs:
+    input:
+        artefacts=lambda wildcards: AUTHORS_ARTEFACTS,
+    output:
+        AUTHORS_FOUND,
+    params:
+        config=CONFIG_DIR,
+    log:
+        "results/authors/found/runs.log",
+    shell:
+        "repro authors-runs {input.artefacts:q} --config-dir {params.config:q} --out {output:q} "
+        "> {log:q} 2>&1"
 
 
 rule import_authors_run:
     input:
-        lambda wildcards: [f"{authors_folder(wildcards)}/{name}" for name in AUTHORS_TENSORS],
+        found=AUTHORS_FOUND,
+        tensors=lambda wildcards: [
+            os.path.join(authors_folder(wildcards), name) for name in AUTHORS_TENSORS
+        ],
     output:
         metrics="results/authors/runs/{preset}/{experiment}/metrics.csv",
         run="results/authors/runs/{preset}/{experiment}/run.json",
@@ -62,51 +40,60 @@ rule import_authors_run:
     log:
         "results/authors/runs/{preset}/{experiment}/import.log",
     shell:
-        "repro import-authors-run {params.folder} --out {params.out} --preset {params.preset} "
-        "--experiment {wildcards.experiment} --config-dir {params.config} > {log} 2>&1"
+        "repro import-authors-run {params.folder:q} --out {params.out:q} "
+        "--preset {params.preset:q} --experiment {wildcards.experiment:q} "
+        "--config-dir {params.config:q} > {log:q} 2>&1"
 
 
+# One evaluation of a checkpoint: on the sequences of its own step (`at` checkpoint) or of the
+# table step (`at` table).
 rule evaluate_authors_checkpoint:
     input:
         unpack(train_input),
-        checkpoint=lambda wildcards: f"{authors_folder(wildcards)}/ckpt.pt",
+        found=AUTHORS_FOUND,
+        checkpoint=lambda wildcards: os.path.join(authors_folder(wildcards), "ckpt.pt"),
     output:
-        own="results/authors/evaluations/{preset}/{experiment}.checkpoint-step.json",
-        table="results/authors/evaluations/{preset}/{experiment}.table-step.json",
+        "results/authors/evaluations/{preset}/{experiment}.{at}-step.json",
+    wildcard_constraints:
+        at="checkpoint|table",
     params:
         preset=lambda wildcards: preset_of(wildcards).source,
-        table_step=lambda wildcards: preset_of(wildcards).report.table_step,
+        step=lambda wildcards: (
+            f"--step {preset_of(wildcards).report.table_step}" if wildcards.at == "table" else ""
+        ),
         data=lambda wildcards, input: os.path.dirname(input.tokens[0]),
         indices=lambda wildcards, input: os.path.dirname(input.indices[0]),
         device=device_flag,
     resources:
         gpu=lambda wildcards: int(wildcards.preset in config["gpu_presets"]),
     log:
-        "results/authors/evaluations/{preset}/{experiment}.log",
+        "results/authors/evaluations/{preset}/{experiment}.{at}-step.log",
     shell:
-        "repro evaluate --checkpoint {input.checkpoint} --preset {params.preset} "
-        "--data {params.data} --indices {params.indices} {params.device} --json "
-        "> {output.own} 2> {log} && "
-        "repro evaluate --checkpoint {input.checkpoint} --preset {params.preset} "
-        "--data {params.data} --indices {params.indices} {params.device} --json "
-        "--step {params.table_step} > {output.table} 2>> {log}"
+        "repro evaluate --checkpoint {input.checkpoint:q} --preset {params.preset:q} "
+        "--data {params.data:q} --indices {params.indices:q} {params.step} {params.device} "
+        "--json > {output:q} 2> {log:q}"
 
 
 rule authors_table1:
     input:
-        evaluations=authors_evaluations(TABLE1),
-        runs=authors_run_files(TABLE1),
+        found=AUTHORS_FOUND,
+        evaluations=lambda wildcards: authors_evaluations(TABLE1),
+        runs=lambda wildcards: authors_run_files(TABLE1),
     output:
         "results/authors/table1.csv",
-    run:
-        from repro.authors.runs import checkpoint_table
-
-        checkpoint_table(f"results/authors/evaluations/{PRESET.name}", authors_runs_dir(),
-                         PRESET, EXPERIMENTS).to_csv(output[0], index=False)
+    params:
+        evaluations=lambda wildcards: f"results/authors/evaluations/{PRESET.name}",
+        runs=lambda wildcards: authors_runs_dir(),
+        preset=PRESET.source,
+        config=CONFIG_DIR,
+    log:
+        "results/authors/table1.log",
+    shell:
+        "repro authors-table --evaluations {params.evaluations:q} --runs {params.runs:q} "
+        "--preset {params.preset:q} --config-dir {params.config:q} --out {output:q} > {log:q} 2>&1"
 
 
 # Every imported run and the recomputed Table 1 (part of `all` when authors_artefacts is set).
 rule authors:
     input:
-        rules.authors_table1.output,
-        authors_run_files(list(AUTHORS_FOLDERS)),
+        authors_targets,

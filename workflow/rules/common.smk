@@ -1,7 +1,11 @@
-# Configuration checks and the functions the rules share. All of this runs when the workflow is
-# parsed, so a bad preset, experiment, value or corpus stops the DAG before any job starts.
+# Configuration checks and the functions the rules share. The checks run when the workflow is
+# parsed, so a bad preset, experiment, value or corpus stops the DAG before any job starts; the
+# functions run while the job graph is built. None of it writes a file (`snakemake -n` leaves the
+# tree as it was) or reads the authors' artefacts (a job does: checkpoint authors_runs).
 
 import glob
+import hashlib
+import json
 import os
 import shlex
 from pathlib import Path
@@ -41,7 +45,7 @@ if PRESET.corpus == "openwebtext" and config["openwebtext"]["data_files"]:
 wildcard_constraints:
     preset=r"[A-Za-z0-9_-]+",
     experiment=r"[A-Za-z0-9][A-Za-z0-9._-]*",
-    corpus=r"[A-Za-z0-9_-]+",
+    corpus="|".join(CORPORA),
     seed=r"[1-9][0-9]*",
     rows=r"[1-9][0-9]*",
 
@@ -95,33 +99,20 @@ def seed_of(wildcards):
     return int(wildcards.get("seed", 0))
 
 
-def run_folders(names, preset=None, seeds=(0,)):
-    """The folders of the named runs of a preset, made if missing: an input of the rules that read
-    the runs. Snakemake does not rerun a job whose output is up to date because an input another
-    rule makes is missing (it treats it as an intermediate file), but a folder's mtime changes
-    when an entry is added or removed: deleting a run's folder makes it newer than the tables,
-    which are rebuilt, and so the run is retrained first."""
-    folders = [f"{seed_dir(runs_dir(preset), seed)}/{name}" for seed in seeds for name in names]
-    for folder in folders:
-        os.makedirs(folder, exist_ok=True)
-    return folders
-
-
 def notebook_outputs(**parameters):
     """`-p NAME VALUE` for each parameter of a notebook's own (its output paths...), shell-quoted."""
     return " ".join(f"-p {name} {shlex.quote(str(value))}" for name, value in parameters.items())
 
 
 def prepare_source(wildcards):
-    """The `repro prepare` flags that say where a corpus comes from."""
-    if wildcards.corpus == "python-docs":
-        return "--python-docs"
-    if wildcards.corpus == "openwebtext":
-        owt = config["openwebtext"]
-        if owt["data_files"]:
-            return f"--data-files {shlex.quote(owt['data_files'])}"
-        return f"--hub-id {shlex.quote(owt['hub_id'])}"
-    raise ValueError(f"unknown corpus {wildcards.corpus!r} ({', '.join(CORPORA)})")
+    """Where `repro prepare --corpus NAME` takes a corpus from, when the config has a section of
+    that name (openwebtext: hub_id or data_files); the library knows each corpus's default."""
+    where = config.get(wildcards.corpus) or {}
+    if where.get("data_files"):
+        return f"--data-files {shlex.quote(where['data_files'])}"
+    if where.get("hub_id"):
+        return f"--hub-id {shlex.quote(where['hub_id'])}"
+    return ""
 
 
 def indices_input(wildcards):
@@ -154,7 +145,80 @@ def train_command(wildcards):
 
 
 def device_flag(wildcards):
-    return "" if config["device"] == "auto" else f"--device {config['device']}"
+    return "" if config["device"] == "auto" else f"--device {shlex.quote(config['device'])}"
+
+
+def seed_run_file(name):
+    """A file of seed k's run (wildcards preset, seed, experiment): seed<k>/ below the preset's."""
+    return os.path.join(seed_dir("results/runs/{preset}", "{seed}"), "{experiment}", name)
+
+
+# The authors' artefacts (config key authors_artefacts): the job of checkpoint authors_runs
+# (authors.smk) finds which experiments their downloaded folders are; the rules below read what
+# it found, so nothing is read from the artefacts while the workflow is parsed.
+AUTHORS_ARTEFACTS = config["authors_artefacts"]
+AUTHORS_TENSORS = ("tensor.pt", "eval_train_tensor.pt", "eval_val_tensor.pt")
+# What the job found, in a file named after the folder: another authors_artefacts is another
+# search (and one that names no folder stops the DAG, naming it). The rules that read the file
+# name it as an input too, so that the job is in the DAG.
+AUTHORS_FOUND = (
+    f"results/authors/found/{hashlib.sha256(str(AUTHORS_ARTEFACTS).encode()).hexdigest()[:16]}.json"
+)
+
+
+def authors_found():
+    """Experiment -> {"folder", "checkpoint"}: the authors' runs in the artefacts (none if unset)."""
+    if not AUTHORS_ARTEFACTS:
+        return {}
+    with open(checkpoints.authors_runs.get().output[0]) as f:  # AUTHORS_FOUND
+        return json.load(f)
+
+
+def authors_runs_dir(preset=None):
+    return f"results/authors/runs/{(preset or PRESET).name}"
+
+
+def authors_run_files(names):
+    """metrics.csv and run.json of the imported authors' runs among `names` (none if unset)."""
+    found = authors_found()
+    return [f"{authors_runs_dir()}/{name}/{file}" for name in names if name in found
+            for file in ("metrics.csv", "run.json")]
+
+
+def authors_param(names):
+    """The notebooks' `-p authors_runs_dir` when any of `names` was imported."""
+    return f" -p authors_runs_dir {shlex.quote(authors_runs_dir())}" if authors_run_files(names) else ""
+
+
+def authors_folder(wildcards):
+    found = authors_found()
+    if wildcards.experiment not in found:
+        raise ValueError(f"no folder of the authors' artefacts ({AUTHORS_ARTEFACTS}) is "
+                         f"experiment {wildcards.experiment!r}")
+    return found[wildcards.experiment]["folder"]
+
+
+def authors_evaluations(names):
+    """The evaluations of the authors' checkpoints (ckpt.pt) among `names`."""
+    found = authors_found()
+    return [f"results/authors/evaluations/{PRESET.name}/{name}.{at}-step.json"
+            for name in names if found.get(name, {}).get("checkpoint")
+            for at in ("checkpoint", "table")]
+
+
+def authors_comparisons(wildcards):
+    """Our runs (Table 1, the sweep, the extra experiments) compared with the authors' runs of the
+    same configuration, where they were imported (compare.smk)."""
+    found = authors_found()
+    names = TABLE1 + SWEEP + config["extra_experiments"]
+    return [f"results/authors/compare/{PRESET.name}/{name}.csv" for name in names if name in found]
+
+
+def authors_targets(wildcards):
+    """Every imported run and the recomputed Table 1 (part of `all` when authors_artefacts is set)."""
+    if not AUTHORS_ARTEFACTS:
+        return []
+    return [AUTHORS_FOUND, "results/authors/table1.csv", *authors_run_files(list(authors_found()))]
 
 
 # The one papermill command of every notebook job: the preset, its runs and the config

@@ -4,12 +4,6 @@
 # nats) to results/authors/compare/<preset>/<experiment>.csv, and its log says on or off course.
 
 
-def authors_comparisons(names):
-    """The comparison tables of our runs among `names` that have an imported authors' run."""
-    return [f"results/authors/compare/{PRESET.name}/{name}.csv" for name in names
-            if name in AUTHORS_FOLDERS]
-
-
 rule compare_authors:
     input:
         ours="results/runs/{preset}/{experiment}/run.json",

@@ -1,6 +1,7 @@
 # Corpus -> token files (train.bin, val.bin, manifest.json), then the fixed batch indices (docs/specification.md §6),
 # one set per seed: seed 0's in indices/<preset>/, seed k's in indices/<preset>/seed<k>/; an
 # experiment with its own schedule length (the untied runs) reads rows<R>/ below those.
+# (No rule names a conda environment or a container: see the Snakefile.)
 
 
 rule prepare:
@@ -13,7 +14,8 @@ rule prepare:
     log:
         f"{DATA}/{{corpus}}/prepare.log",
     shell:
-        "repro prepare {params.source} --num-proc {threads} --out {params.out:q} > {log:q} 2>&1"
+        "repro prepare --corpus {wildcards.corpus:q} {params.source} --num-proc {threads} "
+        "--out {params.out:q} > {log:q} 2>&1"
 
 
 rule indices:

@@ -3,15 +3,20 @@
 # is kept under results/notebooks/. The outputs are those of the configured preset:
 # results/table1.csv has a `preset` column and every figure names its preset in the title; the
 # runs themselves stay in results/runs/<preset>/. Table 1's claims, Figure 1 and Table 1 over seeds
-# read seeds 0..seeds-1 (config `seeds`); Figure 2 and the explorer read seed 0.
+# read seeds 0..seeds-1 (config `seeds`); Figure 2 and the explorer read seed 0. Every notebook rule
+# is rule table1 with its own inputs, outputs, log and `params.outputs` (its output paths).
+#
+# A run whose folder was deleted is retrained, and these rebuilt, by `snakemake main` or `all`:
+# those targets name the runs' files themselves (Snakefile), and a job is rerun when an input is
+# remade. (Asked for alone, an up-to-date table does not look at its inputs' producers.)
+# (No rule names a conda environment or a container: see the Snakefile.)
 
 
 rule table1:
     input:
         notebook="notebooks/table1.ipynb",
         runs=run_files(TABLE1, seeds=SEEDS),
-        folders=lambda wildcards: run_folders(TABLE1, seeds=SEEDS),
-        authors=authors_run_files(TABLE1),
+        authors=lambda wildcards: authors_run_files(TABLE1),
         tuning=lambda wildcards: trained_tuning_runs(wildcards),
     output:
         table=report("results/table1.csv", caption="../report/table1.rst", category="Table 1"),
@@ -26,7 +31,8 @@ rule table1:
         config=CONFIG_DIR,
         outputs=lambda wildcards, output: notebook_outputs(
             out_csv=output.table, out_html=output.html, out_claims=output.claims,
-            out_claims_html=output.claims_html, seeds=len(SEEDS))
+            out_claims_html=output.claims_html, seeds=len(SEEDS)
+        )
         + authors_param(TABLE1),
     log:
         "results/notebooks/table1.log",
@@ -34,12 +40,11 @@ rule table1:
         PAPERMILL
 
 
-rule figure1:
+use rule table1 as figure1 with:
     input:
         notebook="notebooks/figure1.ipynb",
         runs=run_files(TABLE1, seeds=SEEDS),
-        folders=lambda wildcards: run_folders(TABLE1, seeds=SEEDS),
-        authors=authors_run_files(TABLE1),
+        authors=lambda wildcards: authors_run_files(TABLE1),
     output:
         png=report("results/figures/figure1.png", caption="../report/figure1.rst",
                    category="Figure 1"),
@@ -48,23 +53,18 @@ rule figure1:
                     category="Figure 1"),
         notebook="results/notebooks/figure1.ipynb",
     params:
-        preset=PRESET.name,
-        runs=lambda wildcards: runs_dir(),
-        config=CONFIG_DIR,
         outputs=lambda wildcards, output: notebook_outputs(
-            out_png=output.png, out_pdf=output.pdf, out_html=output.html, seeds=len(SEEDS))
+            out_png=output.png, out_pdf=output.pdf, out_html=output.html, seeds=len(SEEDS)
+        )
         + authors_param(TABLE1),
     log:
         "results/notebooks/figure1.log",
-    shell:
-        PAPERMILL
 
 
-rule table1_seeds:
+use rule table1 as table1_seeds with:
     input:
         notebook="notebooks/table1_seeds.ipynb",
         runs=run_files(TABLE1, seeds=SEEDS),
-        folders=lambda wildcards: run_folders(TABLE1, seeds=SEEDS),
     output:
         table=report("results/table1_seeds.csv", caption="../report/table1_seeds.rst",
                      category="Table 1 over seeds"),
@@ -72,24 +72,18 @@ rule table1_seeds:
                     category="Table 1 over seeds"),
         notebook="results/notebooks/table1_seeds.ipynb",
     params:
-        preset=PRESET.name,
-        runs=lambda wildcards: runs_dir(),
-        config=CONFIG_DIR,
-        outputs=lambda wildcards, output: notebook_outputs(out_csv=output.table,
-                                                           out_html=output.html,
-                                                           seeds=len(SEEDS)),
+        outputs=lambda wildcards, output: notebook_outputs(
+            out_csv=output.table, out_html=output.html, seeds=len(SEEDS)
+        ),
     log:
         "results/notebooks/table1_seeds.log",
-    shell:
-        PAPERMILL
 
 
-rule figure2:
+use rule table1 as figure2 with:
     input:
         notebook="notebooks/figure2.ipynb",
         runs=run_files(SWEEP),
-        folders=lambda wildcards: run_folders(SWEEP),
-        authors=authors_run_files(SWEEP),
+        authors=lambda wildcards: authors_run_files(SWEEP),
     output:
         png=report("results/figures/figure2.png", caption="../report/figure2.rst",
                    category="Figure 2"),
@@ -98,31 +92,21 @@ rule figure2:
                     category="Figure 2"),
         notebook="results/notebooks/figure2.ipynb",
     params:
-        preset=PRESET.name,
-        runs=lambda wildcards: runs_dir(),
-        config=CONFIG_DIR,
         outputs=lambda wildcards, output: notebook_outputs(
-            out_png=output.png, out_pdf=output.pdf, out_html=output.html)
+            out_png=output.png, out_pdf=output.pdf, out_html=output.html
+        )
         + authors_param(SWEEP),
     log:
         "results/notebooks/figure2.log",
-    shell:
-        PAPERMILL
 
 
-rule explore:
+use rule table1 as explore with:
     input:
         notebook="notebooks/explore.ipynb",
         runs=run_files(TABLE1),
-        folders=lambda wildcards: run_folders(TABLE1),
     output:
         notebook="results/notebooks/explore.ipynb",
     params:
-        preset=PRESET.name,
-        runs=lambda wildcards: runs_dir(),
-        config=CONFIG_DIR,
         outputs="-p runs baseline",
     log:
         "results/notebooks/explore.log",
-    shell:
-        PAPERMILL

@@ -10,6 +10,7 @@
 # so that the trainer is Snakemake's own child: with --exit-with-parent it checkpoints and stops
 # when Snakemake dies, and never publishes outputs a dead workflow no longer owns. live/.lock
 # keeps a second trainer out of a run while one is writing it.
+# (No rule names a conda environment or a container: see the Snakefile.)
 
 
 rule train:
@@ -45,7 +46,7 @@ rule train:
 
 use rule train as train_seed with:
     output:
-        metrics=seed_dir("results/runs/{preset}", "{seed}") + "/{experiment}/metrics.csv",
-        run=seed_dir("results/runs/{preset}", "{seed}") + "/{experiment}/run.json",
+        metrics=seed_run_file("metrics.csv"),
+        run=seed_run_file("run.json"),
     log:
-        seed_dir("results/runs/{preset}", "{seed}") + "/{experiment}/train.log",
+        seed_run_file("train.log"),

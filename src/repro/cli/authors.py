@@ -1,5 +1,6 @@
-"""The command line of the authors' artefacts (docs/specification.md §8): `repro evaluate` and
-`repro import-authors-run`; repro.cli adds them to its subcommands."""
+"""The command line of the authors' artefacts (docs/specification.md §8): `repro evaluate`,
+`repro authors-runs`, `repro import-authors-run` and `repro authors-table`; repro.cli adds them to
+its subcommands."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import json
 from pathlib import Path
 
 from repro import config
+from repro.config.experiments import authors_runs
+from repro.files import write_json
 
 
 def cmd_evaluate(args) -> None:
@@ -29,6 +32,22 @@ def cmd_import_authors_run(args) -> None:
         f"{args.out}: the authors' {record.data['authors_config']} as {record.experiment} "
         f"({record.status}, last step {record.last_step})"
     )
+
+
+def cmd_authors_runs(args) -> None:
+    experiments = config.load_experiments(None, args.config_dir)
+    found = authors_runs(args.artefacts, experiments)
+    write_json(args.out, found)
+    print(f"{args.out}: {len(found)} runs of the authors in {args.artefacts}")
+
+
+def cmd_authors_table(args) -> None:
+    from repro.authors import runs as authors
+
+    preset, experiments = config.load_config(args.preset, args.config_dir)
+    table = authors.checkpoint_table(args.evaluations, args.runs, preset, experiments)
+    table.to_csv(args.out, index=False)
+    print(f"{args.out}: {len(table)} checkpoints of the authors evaluated")
 
 
 def _evaluate_parser(p: argparse.ArgumentParser, add_config_arguments) -> None:
@@ -58,14 +77,39 @@ def _import_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, help="the run directory to write")
     p.add_argument("--preset", default="paper", help="the scale they ran at (default: paper)")
     p.add_argument("--experiment", help="default: the one whose `source` names the folder")
-    p.add_argument(
-        "--config-dir", type=Path, default=None, help="where presets/ and experiments.yaml are"
-    )
+    _config_dir_argument(p)
     p.set_defaults(func=cmd_import_authors_run)
 
 
+def _config_dir_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--config-dir", type=Path, default=None, help="where presets/ and experiments.yaml are"
+    )
+
+
+def _authors_runs_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("artefacts", type=Path, help="the downloaded folder of out_config_* folders")
+    p.add_argument("--out", type=Path, required=True, help="the JSON file to write")
+    _config_dir_argument(p)
+    p.set_defaults(func=cmd_authors_runs)
+
+
+def _authors_table_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--evaluations",
+        type=Path,
+        required=True,
+        help="the `repro evaluate --json` outputs, <experiment>.{checkpoint,table}-step.json",
+    )
+    p.add_argument("--runs", type=Path, required=True, help="the imported runs of the authors")
+    p.add_argument("--preset", default="paper", help="the scale they ran at (default: paper)")
+    p.add_argument("--out", type=Path, required=True, help="the CSV file to write")
+    _config_dir_argument(p)
+    p.set_defaults(func=cmd_authors_table)
+
+
 def add_commands(sub, add_config_arguments) -> None:
-    """Add the two subcommands to the `repro` parser's subparsers (with its config arguments)."""
+    """Add the subcommands to the `repro` parser's subparsers (with its config arguments)."""
     _evaluate_parser(
         sub.add_parser(
             "evaluate",
@@ -78,5 +122,17 @@ def add_commands(sub, add_config_arguments) -> None:
         sub.add_parser(
             "import-authors-run",
             help="the authors' loss tensors -> a run directory (never trained)",
+        )
+    )
+    _authors_runs_parser(
+        sub.add_parser(
+            "authors-runs",
+            help="which experiments the authors' downloaded run folders are (JSON)",
+        )
+    )
+    _authors_table_parser(
+        sub.add_parser(
+            "authors-table",
+            help="Table 1 recomputed from the evaluations of the authors' checkpoints",
         )
     )

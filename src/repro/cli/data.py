@@ -6,13 +6,33 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from repro.config import CORPORA
 from repro.data import corpus, tokens
 from repro.errors import ReproError
+
+
+def resolve_corpus(args) -> None:
+    """--corpus NAME -> the source flags of that corpus: python-docs is generated (no source to
+    give), openwebtext comes from the hub unless --hub-id or --data-files says where else."""
+    if args.corpus is None:
+        if not (args.python_docs or args.hub_id or args.data_files):
+            raise ReproError("give --corpus, --python-docs, --hub-id or --data-files")
+        return
+    if args.python_docs:
+        raise ReproError("--python-docs: give it or --corpus, not both")
+    if args.corpus == "python-docs":
+        for flag in ("hub_id", "data_files"):
+            if getattr(args, flag) is not None:
+                raise ReproError(f"--{flag.replace('_', '-')}: python-docs is generated, not read")
+        args.python_docs = True
+    elif args.hub_id is None and args.data_files is None:
+        args.hub_id = corpus.OWT_HUB_ID
 
 
 def cmd_prepare(args) -> None:
     from repro.data import prepare  # the preparation side (datasets, pyarrow) only when preparing
 
+    resolve_corpus(args)
     if args.num_proc is not None and args.num_proc < 1:
         raise ReproError(f"--num-proc: {args.num_proc} is not a number of processes (1 or more)")
     if args.python_docs:
@@ -52,7 +72,13 @@ def cmd_verify(args) -> None:
 
 
 def _prepare_parser(p: argparse.ArgumentParser) -> None:
-    source = p.add_mutually_exclusive_group(required=True)
+    p.add_argument(
+        "--corpus",
+        choices=CORPORA,
+        help="a corpus by name: python-docs (generated) or openwebtext (from the hub, or from "
+        "--hub-id / --data-files)",
+    )
+    source = p.add_mutually_exclusive_group()
     source.add_argument(
         "--data-files",
         nargs="+",

@@ -140,4 +140,21 @@ def source_of(folder: str | Path) -> str | None:
 
 def authors_folders(artefacts: str | Path) -> list[Path]:
     """The run folders (out_config_*) of a downloaded artefacts folder, sorted."""
+    if not Path(artefacts).is_dir():
+        raise ConfigError(f"authors_artefacts: {artefacts}: not a folder")
     return sorted(p for p in Path(artefacts).iterdir() if p.is_dir() and source_of(p))
+
+
+def authors_runs(artefacts: str | Path, experiments: Experiments) -> dict[str, dict]:
+    """Experiment -> {"folder", "checkpoint"} for each run folder of the downloaded artefacts
+    that an experiment names (`source`); "checkpoint" says whether the folder holds a ckpt.pt.
+    Folders no experiment names are left out."""
+    found = {}
+    for folder in authors_folders(artefacts):
+        experiment = experiments.by_source(source_of(folder))
+        if experiment is not None:
+            found[experiment.name] = {
+                "folder": str(folder),
+                "checkpoint": (folder / "ckpt.pt").is_file(),
+            }
+    return found

@@ -2,7 +2,8 @@
 
 By default glibc serves every large allocation (the logits, their gradients) with a fresh mmap and
 trims the heap on free, so each training step faults those pages in again: on a 2-core CPU run
-that was half the time, spent in the kernel (issue 10). The MALLOC_*_ environment variables fix
+that was half the time, spent in the kernel (page faults and system time of a smoke run measured
+under /usr/bin/time -v: docs/performance.md). The MALLOC_*_ environment variables fix
 this only when set before the process starts; mallopt(3) does the same from inside the process,
 so every way training starts (the `repro` command, Snakemake rules, tests, notebooks) gets it.
 """

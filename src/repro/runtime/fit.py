@@ -23,7 +23,7 @@ import torch
 from repro.errors import ReproError
 from repro.model import GPT, ModelConfig, count_parameters
 
-LARGEST_PROBED = 96  # the range the GPU review expects to pay off on an H100/H200: 32-96
+LARGEST_PROBED = 96  # micro-batches of 32-96 are where an H100/H200 is expected to gain
 MEMORY_HEADROOM = 0.85  # of the GPU's memory a probe may use: the optimiser state comes later
 FIRST_PROBED = 12  # the paper's micro-batch: the line is drawn through it and the next size
 # What an allocation failure says, wherever it surfaces: torch's own OutOfMemoryError, cuBLAS or

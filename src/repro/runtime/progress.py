@@ -2,8 +2,8 @@
 
 The line says where the run is (step / max step), how it learns (the interval's mean training
 loss, the losses of any evaluation in it), how fast it goes (tokens/s) and when it will end (ETA,
-from this session's own pace). train.log sits in the run's directory next to the checkpoint, so a
-resumed run appends to the log of its earlier sessions.
+from the pace since this process started). train.log sits in the run's directory next to the
+checkpoint, so a resumed run appends to the log its earlier processes wrote.
 
 train.log is a copy of what is printed: a train.log that is a symbolic link is refused (appending
 through it would write into its target), and a line that cannot be appended (a full disk) is

@@ -1,0 +1,77 @@
+"""The README and docs/ hold no placeholder, name no repository path that does not exist, and no
+file of the project speaks of the tickets or sessions it came from."""
+
+import re
+
+import pytest
+from conftest import REPO
+
+PAGES = [REPO / "README.md", REPO / "config" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+# Stand-ins left for a figure or a text to come: TODO marks, or an ALL-CAPS word ending in what
+# it stands for (SMOKETIME, NUMRUNS...). Code (fenced or `inline`) is not prose and is skipped.
+PLACEHOLDER = re.compile(
+    r"\b(TODO|TBD|FIXME|XXX+|PLACEHOLDER"
+    r"|[A-Z]{2,}(TIME|SIZE|COUNT|NUMBER|VALUE|DATE|HOURS|FIGURE|RESULT|RUNS|COST|SPEED|LOSS))\b"
+)
+# A path inside the repository, as the pages write it (relative to the repository root).
+# results/ and data/ are generated, so they are not checked.
+REPO_PATH = re.compile(
+    r"(?<![\w./-])((?:src/repro|workflow|benchmarks|config|notebooks|tests|docs|profiles)"
+    r"/[\w./-]*[\w/])"
+)
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+# Words that only make sense to whoever wrote them.
+PRIVATE = re.compile(
+    r"\bissues?[- #]?\d+|\bthis session\b|\bsessions so far\b|\bthe (?:GPU )?review\b"
+    r"|\bticket\b|\bwhoever measures\b",
+    re.I,
+)
+
+
+def prose(text: str) -> str:
+    return re.sub(r"`[^`\n]*`", "", re.sub(r"```.*?```", "", text, flags=re.S))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_placeholder(page):
+    found = [m.group(0) for m in PLACEHOLDER.finditer(prose(page.read_text()))]
+    assert not found, f"{page}: {found}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_path_named_exists(page):
+    text = page.read_text()
+    named = {m.group(1).rstrip(".") for m in REPO_PATH.finditer(text)}
+    missing = sorted(p for p in named if not (REPO / p).exists())
+    for target in LINK.findall(text):
+        if not re.match(r"[a-z]+:|#", target):
+            path = target.split("#")[0]
+            if not (page.parent / path).exists():
+                missing.append(target)
+    assert not missing, f"{page} names paths that do not exist: {missing}"
+
+
+def test_the_path_check_catches_a_missing_path(tmp_path):
+    named = [
+        m.group(1) for m in REPO_PATH.finditer("see `workflow/rules/x.smk` and src/repro/a.py")
+    ]
+    assert named == ["workflow/rules/x.smk", "src/repro/a.py"]
+    assert PLACEHOLDER.search(prose("in about\nSMOKETIME on 2 cores")) is not None
+
+
+def project_files():
+    for top in ("src", "docs", "benchmarks", "workflow", "config", "profiles"):
+        yield from (
+            p for p in (REPO / top).rglob("*") if p.is_file() and "__pycache__" not in p.parts
+        )
+    yield from (REPO / name for name in ("README.md", "Snakefile", "environment.yml"))
+
+
+def test_no_words_private_to_their_authors():
+    found = [
+        f"{path.relative_to(REPO)}: {m.group(0)}"
+        for path in project_files()
+        if path.suffix not in {".pyc", ".png", ".pdf"}
+        for m in PRIVATE.finditer(path.read_text(errors="replace"))
+    ]
+    assert not found, found

@@ -1,0 +1,19 @@
+"""`snakemake --lint` finds nothing but the one lint the Snakefile explains: no rule has a conda
+or container directive, by design."""
+
+import re
+
+from workflow_helpers import REPO, copy_workflow, snakemake
+
+EXPLAINED = "Specify a conda environment or container for each rule."
+
+
+def test_the_workflow_lints_clean_but_for_the_explained_lint(tmp_path):
+    result = snakemake(copy_workflow(tmp_path), "--lint")
+    out = result.stdout + result.stderr
+    rules = re.findall(r"^Lints for rule (\S+)", out, re.M)
+    titles = re.findall(r"^    \* (.*?):?$", out, re.M)
+    assert rules, out  # the workflow was parsed and its rules linted
+    assert "Lints for snakefile" not in out, out
+    assert set(titles) == {EXPLAINED} and len(titles) == len(rules), out
+    assert EXPLAINED.rstrip(".") in (REPO / "Snakefile").read_text()
