@@ -86,4 +86,11 @@ def format_status(table: pd.DataFrame) -> str:
             "trainer": [h if isinstance(h, str) else "-" for h in table["trainer"]],
         }
     )
-    return shown.to_string(index=False)
+    problems = [
+        f"{preset}/{experiment}: {problem}"
+        for preset, experiment, problem in zip(
+            table["preset"], table["experiment"], table["problem"]
+        )
+        if isinstance(problem, str)
+    ]
+    return "\n".join([shown.to_string(index=False), *problems])

@@ -20,6 +20,8 @@ from repro.errors import ReproError
 from repro.files import read_json, write_json
 from repro.runtime import preemption
 
+DECODE_TOKENS = 32  # `bench --inference`'s default, where the context holds twice as many
+
 
 def _add_config_arguments(p: argparse.ArgumentParser, experiment: bool = True) -> None:
     p.add_argument(
@@ -182,12 +184,13 @@ def cmd_bench(args) -> None:
         if not args.experiment:
             chosen = inference.default_experiments(experiments, args.group)
         runs = [config.RunConfig(preset, e) for e in chosen]
+        context = args.context or preset.model.block_size
         report = inference.inference_bench(
             runs,
             device,
             experiments.baseline,
-            context=args.context,
-            decode_tokens=args.decode_tokens,
+            context=context,
+            decode_tokens=args.decode_tokens or min(DECODE_TOKENS, context // 2),
             repeats=args.repeats,
             fused=args.fused,
         )
@@ -311,8 +314,9 @@ def _bench_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--decode-tokens",
         type=int,
-        default=32,
-        help="with --inference: tokens decoded one at a time, ending at the context (default 32)",
+        default=None,
+        help=f"with --inference: tokens decoded one at a time, ending at the context "
+        f"(default {DECODE_TOKENS}, or half the context where that is fewer)",
     )
     p.add_argument(
         "--repeats",

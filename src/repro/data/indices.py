@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from repro.config import Preset
-from repro.data.tokens import read_manifest, token_files
+from repro.data.tokens import check_token_values, read_manifest, token_files
 from repro.errors import ReproError
 from repro.files import atomic_write, file_sha256, read_json, write_json
 
@@ -82,6 +82,7 @@ def write_indices(preset: Preset, data_dir: Path, out_dir: Path) -> dict:
                 f"tokens, shorter than a sequence of preset {preset.name} "
                 f"({preset.model.block_size} + 1 tokens)"
             )
+    check_token_values(data_dir, manifest, preset.model.vocab_size)
     arrays = draw_indices(splits["train"]["tokens"], splits["val"]["tokens"], **shape)
     out_dir.mkdir(parents=True, exist_ok=True)
     hashes = {}
