@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -18,7 +19,7 @@ from repro.cli import authors as cli_authors
 from repro.cli import data as cli_data
 from repro.errors import ReproError
 from repro.files import read_json, write_json
-from repro.runtime import preemption
+from repro.runtime import lock, preemption
 
 DECODE_TOKENS = 32  # `bench --inference`'s default, where the context holds twice as many
 
@@ -96,12 +97,10 @@ def cmd_indices(args) -> None:
 
 def cmd_train(args) -> None:
     from repro import rundir, train
-    from repro.runtime import distributed, lock
+    from repro.runtime import distributed
 
     if args.experiment is None:
         raise ReproError("train: --experiment is required")
-    if args.exit_with_parent:
-        lock.exit_with_parent()
     print(f"config: {config.config_dir(args.config_dir).resolve()}", flush=True)
     run = config.load_run(
         args.preset, args.experiment, args.experiments_file, args.config_dir, seed=args.seed
@@ -418,7 +417,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    parent = os.getppid()  # first: the process that started this one, before anything slow
     args = build_parser().parse_args(argv)
+    if getattr(args, "exit_with_parent", False):
+        # Armed before torch is imported (seconds): a parent killed meanwhile is caught too.
+        lock.exit_with_parent(parent)
     try:
         args.func(args)
     except ReproError as e:
