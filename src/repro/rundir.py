@@ -64,10 +64,21 @@ class RunRecord:
     fused_projection: bool | None = None
     train_micro_batch: int | None = None
     world_size: int | None = None  # processes (torchrun ranks) of the latest session
+    torch_threads: int | None = None  # torch's CPU threads in the latest session
+    # What bit-for-bit equality with an uninterrupted run depends on, per training session
+    # (docs/runs.md, "What exact resume means"): the first step, device, threads, versions...
+    sessions: list = field(default_factory=list)
     started: str | None = None
     finished: str | None = None
     source: str = "repro"  # "authors": imported by repro.authors.runs, never trained over
     format: str = RECORD_FORMAT
+
+    def session(self) -> dict:
+        """This session's settings that exactness depends on, from the step it started at."""
+        keys = ("device", "torch_threads", "torch_version", "train_micro_batch", "world_size")
+        keys += ("compile", "fused_projection")
+        first = 0 if self.last_step is None else self.last_step + 1
+        return {"first_step": first} | {key: getattr(self, key) for key in keys}
 
     @property
     def finished_training(self) -> bool:

@@ -146,8 +146,10 @@ def _train(
         world_size=distributed.size(),
         fused_projection=model.transformer.h[0].attn.fused,
         train_micro_batch=run.preset.train_micro_batch,
+        torch_threads=torch.get_num_threads(),
         started=previous.started if previous else now(),
     )
+    record.sessions = [*(previous.sessions if previous else []), record.session()]
     main = distributed.is_main()  # the one process that writes the run's files
     if main:
         record.write(out_dir)
