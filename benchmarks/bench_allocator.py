@@ -8,12 +8,11 @@ Each (run, setting) is one `repro.train.train` in its own process, on random tok
 does not care what the tokens are): "smoke" is the smoke preset (101 steps of 2 x 4 sequences of
 64 tokens, or its first --smoke-steps); "large" is the smoke model (1.7M parameters, GPT-2's
 vocabulary) with the paper's batch of 480 sequences as 40 micro-batches of 12, an evaluation every
-second step.
-Printed per setting: seconds per step (metrics.csv's step_time_s), CPU and system seconds and minor
-page faults per step (after the first), the
-peak resident memory (VmHWM) and the resident memory after the first and last steps, then the
-ratios of repro's setting to glibc's. --untrimmed adds the setting without the trim at each step's
-end, which grows without bound (kept to compare).
+second step. The settings of a run train at the same time, so that the machine's load falls on
+each alike. Printed per setting: wall seconds per step (metrics.csv's step_time_s), CPU and system
+seconds and minor page faults per step (after the first), the peak resident memory (VmHWM) and
+the resident memory after the first and last steps' training, then the ratios of repro's setting
+to glibc's. --untrimmed adds the setting without the trim at each step's end (to compare).
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 SETTINGS = {
     "glibc": "glibc's defaults",
-    "repro": "repro (kept, trimmed each step)",
+    "repro": "repro (kept, trimmed each step)",  # repro.runtime.allocator as training applies it
     "untrimmed": "kept, never trimmed",
 }
 
@@ -184,9 +183,11 @@ def main() -> None:
     settings = ["glibc", "repro"] + ["untrimmed"] * args.untrimmed
     presets = run_presets(args.smoke_steps, args.large_steps)
     print(
-        f"{'run':<6} {'malloc':<33} {'s/step':>8} {'train s':>8} {'peak MB':>8} {'step 1':>8} "
-        f"{'last':>8}   (resident memory after step 1 and the last step, MB)"
+        "per step: wall seconds (metrics.csv), CPU and system seconds and minor page faults "
+        "(after the first step); peak resident memory; resident memory after the first and "
+        "last steps' training (before the trim), MB"
     )
+    print(HEADER)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         write_tokens(work / "data", 300_000)
