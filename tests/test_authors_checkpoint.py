@@ -116,7 +116,7 @@ def test_authors_checkpoint_gives_the_authors_logits(tmp_path, mode, tie, scale,
         path,
     )
 
-    model = authors_model(read_checkpoint(path))
+    model = authors_model(read_checkpoint(path), path)
     assert not model.training
     idx = torch.randint(50257, (1, BLOCK), generator=generator)
     logits = model(idx)
@@ -141,4 +141,4 @@ def test_authors_checkpoint_with_unknown_mode_is_refused(tmp_path):
         path,
     )
     with pytest.raises(ValueError, match="unknown query_mode 'mystery'"):
-        authors_model(read_checkpoint(path))
+        authors_model(read_checkpoint(path), path)

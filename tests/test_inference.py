@@ -133,3 +133,12 @@ def test_inference_bench_refuses_a_context_longer_than_the_block(capsys):
         == 2
     )
     assert "block size" in capsys.readouterr().err
+
+
+def test_inference_bench_defaults_fit_the_preset(tmp_path):
+    """tiny's block is 32 tokens: the default decode length (32) must shrink to fit it."""
+    path = tmp_path / "inference.json"
+    argv = ["bench", "--inference", "--preset", "tiny", "--device", "cpu", "--repeats", "1"]
+    assert main([*argv, "--experiment", "baseline", "--json", str(path)]) == 0
+    report = json.loads(path.read_text())
+    assert report["context"] == 32 and report["decode_tokens"] == 16

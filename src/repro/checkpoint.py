@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import stat
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
 
+from repro.config import ModelConfig
 from repro.errors import ReproError
 from repro.files import atomic_write, free_bytes
 from repro.model import GPT
@@ -62,6 +65,14 @@ def read_checkpoint(path: Path, map_location="cpu", mmap: bool = False) -> dict:
     """The state dict saved at `path`, whoever wrote it; an unreadable file is a CheckpointError.
     With mmap, tensors are read only when used (a 1.5 GB checkpoint read for its config)."""
     try:
+        mode = Path(path).stat().st_mode
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: no such file") from None
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot be read ({e.strerror})") from None
+    if not stat.S_ISREG(mode):  # a named pipe would block the read forever
+        raise CheckpointError(f"{path}: not a regular file")
+    try:
         return torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except FileNotFoundError:
         raise CheckpointError(f"{path}: no such file") from None
@@ -73,8 +84,94 @@ def read_checkpoint(path: Path, map_location="cpu", mmap: bool = False) -> dict:
 
 
 def load_checkpoint(path: Path, map_location="cpu") -> dict:
+    """A checkpoint of ours, with every entry save_checkpoint writes, of the right kind."""
     state = read_checkpoint(path, map_location)
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         found = state.get("format") if isinstance(state, dict) else type(state).__name__
         raise CheckpointError(f"{path}: not a repro checkpoint (format {found!r})")
+    return check_state(path, state)
+
+
+def check_state(path: Path, state: dict) -> dict:
+    """`state` (of a checkpoint of ours, read from `path`), once each entry save_checkpoint
+    writes is there and of the right kind."""
+    optimizer, config = state.get("optimizer"), state.get("config")
+    step = state.get("step")
+    for entry, valid in {
+        "model (the weights)": isinstance(state.get("model"), Mapping),
+        "optimizer (state and param_groups)": isinstance(optimizer, Mapping)
+        and isinstance(optimizer.get("state"), Mapping)
+        and isinstance(optimizer.get("param_groups"), list),
+        "step (an integer from 0)": isinstance(step, int)
+        and not isinstance(step, bool)
+        and step >= 0,
+        "config (identity and model)": isinstance(config, Mapping)
+        and isinstance(config.get("identity"), Mapping)
+        and isinstance(config.get("model"), Mapping),
+    }.items():
+        if not valid:
+            raise CheckpointError(f"{path}: a repro checkpoint without a valid {entry}")
     return state
+
+
+def restore(path: Path, state: dict, model: GPT, optimizer) -> None:
+    """Load a checkpoint's weights and optimiser state (load_checkpoint's) into a run's model and
+    optimizer; a checkpoint that does not fit them is a CheckpointError naming what differs."""
+    check_weights(path, state["model"], model.state_dict())
+    model.load_state_dict(state["model"])
+    parameters = len(list(model.parameters()))
+    moments = len(state["optimizer"]["state"])
+    if state["step"] > 0 and moments != parameters:  # AdamW has moments after its first step
+        raise CheckpointError(
+            f"{path}: optimizer state for {moments} of the model's {parameters} parameters "
+            f"at step {state['step']}"
+        )
+    try:
+        optimizer.load_state_dict(state["optimizer"])
+    except (KeyError, ValueError, TypeError, RuntimeError) as e:
+        reason = (str(e) or type(e).__name__).splitlines()[0]
+        raise CheckpointError(
+            f"{path}: optimizer state does not fit the model ({reason})"
+        ) from None
+
+
+def check_weights(path: Path, weights, expected: Mapping) -> None:
+    """Refuse weights that are not exactly the floating-point tensors of `expected` (a model's
+    state_dict, possibly on the meta device), by name and shape."""
+    if not isinstance(weights, Mapping):
+        raise CheckpointError(f"{path}: weights are a {type(weights).__name__}, not a mapping")
+    missing, unexpected = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
+    if missing or unexpected:
+        raise CheckpointError(
+            f"{path}: weights do not match the model (missing: {', '.join(missing[:5]) or '-'}; "
+            f"unexpected: {', '.join(map(str, unexpected[:5])) or '-'})"
+        )
+    for name, tensor in weights.items():
+        if not isinstance(tensor, torch.Tensor) or not tensor.is_floating_point():
+            kind = tensor.dtype if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+            raise CheckpointError(f"{path}: weight {name} is {kind}, not floating-point")
+        if tensor.shape != expected[name].shape:
+            raise CheckpointError(
+                f"{path}: weight {name} has shape {tuple(tensor.shape)}, the model's "
+                f"{tuple(expected[name].shape)}"
+            )
+
+
+def model_from(path: Path, config: ModelConfig | dict, weights) -> GPT:
+    """The GPT of `config` holding `weights`, both checked before any weight is allocated: the
+    model is first built on the meta device, so that a configuration with, say, a vocabulary of
+    1e12 is refused, not allocated."""
+    try:
+        if not isinstance(config, ModelConfig):
+            config = ModelConfig(**config)
+        with torch.device("meta"):
+            expected = GPT(config).state_dict()
+    except (TypeError, ValueError, ZeroDivisionError, RuntimeError, ReproError) as e:
+        reason = (str(e) or type(e).__name__).splitlines()[0][:200]
+        raise CheckpointError(
+            f"{path}: its model configuration is not a model ({reason})"
+        ) from None
+    check_weights(path, weights, expected)
+    model = GPT(config)
+    model.load_state_dict(weights)
+    return model

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from repro.authors.checkpoint import authors_model
-from repro.checkpoint import FORMAT, CheckpointError, read_checkpoint
-from repro.config import ModelConfig, Preset
+from repro.authors.checkpoint import authors_model, authors_step
+from repro.checkpoint import FORMAT, CheckpointError, check_state, model_from, read_checkpoint
+from repro.config import Preset
 from repro.data.batches import Batches
 from repro.model import GPT
 from repro.runtime.device import precision, resolve_device
@@ -33,15 +33,14 @@ def load_any_checkpoint(path: Path) -> tuple[GPT, int, str]:
     if not isinstance(state, dict):
         raise CheckpointError(f"{path}: not a checkpoint (a {type(state).__name__})")
     if "model_args" in state:  # the authors' train.py (docs/specification.md §8.1)
-        return authors_model(state), int(state["iter_num"]), "authors"
+        return authors_model(state, path), authors_step(state, path), "authors"
     if state.get("format") != FORMAT:
         raise CheckpointError(
             f"{path}: neither a repro checkpoint nor the authors' "
-            f"(keys: {', '.join(sorted(state))})"
+            f"(keys: {', '.join(sorted(map(str, state)))})"
         )
-    model = GPT(ModelConfig(**state["config"]["model"]))
-    model.load_state_dict(state["model"])
-    return model.eval(), int(state["step"]), "repro"
+    check_state(path, state)
+    return model_from(path, state["config"]["model"], state["model"]).eval(), state["step"], "repro"
 
 
 def last_evaluation_step(step: int, preset: Preset) -> int:

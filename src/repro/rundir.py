@@ -65,10 +65,21 @@ class RunRecord:
     fused_projection: bool | None = None
     train_micro_batch: int | None = None
     world_size: int | None = None  # processes (torchrun ranks) of the latest session
+    torch_threads: int | None = None  # torch's CPU threads in the latest session
+    # What bit-for-bit equality with an uninterrupted run depends on, per training session
+    # (docs/runs.md, "What exact resume means"): the first step, device, threads, versions...
+    sessions: list = field(default_factory=list)
     started: str | None = None
     finished: str | None = None
     source: str = "repro"  # "authors": imported by repro.authors.runs, never trained over
     format: str = RECORD_FORMAT
+
+    def session(self) -> dict:
+        """This session's settings that exactness depends on, from the step it started at."""
+        keys = ("device", "torch_threads", "torch_version", "train_micro_batch", "world_size")
+        keys += ("compile", "fused_projection")
+        first = 0 if self.last_step is None else self.last_step + 1
+        return {"first_step": first} | {key: getattr(self, key) for key in keys}
 
     @property
     def finished_training(self) -> bool:
@@ -91,8 +102,13 @@ def read_record(run_dir: str | Path) -> RunRecord:
     """run.json of a run directory, in today's layout whatever version of the package wrote it."""
     path = Path(run_dir) / RUN_JSON
     data = read_json(path, RunError, "has this run been trained?")
+    if not isinstance(data, dict):
+        raise RunError(f"{path}: not a run record (a {type(data).__name__})")
     if "format" not in data:
-        data = _legacy_record(data)
+        try:
+            data = _legacy_record(data)
+        except (KeyError, TypeError) as e:
+            raise RunError(f"{path}: not a run record (no {e} of an earlier version's)") from None
     known = {f.name for f in fields(RunRecord)}
     try:
         return RunRecord(**{k: v for k, v in data.items() if k in known})
@@ -191,22 +207,15 @@ class MetricsLog:
         from repro.runtime.tensorboard import EventLog
 
         self.events = EventLog(path.parent, resume_step)
-        rows = []
-        if path.exists() and resume_step > 0:
-            with open(path, newline="") as f:
-                rows = [r for r in csv.DictReader(f) if int(r["step"]) < resume_step]
         # Rewrite the kept rows atomically: a crash here loses no finished row.
-        with atomic_write(path, newline="") as f:
-            writer = csv.DictWriter(f, METRICS_COLUMNS)
-            writer.writeheader()
-            writer.writerows(rows)
+        write_metrics(path, rows_before(path, resume_step))
         self.file = open(path, "a", newline="")
         self.writer = csv.DictWriter(self.file, METRICS_COLUMNS)
 
     def append(self, row: dict) -> None:
         if self.file is None:
             return
-        self.writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in METRICS_COLUMNS})
+        self.writer.writerow(_csv_row(row))
         self.file.flush()
         self.events.append(row)
 
@@ -214,3 +223,79 @@ class MetricsLog:
         if self.file is not None:
             self.file.close()
             self.events.close()
+
+
+def _csv_row(row: dict) -> dict:
+    return {k: ("" if row.get(k) is None else row[k]) for k in METRICS_COLUMNS}
+
+
+def write_metrics(path: Path, rows: list[dict]) -> None:
+    """metrics.csv holding `rows`, written atomically (whole or not at all)."""
+    with atomic_write(path, newline="") as f:
+        writer = csv.DictWriter(f, METRICS_COLUMNS)
+        writer.writeheader()
+        writer.writerows(map(_csv_row, rows))
+
+
+def check_resume(run_dir: Path, step: int, max_step: int) -> None:
+    """Refuse to resume a run at `step` (its checkpoint's) where the run would end with wrong
+    data: a step outside 0..max_step + 1 (max_step + 1: every step taken, run.json not yet
+    updated), or a metrics.csv without exactly its rows 0..step-1 (rows_before)."""
+    if not 0 <= step <= max_step + 1:
+        raise RunError(
+            f"{Path(run_dir) / CHECKPOINT}: step {step}, outside this run's 0..{max_step + 1}"
+        )
+    rows_before(Path(run_dir) / METRICS_CSV, step)
+
+
+def rows_before(path: Path, start: int) -> list[dict]:
+    """The rows of steps 0..start-1 of metrics.csv, each checked: what a resume at `start` keeps.
+
+    Rows are appended in step order, one whole line each, so a run resumed at `start` needs
+    exactly the first `start` lines after the header, each complete (ending in a newline: a
+    crash can cut the last line anywhere, even between digits). Whatever follows them (rows of
+    steps the checkpoint has not taken, a line cut by a crash) is recomputed by the resume and
+    dropped. Anything else (rows missing, out of order or damaged, another header, an empty
+    file) is a RunError naming the file and line: resuming would leave a wrong metrics.csv."""
+    if start == 0:
+        return []
+    if not path.exists():
+        raise RunError(f"{path}: no such file, but the checkpoint is at step {start}")
+    try:
+        lines = path.read_bytes().decode("utf-8").split("\n")
+    except (OSError, UnicodeDecodeError) as e:
+        raise RunError(f"{path}: cannot be read ({e})") from None
+    if lines == [""]:
+        raise RunError(f"{path}: empty, but the checkpoint is at step {start}")
+    if lines[0].rstrip("\r") != ",".join(METRICS_COLUMNS):
+        raise RunError(f"{path}: not a metrics file (line 1 is {lines[0][:80]!r}, not its header)")
+    complete = lines[1:-1]  # the last piece is what follows the last newline
+    rows = [_checked_row(path, step, line) for step, line in zip(range(start), complete)]
+    if len(rows) < start:
+        have = f"rows of steps 0..{len(rows) - 1}" if rows else "no row"
+        raise RunError(
+            f"{path}: holds {have}, but the checkpoint is at step {start}: "
+            f"rows {len(rows)}..{start - 1} are missing"
+        )
+    return rows
+
+
+def _checked_row(path: Path, step: int, line: str) -> dict:
+    """The row of `step` (line step + 2 of metrics.csv), whole and numeric."""
+    values = next(csv.reader([line.rstrip("\r")]), [])
+    where = f"{path}, line {step + 2}"
+    if len(values) != len(METRICS_COLUMNS):
+        raise RunError(
+            f"{where}: {len(values)} fields, not {len(METRICS_COLUMNS)} (expected step {step})"
+        )
+    row = dict(zip(METRICS_COLUMNS, values))
+    if row["step"] != str(step):
+        raise RunError(f"{where}: step {row['step']!r}, expected {step} (rows missing or moved)")
+    for key, value in row.items():
+        if value == "" and not key.startswith("eval_"):
+            raise RunError(f"{where}: no {key}")
+        try:
+            float(value or 0)
+        except ValueError:
+            raise RunError(f"{where}: {key} {value[:40]!r} is not a number") from None
+    return row

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from repro.build import build
-from repro.checkpoint import check_checkpoint_space, load_checkpoint, save_checkpoint
+from repro.checkpoint import check_checkpoint_space, load_checkpoint, restore, save_checkpoint
 from repro.config import RunConfig
 from repro.data.batches import Batches, DeviceBatches
 from repro.data.tokens import corpus_note
@@ -32,21 +32,19 @@ from repro.rundir import (
     MetricsLog,
     RunError,
     RunRecord,
+    check_resume,
     code_version,
     identity_differences,
     legacy_identity,
     read_record,
 )
-from repro.runtime import distributed, preemption
-from repro.runtime.allocator import keep_freed_memory
+from repro.runtime import allocator, distributed, preemption
 from repro.runtime.device import resolve_device
 from repro.runtime.fit import auto_micro_batch
 from repro.runtime.gpus import claim_device
 from repro.runtime.lock import hold
 from repro.runtime.progress import Progress
 from repro.step import eval_losses, learning_rate, train_step
-
-keep_freed_memory()  # every process that trains imports this module
 
 
 @dataclass
@@ -96,6 +94,8 @@ def _train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path) -> 
     if dev.type == "cuda" and dev.index is None:  # a GPU no other job on this node holds
         dev = claim_device(wait=not distributed.launched())
     distributed.init(dev)
+    if dev.type == "cpu":
+        allocator.keep_freed_memory()  # trimmed at each step's end (run_steps)
     model, step_model, optimizer, autocast = build(run, dev)
     check_checkpoint_space(out_dir / CHECKPOINT, model)
     if run.runtime.train_micro_batch == "auto" and dev.type == "cuda":
@@ -142,8 +142,10 @@ def _train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path) -> 
         world_size=distributed.size(),
         fused_projection=model.transformer.h[0].attn.fused,
         train_micro_batch=run.resolved_train_micro_batch,
+        torch_threads=torch.get_num_threads(),
         started=previous.started if previous else now(),
     )
+    record.sessions = [*(previous.sessions if previous else []), record.session()]
     main = distributed.is_main()  # the one process that writes the run's files
     if main:
         record.write(out_dir)
@@ -183,8 +185,8 @@ def _resume(path: Path, model, optimizer, run: RunConfig, previous: RunRecord | 
     state = load_checkpoint(path, map_location=next(model.parameters()).device)
     identity = legacy_identity(state["config"]["identity"], run.train.eval_micro_batch)
     _refuse_other_configuration(path, identity, run)
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
+    check_resume(path.parent, state["step"], run.train.max_step)
+    restore(path, state, model, optimizer)
     print(f"{path.parent}: resuming at step {state['step']}", flush=True)
     return state["step"]
 
@@ -223,6 +225,7 @@ def run_steps(s: Session, start: int, record: RunRecord) -> RunRecord:
                 ),
             )
         )
+        allocator.release_freed_memory()  # resident memory back to what is live
         checkpoint = (step + 1) % runtime.checkpoint_interval == 0 or step == t.max_step
         # Flush before an evaluation (so that its time stays out of the step times), before a
         # checkpoint (so that metrics.csv holds every step the checkpoint has taken), and after

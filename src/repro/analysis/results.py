@@ -10,14 +10,18 @@ beats the baseline.
 
 from __future__ import annotations
 
+import io
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from repro.config import Experiment, Preset, load_config, load_preset, resolve_run
+from repro.errors import ReproError
 from repro.rundir import (
+    METRICS_COLUMNS,
     METRICS_CSV,
     RUN_JSON,
     RunError,
@@ -82,7 +86,36 @@ def read_run(run_dir: str | Path) -> Run:
     record = read_record(run_dir)
     if not (run_dir / METRICS_CSV).exists():
         raise RunError(f"{run_dir / METRICS_CSV}: no such file (has this run been trained?)")
-    return Run(path=run_dir, metrics=pd.read_csv(run_dir / METRICS_CSV), record=record)
+    return Run(path=run_dir, metrics=read_metrics(run_dir / METRICS_CSV), record=record)
+
+
+def read_metrics(path: Path) -> pd.DataFrame:
+    """metrics.csv, checked: its header, then one row per step from 0, each value a number.
+
+    A last line without its newline is one being written (a run in progress): left out."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise RunError(f"{path}: cannot be read ({e})") from None
+    if not text.startswith(",".join(METRICS_COLUMNS)):
+        raise RunError(f"{path}: not a metrics file (no header {METRICS_COLUMNS[0]},...)")
+    metrics = pd.read_csv(io.StringIO(text[: text.rfind("\n") + 1]), dtype=str)
+    numbers = metrics.apply(pd.to_numeric, errors="coerce")
+    written_nan = metrics.apply(lambda column: column.str.lower() == "nan")  # a diverged loss
+    bad = (numbers.isna() & metrics.notna() & ~written_nan).to_numpy().nonzero()
+    if len(bad[0]):
+        row, column = bad[0][0], metrics.columns[bad[1][0]]
+        raise RunError(
+            f"{path}, line {row + 2}: {column} {metrics.iat[row, bad[1][0]][:40]!r} is not a number"
+        )
+    wrong = (numbers["step"].to_numpy() != np.arange(len(numbers))).nonzero()[0]
+    if len(wrong):
+        raise RunError(
+            f"{path}, line {wrong[0] + 2}: step {metrics['step'][wrong[0]]}, expected {wrong[0]} "
+            f"(rows missing or moved)"
+        )
+    numbers["step"] = numbers["step"].astype(int)
+    return numbers
 
 
 def has_run(run_dir: str | Path) -> bool:
@@ -119,6 +152,7 @@ def evals_table(runs: dict[str, Run]) -> pd.DataFrame:
 RUN_COLUMNS = [
     "experiment",
     "status",
+    "problem",
     "last_step",
     "max_step",
     "last_eval_step",
@@ -140,6 +174,7 @@ def run_summary(run: Run) -> dict:
     return {
         "experiment": run.name,
         "status": run.status,
+        "problem": None,
         "last_step": last_step,
         "max_step": max_step,
         "last_eval_step": evals.index.max() if len(evals) else None,
@@ -155,8 +190,17 @@ def list_runs(runs_dir: str | Path, names: list[str] | None = None) -> pd.DataFr
     dirs = (
         sorted(Path(runs_dir).iterdir()) if names is None else [Path(runs_dir) / n for n in names]
     )
-    rows = [run_summary(read_run(d)) for d in dirs if has_run(d)]
+    rows = [_summary_or_problem(d) for d in dirs if has_run(d)]
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+def _summary_or_problem(run_dir: Path) -> dict:
+    """run_summary of a run, or, for a run whose files cannot be read, status "damaged" and
+    the reason: one damaged run never hides the others."""
+    try:
+        return run_summary(read_run(run_dir))
+    except ReproError as e:
+        return {"experiment": run_dir.name, "status": "damaged", "problem": str(e)}
 
 
 def relative_improvement(loss: float | pd.Series, baseline: float | pd.Series):

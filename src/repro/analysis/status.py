@@ -101,4 +101,11 @@ def format_status(table: pd.DataFrame) -> str:
             "vs authors": [v if isinstance(v, str) else "-" for v in table["vs_authors"]],
         }
     )
-    return shown.to_string(index=False)
+    problems = [
+        f"{preset}/{experiment}: {problem}"
+        for preset, experiment, problem in zip(
+            table["preset"], table["experiment"], table["problem"]
+        )
+        if isinstance(problem, str)
+    ]
+    return "\n".join([shown.to_string(index=False), *problems])

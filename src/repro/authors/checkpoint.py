@@ -4,8 +4,10 @@ read as our GPT computing the same function."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from pathlib import Path
 
-from repro.checkpoint import CheckpointError
+from repro.checkpoint import CheckpointError, model_from
 from repro.config import ModelConfig
 from repro.model import GPT
 
@@ -23,20 +25,31 @@ AUTHORS_RENAMES = {
 }
 
 
-def authors_model_config(model_args: dict) -> ModelConfig:
-    """Map the authors' `model_args` onto ours.
+AUTHORS_SIZES = ("n_layer", "num_heads", "n_embd", "mlp_hidden_size")  # model_args they always hold
+
+
+def authors_model_config(model_args: dict, path: Path) -> ModelConfig:
+    """Map the authors' `model_args` (of the checkpoint at `path`) onto ours.
 
     Their residual modes compute q = x + f(x) and fold the 1/2 into the attention scale
     (`scale` = 1/(2 sqrt(head_size))); ours applies the scale to q, so query_scale =
     scale * sqrt(head_size), whatever the mode.
     """
+    if not isinstance(model_args, Mapping):
+        raise CheckpointError(f"{path}: model_args is a {type(model_args).__name__}, not a mapping")
+    missing = [k for k in ("query_mode", *AUTHORS_SIZES) if k not in model_args]
+    if missing:
+        raise CheckpointError(f"{path}: model_args lack {', '.join(missing)}")
+    for key in AUTHORS_SIZES:
+        value = model_args[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise CheckpointError(f"{path}: model_args {key} is {value!r}, not a positive integer")
     if model_args.get("bias", False):
-        raise CheckpointError("authors' checkpoint has bias=True; the paper's models have none")
+        raise CheckpointError(f"{path}: bias=True; the paper's models have none")
     mode = model_args["query_mode"]
     if mode not in AUTHORS_QUERY_MODES:
         raise CheckpointError(
-            f"authors' checkpoint: unknown query_mode {mode!r} "
-            f"(known: {', '.join(AUTHORS_QUERY_MODES)})"
+            f"{path}: unknown query_mode {mode!r} (known: {', '.join(AUTHORS_QUERY_MODES)})"
         )
     n_embd, n_head = model_args["n_embd"], model_args["num_heads"]
     head_size = n_embd // n_head
@@ -61,11 +74,20 @@ def _our_key(key: str) -> str:
     return key
 
 
-def authors_model(state: dict) -> GPT:
-    """The model of a checkpoint state in the authors' format (keys `model`, `model_args`)."""
-    model = GPT(authors_model_config(state["model_args"]))
-    weights = {
-        _our_key(k): v for k, v in state["model"].items() if not k.endswith(".attn.bias")
-    }  # the causal-mask buffer of their non-flash path
-    model.load_state_dict(weights)
-    return model.eval()
+def authors_model(state: dict, path: Path) -> GPT:
+    """The model of a checkpoint state in the authors' format (keys `model`, `model_args`),
+    read from `path`."""
+    config, weights = authors_model_config(state["model_args"], path), state.get("model")
+    if isinstance(weights, Mapping):
+        weights = {
+            _our_key(str(k)): v for k, v in weights.items() if not str(k).endswith(".attn.bias")
+        }  # the causal-mask buffer of their non-flash path
+    return model_from(path, config, weights).eval()
+
+
+def authors_step(state: dict, path: Path) -> int:
+    """The step of an authors' checkpoint (`iter_num`, read from `path`)."""
+    step = state.get("iter_num")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise CheckpointError(f"{path}: iter_num is {step!r}, not a step (an integer from 0)")
+    return step

@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 
 from repro.analysis.results import read_run, relative_improvement
-from repro.authors.checkpoint import authors_model_config
+from repro.authors.checkpoint import authors_model_config, authors_step
 from repro.checkpoint import read_checkpoint
 from repro.config import Experiments, Preset, RunConfig, resolve_run
 from repro.config.experiments import source_of
@@ -29,11 +29,11 @@ from repro.perf.cost import model_size
 from repro.rundir import (
     METRICS_CSV,
     RUN_JSON,
-    MetricsLog,
     RunRecord,
     code_version,
     identity_differences,
     read_record,
+    write_metrics,
 )
 from repro.step import learning_rate
 
@@ -60,14 +60,35 @@ class AuthorsError(ReproError):
 
 
 def read_tensor(path: Path, rows: int) -> torch.Tensor:
-    """One of their loss tensors, checked to be (rows, 3)."""
+    """One of their loss tensors, checked to be (rows, 3) real numbers, none negative (losses,
+    standard deviations and counts)."""
     if not path.exists():
         raise AuthorsError(f"{path}: no such file")
     tensor = read_checkpoint(path)
     if not isinstance(tensor, torch.Tensor) or tuple(tensor.shape) != (rows, 3):
         shape = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
         raise AuthorsError(f"{path}: shape {shape}, expected ({rows}, 3) for this configuration")
-    return tensor.double()
+    if not tensor.is_floating_point():  # bool, integer and complex tensors are no loss log
+        raise AuthorsError(f"{path}: holds {tensor.dtype}, not floating-point losses")
+    tensor = tensor.double()
+    negative = (tensor < 0).nonzero()
+    if len(negative):
+        row, column = negative[0].tolist()
+        raise AuthorsError(f"{path}: row {row}, column {column} is {tensor[row, column].item()}")
+    return tensor
+
+
+def check_evaluations(evals: dict, diverged: int | None, run: RunConfig, folder: Path) -> None:
+    """Refuse a NaN or infinite evaluation loss before the run diverged (or in a run that did
+    not): it would be read as a result."""
+    for split, tensor in evals.items():
+        for row in (~torch.isfinite(tensor)).any(dim=1).nonzero().flatten().tolist():
+            step = row * run.train.eval_interval
+            if diverged is None or step < diverged:
+                raise AuthorsError(
+                    f"{folder / EVAL_TENSORS[split]}: row {row} (step {step}) holds "
+                    f"{tensor[row].tolist()}, in a run that had not diverged"
+                )
 
 
 def authors_settings(model_args: dict) -> dict:
@@ -84,7 +105,15 @@ def authors_settings(model_args: dict) -> dict:
     }
 
 
-def _comparable(run: RunConfig, model_args: dict | None) -> tuple[dict, dict]:
+def authors_model_args(state, path: Path) -> dict:
+    """model_args of an authors' checkpoint state read from `path`."""
+    if not isinstance(state, dict) or "model_args" not in state:
+        found = ", ".join(map(str, state)) if isinstance(state, dict) else type(state).__name__
+        raise AuthorsError(f"{path}: not an authors' checkpoint (no model_args; found {found})")
+    return state["model_args"]
+
+
+def _comparable(run: RunConfig, model_args: dict | None, path: Path) -> tuple[dict, dict]:
     """Ours and theirs as two dicts that agree when the run is the one they trained."""
 
     def model(config):
@@ -98,14 +127,14 @@ def _comparable(run: RunConfig, model_args: dict | None) -> tuple[dict, dict]:
     if model_args is None:
         return ours, ours
     return ours, {
-        "model": model(authors_model_config(model_args)),
+        "model": model(authors_model_config(model_args, path)),
         "settings": authors_settings(model_args),
     }
 
 
 def check_configuration(folder: Path, run: RunConfig, model_args: dict | None) -> None:
     """Refuse an experiment that is not what their ckpt.pt says they trained."""
-    ours, theirs = _comparable(run, model_args)
+    ours, theirs = _comparable(run, model_args, folder / CHECKPOINT)
     differences = [d for d in identity_differences(theirs, ours) if not _close(d, theirs, ours)]
     if differences:
         raise AuthorsError(
@@ -176,19 +205,22 @@ def import_authors_run(
     t = run.train
     has_checkpoint = (folder / CHECKPOINT).exists()
     state = read_checkpoint(folder / CHECKPOINT, mmap=True) if has_checkpoint else None
-    check_configuration(folder, run, state and state["model_args"])
+    model_args = authors_model_args(state, folder / CHECKPOINT) if has_checkpoint else None
+    check_configuration(folder, run, model_args)
     train_losses = read_tensor(folder / TRAIN_TENSOR, t.max_step + 1)
     evals = {
         split: read_tensor(folder / name, t.evaluations) for split, name in EVAL_TENSORS.items()
     }
     rows = metric_rows(train_losses, evals, run)
+    diverged = _diverged_step(rows, t.loss_ceiling)
+    check_evaluations(evals, diverged, run, folder)
+    checkpoint_step = authors_step(state, folder / CHECKPOINT) if has_checkpoint else None
     make_dir(out)
     _refuse_overwrite(out)
-    metrics = MetricsLog(out / METRICS_CSV, 0)
-    for row in rows:
-        metrics.append(row)
-    metrics.close()
-    diverged = _diverged_step(rows, t.loss_ceiling)
+    # A re-import replaces the record first: killed part-way, `out` holds no run.json, never
+    # an old record beside new rows.
+    (out / RUN_JSON).unlink(missing_ok=True)
+    write_metrics(out / METRICS_CSV, rows)
     final = evals["val"][-1, 0] > 0
     size = model_size(run.model)
     record = RunRecord(
@@ -204,7 +236,7 @@ def import_authors_run(
         data={
             "authors_folder": str(folder),
             "authors_config": source,
-            "checkpoint_step": state and state.get("iter_num"),
+            "checkpoint_step": checkpoint_step,
         },
         **code_version(),
         source=AUTHORS,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -21,7 +22,9 @@ from repro.cli import downstream as cli_downstream
 from repro.cli import export as cli_export
 from repro.errors import ReproError
 from repro.files import read_json, write_json
-from repro.runtime import preemption
+from repro.runtime import lock, preemption
+
+DECODE_TOKENS = 32  # `bench --inference`'s default, where the context holds twice as many
 
 
 def _add_config_arguments(p: argparse.ArgumentParser, experiment: bool = True) -> None:
@@ -116,12 +119,10 @@ def cmd_indices(args) -> None:
 
 def cmd_train(args) -> None:
     from repro import rundir, train
-    from repro.runtime import distributed, lock
+    from repro.runtime import distributed
 
     if args.experiment is None:
         raise ReproError("train: --experiment is required")
-    if args.exit_with_parent:
-        lock.exit_with_parent()
     _check_positive(args, "loss_chunks")
     print(f"config: {config.config_dir(args.config_dir).resolve()}", flush=True)
     run = config.load_run(
@@ -212,12 +213,13 @@ def cmd_bench(args) -> None:
         if not args.experiment:
             chosen = inference.default_experiments(experiments, args.group)
         runs = [config.resolve_run(preset, e, **_runtime_overrides(args)) for e in chosen]
+        context = args.context or preset.model.block_size
         report = inference.inference_bench(
             runs,
             device,
             experiments.baseline,
-            context=args.context,
-            decode_tokens=args.decode_tokens,
+            context=context,
+            decode_tokens=args.decode_tokens or min(DECODE_TOKENS, context // 2),
             repeats=args.repeats,
         )
         print(inference.format_report(report))
@@ -385,8 +387,9 @@ def _bench_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--decode-tokens",
         type=int,
-        default=32,
-        help="with --inference: tokens decoded one at a time, ending at the context (default 32)",
+        default=None,
+        help=f"with --inference: tokens decoded one at a time, ending at the context "
+        f"(default {DECODE_TOKENS}, or half the context where that is fewer)",
     )
     p.add_argument(
         "--repeats",
@@ -512,7 +515,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    parent = os.getppid()  # first: the process that started this one, before anything slow
     args = build_parser().parse_args(argv)
+    if getattr(args, "exit_with_parent", False):
+        # Armed before torch is imported (seconds): a parent killed meanwhile is caught too.
+        lock.exit_with_parent(parent)
     try:
         args.func(args)
     except ReproError as e:

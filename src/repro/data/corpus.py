@@ -190,6 +190,25 @@ def check_text_column(dataset, files: list[Path]) -> None:
     nulls = dataset.data.column("text").null_count
     if nulls:
         raise DataError(f"{where}: {nulls:,} documents have no text (null)")
+    # In one JSON Lines file, document n is line n (blank lines aside)
+    unit = "line" if len(files) == 1 and files[0].suffix in (".jsonl", ".json") else "document"
+    check_utf8(dataset.data.column("text"), where, unit)
+
+
+def check_utf8(column, where, unit: str) -> None:
+    """Refuse text that is not UTF-8: Arrow's JSON reader keeps such bytes, and the tokenizer
+    would fail on them in a worker process."""
+    import pyarrow as pa
+
+    offset = 0
+    for chunk in column.chunks:
+        try:
+            chunk.validate(full=True)
+        except pa.ArrowInvalid as e:
+            found = re.search(r"string index (\d+)", str(e))
+            at = f", {unit} {offset + int(found.group(1)) + 1:,}" if found else ""
+            raise DataError(f"{where}{at}: text with bytes that are not UTF-8") from None
+        offset += len(chunk)
 
 
 def load_hub(source: Source, out_dir: Path, expected_docs: int | None, num_proc: int):

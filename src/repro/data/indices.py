@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from repro.config import Preset
-from repro.data.tokens import read_manifest, token_files
+from repro.data.tokens import check_token_values, read_manifest, token_files
 from repro.errors import ReproError
 from repro.files import atomic_write, file_sha256, make_dir, read_json, write_json
 from repro.runtime.fit import check_memory
@@ -92,6 +92,7 @@ def write_indices(
             )
     starts = (t.max_step + 1) * t.batch_size + 2 * t.eval_rows * t.eval_sequences
     check_memory(f"the indices of preset {preset.name}", 8 * starts)  # int64 starts
+    check_token_values(data_dir, manifest, preset.model.vocab_size)
     arrays = draw_indices(splits["train"]["tokens"], splits["val"]["tokens"], **shape)
     make_dir(out_dir)
     hashes = {}

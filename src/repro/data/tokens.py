@@ -22,6 +22,8 @@ MANIFEST = "manifest.json"
 # The authors' token files (A Generate_Indices.ipynb, docs/specification.md §5.2): only files of
 # exactly these lengths give their batches from the fixed indices.
 AUTHORS_TOKENS = {"train": 9_035_582_489, "val": 4_434_606}
+GPT2_VOCAB = 50257  # token ids 0..50256, where a manifest does not give its tokenizer's n_vocab
+SCAN_TOKENS = 1 << 26  # tokens read at a time when checking their values (128 MiB)
 
 
 class DataError(ReproError):
@@ -122,6 +124,7 @@ def verify(data_dir: str | os.PathLike) -> dict:
     modification time kept: Snakemake must not take it for new token files and redraw indices.
     """
     manifest = read_manifest(data_dir, full=True)
+    check_token_values(data_dir, manifest)
     splits = manifest["splits"].values()
     if all("fingerprint" in entry for entry in splits):
         return manifest
@@ -150,6 +153,28 @@ def token_memmap(data_dir: str | os.PathLike, manifest: dict, split: str) -> np.
     if len(tokens) != entry["tokens"]:
         raise DataError(f"{path}: {len(tokens):,} tokens, {MANIFEST} says {entry['tokens']:,}")
     return tokens
+
+
+def check_token_values(
+    data_dir: str | os.PathLike, manifest: dict, vocab_size: int | None = None
+) -> None:
+    """Refuse token files holding an id outside the tokenizer's vocabulary, or the model's
+    (`vocab_size`) where that is smaller: training would fail on it with an IndexError, hours in.
+    Reads every token (a scan at disk speed)."""
+    tokenizer = manifest["tokenizer"] if isinstance(manifest["tokenizer"], dict) else {}
+    limit = tokenizer.get("n_vocab", GPT2_VOCAB)
+    if vocab_size is not None:
+        limit = min(limit, vocab_size)
+    for split in manifest["splits"]:
+        tokens = token_memmap(data_dir, manifest, split)
+        for start in range(0, len(tokens), SCAN_TOKENS):
+            chunk = tokens[start : start + SCAN_TOKENS]
+            if chunk.max() >= limit:
+                at = int(np.argmax(chunk >= limit))
+                raise DataError(
+                    f"{Path(data_dir) / manifest['splits'][split]['file']}: token {start + at:,} "
+                    f"is {chunk[at]}, outside the vocabulary (0..{limit - 1})"
+                )
 
 
 def token_files(manifest: dict) -> dict:

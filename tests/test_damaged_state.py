@@ -1,0 +1,419 @@
+"""Damaged run state never ends as a "completed" run with wrong data, nor in a traceback: resume
+checks metrics.csv and the checkpoint, the authors' imports check their tensors and checkpoints,
+token values are checked against the vocabulary, and `repro status` reports a damaged run beside
+the others."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from authors_helpers import authors_folder
+from conftest import REPO, write_run, write_token_files
+from test_train import read_metrics, without_timing
+
+from repro.cli import main
+from repro.config import load_run
+from repro.rundir import read_record
+from repro.runtime import preemption
+from repro.train import train
+
+RUN = load_run("tiny", "baseline")
+
+
+def one_line_error(capsys, argv, pattern):
+    """`repro ARGV` exits 2 with one line, `repro: error: ...`, matching pattern (after the
+    progress bars of datasets, if any)."""
+    capsys.readouterr()
+    assert main([str(a) for a in argv]) == 2
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert "Traceback" not in err and last.startswith("repro: error: "), err
+    assert re.search(pattern, last), err
+
+
+@pytest.fixture(scope="module")
+def runs(token_dir, tiny_indices, tmp_path_factory):
+    """A whole tiny run, and one stopped with its checkpoint at step 8 (rows 0-7 logged)."""
+    root = tmp_path_factory.mktemp("runs")
+    train(RUN, token_dir, tiny_indices, root / "whole")
+    asked, real = [], preemption.requested
+    preemption.requested = lambda: len(asked.append(1) or asked) > 8  # stop at step 8
+    try:
+        with pytest.raises(preemption.Preempted):
+            train(RUN, token_dir, tiny_indices, root / "stopped")
+    finally:
+        preemption.requested = real
+    return root
+
+
+@pytest.fixture
+def stopped(runs, tmp_path):
+    """A copy of the stopped run, to damage."""
+    return shutil.copytree(runs / "stopped", tmp_path / "stopped")
+
+
+def resume(run_dir, token_dir, tiny_indices):
+    return [
+        "train",
+        "--preset",
+        "tiny",
+        "--experiment",
+        "baseline",
+        "--data",
+        token_dir,
+        "--indices",
+        tiny_indices,
+        "--out",
+        run_dir,
+    ]
+
+
+# ---- metrics.csv on resume ------------------------------------------------------------------
+
+
+def lines_of(text):
+    return text.splitlines(keepends=True)
+
+
+METRICS_DAMAGE = {  # name: (damage to the text of metrics.csv, the error)
+    "last row cut mid-row": (lambda t: t[: len(t) - 40], r"holds rows of steps 0\.\.6, .* step 8"),
+    "last row cut between digits": (lambda t: t[:-4], r"metrics\.csv: holds rows of steps 0\.\.6"),
+    "a row cut to '2'": (
+        lambda t: "".join(lines_of(t)[:3] + ["2\r\n"] + lines_of(t)[4:]),
+        r"line 4: 1 fields",
+    ),
+    "rows 3-4 deleted": (
+        lambda t: "".join(lines_of(t)[:4] + lines_of(t)[6:]),
+        r"line 5: step '5', expected 3",
+    ),
+    "a row repeated": (
+        lambda t: "".join(lines_of(t)[:4] + lines_of(t)[3:]),
+        r"line 5: step '2', expected 3",
+    ),
+    "empty file": (lambda t: "", r"metrics\.csv: empty, but the checkpoint is at step 8"),
+    "header only": (lambda t: lines_of(t)[0], r"metrics\.csv: holds no row, .* step 8"),
+    "a garbage value": (
+        lambda t: t.replace(lines_of(t)[3].split(",")[2], "banana", 1),
+        r"line 4: train_loss 'banana' is not a number",
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", list(METRICS_DAMAGE))
+def test_a_damaged_metrics_csv_is_refused_on_resume(
+    damage, stopped, token_dir, tiny_indices, capsys
+):
+    edit, pattern = METRICS_DAMAGE[damage]
+    path = stopped / "metrics.csv"
+    path.write_bytes(edit(path.read_bytes().decode()).encode())
+    damaged = path.read_bytes()
+    one_line_error(capsys, resume(stopped, token_dir, tiny_indices), pattern)
+    assert path.read_bytes() == damaged  # nothing rewritten
+    assert read_record(stopped).status == "running"
+
+
+def test_a_missing_metrics_csv_is_refused_on_resume(stopped, token_dir, tiny_indices, capsys):
+    (stopped / "metrics.csv").unlink()
+    one_line_error(
+        capsys,
+        resume(stopped, token_dir, tiny_indices),
+        r"metrics\.csv: no such file, but the checkpoint is at step 8",
+    )
+
+
+def test_rows_past_the_checkpoint_and_a_cut_last_line_are_dropped(
+    runs, stopped, token_dir, tiny_indices
+):
+    """Rows of steps the checkpoint has not taken, the last one cut by a crash, are recomputed:
+    the resumed run equals the uninterrupted one."""
+    whole = (runs / "whole" / "metrics.csv").read_text()
+    with open(stopped / "metrics.csv", "a", newline="") as f:
+        f.write("".join(lines_of(whole)[9:11]) + lines_of(whole)[11][:17])
+    assert main([str(a) for a in resume(stopped, token_dir, tiny_indices)]) == 0
+    assert without_timing(read_metrics(stopped)) == without_timing(read_metrics(runs / "whole"))
+    assert read_record(stopped).status == "completed"
+
+
+# ---- the checkpoint on resume ---------------------------------------------------------------
+
+
+def edit_checkpoint(path, edit):
+    state = torch.load(path, weights_only=True)
+    edit(state)
+    torch.save(state, path)
+
+
+def wrong_shape(state):
+    state["model"]["transformer.wpe.weight"] = torch.zeros(3, 5)
+
+
+CHECKPOINT_DAMAGE = {
+    "step 10**6": (lambda s: s.update(step=10**6), r"ckpt\.pt: step 1000000, outside .*0\.\.13"),
+    "step -3": (lambda s: s.update(step=-3), r"ckpt\.pt: .* without a valid step"),
+    "step '8'": (lambda s: s.update(step="8"), r"ckpt\.pt: .* without a valid step"),
+    "no config": (lambda s: s.pop("config"), r"ckpt\.pt: .* without a valid config"),
+    "empty optimizer state": (
+        lambda s: s.update(optimizer={}),
+        r"ckpt\.pt: .* without a valid optimizer",
+    ),
+    "no optimizer moments": (
+        lambda s: s["optimizer"].update(state={}),
+        r"ckpt\.pt: optimizer state for 0 of the model's 15 parameters at step 8",
+    ),
+    "a wrongly shaped weight": (
+        wrong_shape,
+        r"ckpt\.pt: weight transformer\.wpe\.weight has shape \(3, 5\)",
+    ),
+    "a missing weight": (
+        lambda s: s["model"].pop("lm_head.weight"),
+        r"ckpt\.pt: weights do not match the model \(missing: lm_head\.weight",
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", list(CHECKPOINT_DAMAGE))
+def test_a_damaged_checkpoint_is_refused_on_resume(
+    damage, stopped, token_dir, tiny_indices, capsys
+):
+    edit, pattern = CHECKPOINT_DAMAGE[damage]
+    edit_checkpoint(stopped / "ckpt.pt", edit)
+    metrics = (stopped / "metrics.csv").read_bytes()
+    one_line_error(capsys, resume(stopped, token_dir, tiny_indices), pattern)
+    assert (stopped / "metrics.csv").read_bytes() == metrics
+    assert read_record(stopped).status == "running"
+
+
+def test_a_checkpoint_that_is_a_named_pipe_is_refused(stopped, token_dir, tiny_indices, capsys):
+    (stopped / "ckpt.pt").unlink()
+    os.mkfifo(stopped / "ckpt.pt")
+    one_line_error(
+        capsys, resume(stopped, token_dir, tiny_indices), r"ckpt\.pt: not a regular file"
+    )
+
+
+@pytest.mark.parametrize(
+    "content,pattern",
+    [("[1, 2]", r"run\.json: not a run record \(a list"), ('{"status": "running"}', "run record")],
+)
+def test_a_damaged_run_json_is_refused(stopped, token_dir, tiny_indices, capsys, content, pattern):
+    (stopped / "run.json").write_text(content)
+    one_line_error(capsys, resume(stopped, token_dir, tiny_indices), pattern)
+
+
+# ---- repro status ---------------------------------------------------------------------------
+
+
+def test_status_reports_a_damaged_run_and_lists_the_others(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    write_run(runs / "tiny" / "baseline", "baseline", {0: 6.0, 12: 5.0}, last_step=12)
+    damaged = write_run(runs / "tiny" / "mlp4.75", "mlp4.75", {0: 6.0}, last_step=12)
+    with open(damaged / "metrics.csv", "a") as f:
+        f.write("garbage,line\n")
+    (
+        write_run(runs / "tiny" / "identity", "identity", {0: 6.0}, last_step=3) / "run.json"
+    ).write_text("[]")
+    assert main(["status", "--runs-dir", str(runs), "--preset", "tiny"]) == 0
+    out = capsys.readouterr().out
+    table = {line.split()[1]: line for line in out.splitlines() if line.split()[0] == "tiny"}
+    assert "completed" in table["baseline"] and "12/" in table["baseline"]
+    assert "damaged" in table["mlp4.75"] and "damaged" in table["identity"]
+    assert re.search(r"mlp4\.75.*metrics\.csv, line 15", out)
+    assert re.search(r"identity.*run\.json: not a run record", out)
+
+
+# ---- token values ---------------------------------------------------------------------------
+
+
+def test_token_values_outside_the_vocabulary_are_refused(tmp_path, capsys):
+    data = write_token_files(tmp_path / "data")
+    tokens = np.fromfile(data / "val.bin", dtype=np.uint16)
+    tokens[1234] = 50304
+    tokens.tofile(data / "val.bin")
+    manifest = json.loads((data / "manifest.json").read_text())
+    manifest["splits"]["val"]["sha256"] = __import__("hashlib").sha256(tokens.tobytes()).hexdigest()
+    (data / "manifest.json").write_text(json.dumps(manifest))
+    pattern = r"val\.bin: token 1,234 is 50304, outside the vocabulary \(0\.\.50256\)"
+    one_line_error(capsys, ["verify", "--data", data], pattern)
+    argv = ["indices", "--preset", "tiny", "--data", data, "--out", tmp_path / "indices"]
+    one_line_error(capsys, argv, pattern)
+    assert not (tmp_path / "indices" / "indices.json").exists()
+
+
+# ---- the authors' runs and checkpoints ------------------------------------------------------
+
+
+def import_args(folder, out):
+    return ["import-authors-run", folder, "--out", out, "--preset", "tiny"]
+
+
+def set_tensor(name, row, column, value, dtype=None):
+    def edit(folder):
+        tensor = torch.load(folder / name, weights_only=True)
+        tensor[row, column] = value
+        torch.save(tensor if dtype is None else tensor.to(dtype), folder / name)
+
+    return edit
+
+
+def edit_authors_checkpoint(edit):
+    return lambda folder: edit_checkpoint(folder / "ckpt.pt", edit)
+
+
+def wrong_authors_shape(state):
+    state["model"]["_orig_mod.transformer.wte.weight"] = torch.zeros(7, 32)
+
+
+AUTHORS_DAMAGE = {
+    "NaN eval loss": (
+        set_tensor("eval_val_tensor.pt", 1, 1, float("nan")),
+        r"eval_val_tensor\.pt: row 1 \(step 4\) holds .*nan.* had not diverged",
+    ),
+    "infinite eval loss": (
+        set_tensor("eval_train_tensor.pt", 2, 1, float("inf")),
+        r"eval_train_tensor\.pt: row 2 \(step 8\) holds .*inf",
+    ),
+    "negative train loss": (
+        set_tensor("tensor.pt", 3, 0, -1.0),
+        r"tensor\.pt: row 3, column 0 is -1\.0",
+    ),
+    "bool tensor": (
+        set_tensor("tensor.pt", 0, 0, 1.0, torch.bool),
+        r"tensor\.pt: holds torch\.bool, not floating-point",
+    ),
+    "complex tensor": (
+        set_tensor("eval_val_tensor.pt", 0, 0, 1.0, torch.complex64),
+        r"eval_val_tensor\.pt: holds torch\.complex64",
+    ),
+    "iter_num 'abc'": (
+        edit_authors_checkpoint(lambda s: s.update(iter_num="abc")),
+        r"ckpt\.pt: iter_num is 'abc', not a step",
+    ),
+    "model_args without n_layer": (
+        edit_authors_checkpoint(lambda s: s["model_args"].pop("n_layer")),
+        r"ckpt\.pt: model_args lack n_layer",
+    ),
+    "0 heads": (
+        edit_authors_checkpoint(lambda s: s["model_args"].update(num_heads=0)),
+        r"ckpt\.pt: model_args num_heads is 0, not a positive integer",
+    ),
+    "a string layer count": (
+        edit_authors_checkpoint(lambda s: s["model_args"].update(n_layer="2")),
+        r"ckpt\.pt: model_args n_layer is '2'",
+    ),
+    "a checkpoint that is a named pipe": (
+        lambda folder: (folder.joinpath("ckpt.pt").unlink(), os.mkfifo(folder / "ckpt.pt")),
+        r"ckpt\.pt: not a regular file",
+    ),
+}
+
+
+@pytest.fixture
+def folder(tmp_path):
+    return authors_folder(tmp_path, RUN)
+
+
+@pytest.mark.parametrize("damage", list(AUTHORS_DAMAGE))
+def test_damaged_authors_artefacts_are_refused_by_the_import(damage, folder, tmp_path, capsys):
+    edit, pattern = AUTHORS_DAMAGE[damage]
+    edit(folder)
+    one_line_error(capsys, import_args(folder, tmp_path / "out"), pattern)
+    assert not (tmp_path / "out" / "run.json").exists()
+
+
+EVALUATE_DAMAGE = {
+    "model_args without n_embd": (
+        lambda s: s["model_args"].pop("n_embd"),
+        r"ckpt\.pt: model_args lack n_embd",
+    ),
+    "0 heads": (lambda s: s["model_args"].update(num_heads=0), r"num_heads is 0"),
+    "a string layer count": (lambda s: s["model_args"].update(n_layer="2"), r"n_layer is '2'"),
+    "a vocabulary of 1e12": (
+        lambda s: s["model_args"].update(vocab_size=10**12),
+        r"ckpt\.pt: weight transformer\.wte\.weight has shape \(50304, 32\), the model's "
+        r"\(1000000000000, 32\)",
+    ),
+    "a float vocabulary": (
+        lambda s: s["model_args"].update(vocab_size=1e12),
+        r"ckpt\.pt: its model configuration is not a model",
+    ),
+    "no weights": (lambda s: s.pop("model"), r"ckpt\.pt: weights are a NoneType, not a mapping"),
+    "weights that are a list": (
+        lambda s: s.update(model=[1, 2]),
+        r"ckpt\.pt: weights are a list, not a mapping",
+    ),
+    "a wrongly shaped weight": (
+        wrong_authors_shape,
+        r"transformer\.wte\.weight has shape \(7, 32\)",
+    ),
+    "iter_num 'abc'": (lambda s: s.update(iter_num="abc"), r"ckpt\.pt: iter_num is 'abc'"),
+}
+
+
+@pytest.mark.parametrize("damage", list(EVALUATE_DAMAGE))
+def test_damaged_authors_checkpoints_are_refused_by_evaluate(
+    damage, folder, token_dir, tiny_indices, capsys
+):
+    edit, pattern = EVALUATE_DAMAGE[damage]
+    edit_checkpoint(folder / "ckpt.pt", edit)
+    argv = ["evaluate", "--checkpoint", folder / "ckpt.pt", "--preset", "tiny"]
+    one_line_error(capsys, [*argv, "--data", token_dir, "--indices", tiny_indices], pattern)
+
+
+@pytest.mark.parametrize("damage", ["no config", "step '8'", "a wrongly shaped weight"])
+def test_damaged_checkpoints_of_ours_are_refused_by_evaluate(
+    damage, stopped, token_dir, tiny_indices, capsys
+):
+    edit, pattern = CHECKPOINT_DAMAGE[damage]
+    edit_checkpoint(stopped / "ckpt.pt", edit)
+    argv = ["evaluate", "--checkpoint", stopped / "ckpt.pt", "--preset", "tiny", "--step", "8"]
+    one_line_error(capsys, [*argv, "--data", token_dir, "--indices", tiny_indices], pattern)
+
+
+KILLED_IMPORT = """
+import csv, os, signal, sys
+from repro.cli import main
+rows, real = [], csv.DictWriter._dict_to_list
+def row_then_die(self, row):
+    rows.append(row)
+    if len(rows) == 5:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(self, row)
+csv.DictWriter._dict_to_list = row_then_die
+main(sys.argv[1:])
+"""
+
+
+def test_a_reimport_killed_part_way_leaves_no_completed_record_beside_partial_rows(
+    folder, tmp_path
+):
+    out = tmp_path / "out"
+    assert main([str(a) for a in import_args(folder, out)]) == 0
+    imported = (out / "metrics.csv").read_bytes()
+    path = os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_IMPORT, *map(str, import_args(folder, out))],
+        env=os.environ | {"PYTHONPATH": path},
+    )
+    assert killed.returncode == -signal.SIGKILL
+    if (out / "run.json").exists():  # then beside the whole import's rows
+        assert (out / "metrics.csv").read_bytes() == imported
+
+
+# ---- a corpus that is not UTF-8 -------------------------------------------------------------
+
+
+def test_a_corpus_line_that_is_not_utf8_is_one_line_naming_file_and_line(tmp_path, capsys):
+    corpus = tmp_path / "bad.jsonl"
+    corpus.write_bytes(b'{"text": "some text"}\n{"text": "bad \xff\xfe bytes"}\n{"text": "more"}\n')
+    argv = ["prepare", "--data-files", corpus, "--out", tmp_path / "tokens", "--expected-docs", "3"]
+    argv += ["--num-proc", "1", "--cache-dir", tmp_path / "cache"]
+    pattern = r"bad\.jsonl, line 2: text with bytes that are not UTF-8"
+    one_line_error(capsys, argv, pattern)
+    assert not (tmp_path / "tokens" / "manifest.json").exists()

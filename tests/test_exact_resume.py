@@ -1,0 +1,42 @@
+"""What exact resume means (docs/runs.md): with the same settings (device, torch threads, versions,
+micro-batch), a resumed run equals the uninterrupted one bit for bit; run.json records those
+settings for each session, so that a reader can tell whether that condition held."""
+
+import pytest
+import torch
+from test_train import read_metrics, without_timing
+
+from repro.config import load_run
+from repro.rundir import read_record
+from repro.runtime import preemption
+from repro.train import train
+
+RUN = load_run("tiny", "baseline")
+
+
+@pytest.fixture
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_a_resume_with_the_same_thread_count_is_bit_for_bit_and_recorded(
+    one_thread, token_dir, tiny_indices, tmp_path, monkeypatch
+):
+    train(RUN, token_dir, tiny_indices, tmp_path / "whole")
+    asked = []
+    monkeypatch.setattr(preemption, "requested", lambda: len(asked.append(1) or asked) > 5)
+    with pytest.raises(preemption.Preempted):
+        train(RUN, token_dir, tiny_indices, tmp_path / "resumed")
+    monkeypatch.undo()
+    train(RUN, token_dir, tiny_indices, tmp_path / "resumed")
+
+    resumed, whole = read_metrics(tmp_path / "resumed"), read_metrics(tmp_path / "whole")
+    assert without_timing(resumed) == without_timing(whole)  # the same decimal strings
+    sessions = read_record(tmp_path / "resumed").sessions
+    assert [s["first_step"] for s in sessions] == [0, 5]
+    assert {s["torch_threads"] for s in sessions} == {1}
+    assert {(s["device"], s["torch_version"]) for s in sessions} == {("cpu", torch.__version__)}
+    assert read_record(tmp_path / "whole").sessions[0]["torch_threads"] == 1
