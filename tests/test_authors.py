@@ -182,7 +182,9 @@ def test_a_longer_schedule_than_the_indices_cover_is_refused(token_dir, tiny_ind
 
     run = load_run("tiny", "untied-identity")
     assert run.train.max_step == 21  # 105001 x 12 / 60002: the preset's scale
-    with pytest.raises(IndicesError, match="train_rows is 13, preset tiny runs 22 steps"):
+    with pytest.raises(
+        IndicesError, match="train_rows is 13, experiment untied-identity at preset tiny runs 22"
+    ):
         train(run, token_dir, tiny_indices, tmp_path / "run")
 
 

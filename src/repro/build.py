@@ -16,10 +16,7 @@ from repro.runtime.fit import TRAINING_COPIES, check_memory, weight_bytes
 
 
 def make_model(run: RunConfig, device: torch.device) -> GPT:
-    """The run's model, initialised from train.init_seed, with its runtime speed switches; refused
-    before anything is allocated when training it cannot fit the device's memory."""
-    what = f"training {run.experiment.name} at preset {run.preset_name}"
-    check_memory(what, TRAINING_COPIES * weight_bytes(run.model), device)
+    """The run's model, initialised from train.init_seed, with its runtime speed switches."""
     torch.manual_seed(run.train.init_seed)
     model = GPT(run.model).to(device)
     model.fuse_projections(run.runtime.enabled("fused_projection", device.type))
@@ -51,6 +48,8 @@ def build(run: RunConfig, device: torch.device):
     The fast path (§2): TF32 matmuls, bf16 autocast, fused AdamW, torch.compile and the fused
     residual_gelu projection, each by default on CUDA only; SDPA picks flash attention itself.
     """
+    what = f"training {run.experiment.name} at preset {run.preset_name}"
+    check_memory(what, TRAINING_COPIES * weight_bytes(run.model), device)  # before allocating
     autocast = precision(device)
     model = make_model(run, device)
     optimizer = make_optimizer(model, run.optimizer, fused_kernel=device.type == "cuda")

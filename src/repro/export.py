@@ -88,7 +88,10 @@ def model_card(run: Run, model, steps: int, name: str) -> str:
     r, m = run.record, model.config
     params = count_parameters(model)
     token_files = r.data.get("token_files", {})
-    corpus = r.config["preset"]["corpus"]
+    # run.json's config: the resolved run (corpus at the top), or the preset and experiment as
+    # loaded (records written before the configuration was resolved once)
+    preset = r.config.get("preset", {})
+    corpus = r.config.get("corpus") or preset["corpus"]
     data = corpus + "".join(
         f", {token_files[s]['tokens']:,} {s} tokens" for s in ("train", "val") if s in token_files
     )
@@ -113,7 +116,7 @@ def model_card(run: Run, model, steps: int, name: str) -> str:
             f"{params['total_params']:,} parameters ({params['non_embedding_params']:,} "
             f"non-embedding)",
         ),
-        ("preset", f"`{r.preset}`: {r.config['preset'].get('description', '')}"),
+        ("preset", f"`{r.preset}`: {preset.get('description') or r.config.get('preset_file', '')}"),
         ("data", data + "; GPT-2 tokenizer (tiktoken `gpt2`)"),
         ("steps", f"{steps:,} optimiser steps (run status: {r.status})"),
         ("tokens", f"{steps * r.tokens_per_step:,} ({r.tokens_per_step:,} per step)"),

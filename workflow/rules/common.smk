@@ -10,7 +10,7 @@ import os
 import shlex
 from pathlib import Path
 
-from repro.config import CORPORA, RunConfig, load_experiments, load_preset, seed_dir
+from repro.config import CORPORA, load_experiments, load_preset, resolve_run, seed_dir
 from repro.config.schema import ConfigError
 
 # The rules and notebooks read presets and experiments from this workflow's config/.
@@ -73,7 +73,7 @@ def indices_files(corpus, preset, seed=0, rows=None):
 def experiment_rows(preset, name):
     """The train rows an experiment needs at a preset when its schedule is longer or shorter
     than the preset's (None when it is the preset's): its max_step + 1."""
-    rows = RunConfig(preset, checked(EXPERIMENTS.__getitem__, name)).train.max_step + 1
+    rows = checked(resolve_run, preset, checked(EXPERIMENTS.__getitem__, name)).train.max_step + 1
     return rows if rows != preset.train.max_step + 1 else None
 
 

@@ -17,6 +17,7 @@ from repro.build import make_model
 from repro.config import QUERY_MODES, ConfigError, Experiments, RunConfig
 from repro.model import GPT, KVCache
 from repro.perf.bench import _synchronize, device_name
+from repro.runtime.fit import check_memory, weight_bytes
 
 
 def cpu_model() -> str:
@@ -107,6 +108,9 @@ def inference_bench(
             f"--inference needs --decode-tokens ({decode_tokens}) < --context ({context}) "
             f"<= the block size ({block})"
         )
+    for run in runs:  # refused before allocating: the weights alone, no optimiser or gradients
+        what = f"the model of {run.experiment.name} at preset {run.preset_name}"
+        check_memory(what, weight_bytes(run.model), device)
     models = [make_model(run, device).eval() for run in runs]
     idx = torch.randint(0, 50257, (batch, context), generator=torch.Generator().manual_seed(0)).to(
         device
