@@ -68,7 +68,7 @@ TRAIN = """
 import json, sys
 from pathlib import Path
 import repro.train
-from repro.config import RunConfig, load_experiments, load_preset
+from repro.config import load_experiments, load_preset, resolve_run
 
 def resident_mb():
     status = Path("/proc/self/status").read_text()
@@ -79,8 +79,8 @@ def measured(*args, **kwargs):
     at_start.append(resident_mb())
     return train_step(*args, **kwargs)
 repro.train.train_step = measured
-run = RunConfig(load_preset(sys.argv[1]), load_experiments()["baseline"])
-repro.train.train(run, *map(Path, sys.argv[2:]), device="cpu")
+run = resolve_run(load_preset(sys.argv[1]), load_experiments()["baseline"], device="cpu")
+repro.train.train(run, *map(Path, sys.argv[2:]))
 print(json.dumps(at_start))
 """
 

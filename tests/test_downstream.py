@@ -134,7 +134,8 @@ def test_loglikelihood_rolling_predicts_every_token_once():
 
 def write_our_checkpoint(path, model: GPT):
     optimizer = torch.optim.AdamW(model.parameters())
-    save_checkpoint(path, model, optimizer, 7, {"model": asdict(model.config)})
+    shape = asdict(model.config)  # what training writes: the run's identity and the model
+    save_checkpoint(path, model, optimizer, 7, {"identity": {"model": shape}, "model": shape})
     return path
 
 

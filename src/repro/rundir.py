@@ -75,7 +75,8 @@ class RunRecord:
     format: str = RECORD_FORMAT
 
     def session(self) -> dict:
-        """This session's settings that exactness depends on, from the step it started at."""
+        """The settings of this training process that exactness depends on, from the step it
+        started at (one entry of `sessions`, which a resumed run extends)."""
         keys = ("device", "torch_threads", "torch_version", "train_micro_batch", "world_size")
         keys += ("compile", "fused_projection")
         first = 0 if self.last_step is None else self.last_step + 1

@@ -65,7 +65,7 @@ def indices_files(corpus, preset, seed=0, rows=None):
     corpus's tokens; with `rows`, the indices of an experiment whose schedule is not the
     preset's (the authors' untied runs), in rows<R>/ below."""
     folder = seed_dir(f"{DATA}/{corpus}/indices/{preset}", seed)
-    folder += f"/rows{rows}" if rows is not None else ""
+    folder = os.path.join(folder, f"rows{rows}") if rows is not None else folder
     return [f"{folder}/{name}"
             for name in ("train.npy", "eval_train.npy", "eval_val.npy", "indices.json")]
 
@@ -229,3 +229,34 @@ PAPERMILL = (
     "-p preset {params.preset:q} -p runs_dir {params.runs:q} -p config_dir {params.config:q} "
     "{params.outputs} > {log:q} 2>&1"
 )
+
+
+# The tuning comparison's runs (tuning.smk, docs/tuning.md).
+TUNING = [e.name for e in checked(EXPERIMENTS.group, "tuning")]
+
+
+def trained_tuning_runs(wildcards):
+    """The runs of the group already there: an input of the claims check (rule table1), which
+    answers "beats the best-tuned baseline" from them, so that it is redone as they finish
+    without asking for the others."""
+    return [path for path in run_files(TUNING, seeds=SEEDS) if os.path.exists(path)]
+
+
+# Downstream tasks (downstream.smk, docs/downstream.md).
+DOWNSTREAM_TASKS = config["downstream_tasks"]
+
+
+def downstream_folders(wildcards=None):
+    """The result folder of each Table 1 run of the configured preset; no tasks, no target."""
+    if not DOWNSTREAM_TASKS:
+        raise ValueError("results/downstream.csv: no tasks configured; name them, e.g. "
+                         "--config downstream_tasks='[hellaswag, lambada_openai]'")
+    return [f"results/downstream/{PRESET.name}/{name}" for name in TABLE1]
+
+
+def downstream_flags(wildcards):
+    """--task for each configured task, and the folder of task YAML files of one's own."""
+    flags = [f"--task {shlex.quote(task)}" for task in DOWNSTREAM_TASKS]
+    if config["downstream_include_path"]:
+        flags.append(f"--include-path {shlex.quote(config['downstream_include_path'])}")
+    return " ".join(flags)

@@ -3,25 +3,6 @@
 # by side with the baseline (`repro downstream-table`): results/downstream.csv. Only when the config
 # names tasks (downstream_tasks); their data come from the Hugging Face hub on first use.
 
-DOWNSTREAM_TASKS = config["downstream_tasks"]
-
-
-def downstream_folders(wildcards=None):
-    """The result folder of each Table 1 run of the configured preset; no tasks, no target."""
-    if not DOWNSTREAM_TASKS:
-        raise ValueError("results/downstream.csv: no tasks configured; name them, e.g. "
-                         "--config downstream_tasks='[hellaswag, lambada_openai]'")
-    return [f"results/downstream/{PRESET.name}/{name}" for name in TABLE1]
-
-
-def downstream_flags(wildcards):
-    """--task for each configured task, and the folder of task YAML files of one's own."""
-    flags = [f"--task {shlex.quote(task)}" for task in DOWNSTREAM_TASKS]
-    if config["downstream_include_path"]:
-        flags.append(f"--include-path {shlex.quote(config['downstream_include_path'])}")
-    return " ".join(flags)
-
-
 rule downstream_run:
     input:
         run="results/runs/{preset}/{experiment}/run.json",

@@ -5,21 +5,10 @@
 # (results/tuning_comparison.csv). Not part of `all`: ask for it, e.g. at the screening scale
 #   snakemake --cores 1 --resources gpu=1 results/tuning.csv --config preset=screen seeds=3
 
-TUNING = [e.name for e in checked(EXPERIMENTS.group, "tuning")]
-
-
-def trained_tuning_runs(wildcards):
-    """The runs of the group already there: an input of the claims check (rule table1), which
-    answers "beats the best-tuned baseline" from them, so that it is redone as they finish
-    without asking for the others."""
-    return [path for path in run_files(TUNING, seeds=SEEDS) if os.path.exists(path)]
-
-
 rule tuning:
     input:
         notebook="notebooks/tuning.ipynb",
         runs=run_files(TUNING, seeds=SEEDS),
-        folders=lambda wildcards: run_folders(TUNING, seeds=SEEDS),
     output:
         table=report("results/tuning.csv", caption="../report/tuning.rst", category="Tuning"),
         comparison="results/tuning_comparison.csv",

@@ -35,6 +35,7 @@ from repro.rundir import (
     read_record,
     write_metrics,
 )
+from repro.runtime.tensorboard import write_events
 from repro.step import learning_rate
 
 AUTHORS = "authors"  # RunRecord.source of an imported run
@@ -221,6 +222,7 @@ def import_authors_run(
     # an old record beside new rows.
     (out / RUN_JSON).unlink(missing_ok=True)
     write_metrics(out / METRICS_CSV, rows)
+    write_events(out, rows)  # their curves in TensorBoard beside ours
     final = evals["val"][-1, 0] > 0
     size = model_size(run.model)
     record = RunRecord(

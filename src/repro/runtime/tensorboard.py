@@ -76,3 +76,11 @@ class EventLog:
 
     def close(self) -> None:
         self.records.close()
+
+
+def write_events(run_dir: Path, rows: list[dict]) -> None:
+    """The event file of a run whose metrics are written at once (an import), afresh."""
+    log = EventLog(run_dir, 0)
+    for row in rows:
+        log.append(row)
+    log.close()
