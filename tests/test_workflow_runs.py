@@ -13,10 +13,13 @@ pytestmark = pytest.mark.slow  # Snakemake trains a run
 CONFIG = ["--cores", "2", "--config", "preset=tiny", "data_dir=my data"]
 MAIN_OUTPUTS = [
     "results/table1.csv",
+    "results/table1.html",
     "results/claims.csv",
+    "results/claims.html",
     "results/notebooks/table1.ipynb",
     "results/figures/figure1.png",
     "results/figures/figure1.pdf",
+    "results/figures/figure1.html",
     "results/notebooks/figure1.ipynb",
     "results/notebooks/explore.ipynb",
 ]
