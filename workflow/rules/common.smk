@@ -239,9 +239,11 @@ def trained_tuning_runs(wildcards):
     """The runs of the group already there: an input of the claims check (rule table1), which
     answers "beats the best-tuned baseline" from them, so that it is redone as they finish
     without asking for the others."""
-    # Table 1's own runs (the baseline and the wider control at their settings) are its inputs
-    # already: counted here, their appearing would change the input set and rerun table1.
-    extra = [name for name in TUNING if name not in TABLE1]
+    # Only the runs that `all` does not train: Table 1's are its inputs already, and a sweep run
+    # (or an extra experiment) appearing during `all` would change the input set and rerun table1
+    # on the next build. The notebook reads every run there is when it runs.
+    built_by_all = TABLE1 + SWEEP + config["extra_experiments"]
+    extra = [name for name in TUNING if name not in built_by_all]
     return [path for path in run_files(extra, seeds=SEEDS) if os.path.exists(path)]
 
 
