@@ -47,3 +47,21 @@ def test_environment_python_is_supported():
     (python,) = [d for d in env["dependencies"] if isinstance(d, str) and _name(d) == "python"]
     required = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"]
     assert required == ">=3.10" and python.split("=")[-1] >= "3.10"
+
+
+def test_the_training_path_needs_no_package_a_gpu_node_lacks():
+    """A GPU node has no safetensors, lm-eval, datasets or snakemake (docs/gpu.md): the modules
+    training, evaluation and the benchmarks import must not need them."""
+    import subprocess
+    import sys
+
+    absent = ["safetensors", "lm_eval", "datasets", "snakemake", "papermill", "huggingface_hub"]
+    code = (
+        "import sys\n"
+        f"for name in {absent!r}:\n"
+        "    sys.modules[name] = None  # importing it raises ImportError\n"
+        "import repro.train, repro.evaluate, repro.generate, repro.perf.bench, repro.cli\n"
+    )
+    env = {"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr

@@ -11,7 +11,6 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
-import safetensors.torch
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -188,6 +187,8 @@ class GPT(nn.Module):
 
     def save_pretrained(self, directory: str | os.PathLike) -> None:
         """config.json (the ModelConfig) and model.safetensors (the weights, tied ones once)."""
+        import safetensors.torch  # only exporting needs it: training runs on nodes without it
+
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         write_json(directory / CONFIG_JSON, asdict(self.config))
@@ -198,6 +199,8 @@ class GPT(nn.Module):
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike) -> "GPT":
         """The model save_pretrained wrote into `directory`, on the CPU, in eval mode."""
+        import safetensors.torch
+
         directory = Path(directory)
         config = read_json(directory / CONFIG_JSON)
         try:
