@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from repro import config
+from repro.cli import options
 from repro.config.experiments import authors_runs
 from repro.files import write_json
 
@@ -50,14 +51,9 @@ def cmd_authors_table(args) -> None:
     print(f"{args.out}: {len(table)} checkpoints of the authors evaluated")
 
 
-def _evaluate_parser(p: argparse.ArgumentParser, add_config_arguments) -> None:
-    add_config_arguments(p, experiment=False)
-    p.add_argument(
-        "--checkpoint",
-        type=Path,
-        required=True,
-        help="ours (ckpt.pt of a run directory) or the authors' (ckpt.pt, ckpt_<step>.pt)",
-    )
+def _evaluate_parser(p: argparse.ArgumentParser) -> None:
+    options.add_config(p, experiment=False)
+    options.add_checkpoint(p)
     p.add_argument("--data", type=Path, required=True, help="token files dir")
     p.add_argument("--indices", type=Path, required=True, help="indices dir from `repro indices`")
     p.add_argument(
@@ -67,7 +63,7 @@ def _evaluate_parser(p: argparse.ArgumentParser, add_config_arguments) -> None:
         help="whose evaluation sequences (default: the checkpoint's last evaluation step: its "
         "own step when training evaluates there, else the evaluation step before it)",
     )
-    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
+    options.add_device(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a line")
     p.set_defaults(func=cmd_evaluate)
 
@@ -77,20 +73,14 @@ def _import_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, help="the run directory to write")
     p.add_argument("--preset", default="paper", help="the scale they ran at (default: paper)")
     p.add_argument("--experiment", help="default: the one whose `source` names the folder")
-    _config_dir_argument(p)
+    options.add_config_dir(p)
     p.set_defaults(func=cmd_import_authors_run)
-
-
-def _config_dir_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--config-dir", type=Path, default=None, help="where presets/ and experiments.yaml are"
-    )
 
 
 def _authors_runs_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("artefacts", type=Path, help="the downloaded folder of out_config_* folders")
     p.add_argument("--out", type=Path, required=True, help="the JSON file to write")
-    _config_dir_argument(p)
+    options.add_config_dir(p)
     p.set_defaults(func=cmd_authors_runs)
 
 
@@ -104,19 +94,18 @@ def _authors_table_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=Path, required=True, help="the imported runs of the authors")
     p.add_argument("--preset", default="paper", help="the scale they ran at (default: paper)")
     p.add_argument("--out", type=Path, required=True, help="the CSV file to write")
-    _config_dir_argument(p)
+    options.add_config_dir(p)
     p.set_defaults(func=cmd_authors_table)
 
 
-def add_commands(sub, add_config_arguments) -> None:
-    """Add the subcommands to the `repro` parser's subparsers (with its config arguments)."""
+def add_commands(sub) -> None:
+    """Add the subcommands to the `repro` parser's subparsers."""
     _evaluate_parser(
         sub.add_parser(
             "evaluate",
             help="evaluation losses of a checkpoint (ours or the authors') as training "
             "computes them",
-        ),
-        add_config_arguments,
+        )
     )
     _import_parser(
         sub.add_parser(

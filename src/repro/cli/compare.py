@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 from repro import config
+from repro.cli import options
 
 
 def reference_run(reference: Path, run, config_dir):
@@ -62,7 +63,5 @@ def add_commands(sub) -> None:
         "else 0.01)",
     )
     p.add_argument("--csv", type=Path, default=None, help="also write the table here")
-    p.add_argument(
-        "--config-dir", type=Path, default=None, help="where presets/ and experiments.yaml are"
-    )
+    options.add_config_dir(p)
     p.set_defaults(func=cmd_compare)

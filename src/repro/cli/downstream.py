@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from repro.cli import options
 from repro.errors import ReproError
 
 
@@ -45,7 +46,7 @@ def add_commands(sub) -> None:
         "downstream",
         help="a checkpoint (ours or the authors') on lm-evaluation-harness tasks",
     )
-    p.add_argument("--checkpoint", type=Path, required=True, help="ours (ckpt.pt) or the authors'")
+    options.add_checkpoint(p)
     p.add_argument(
         "--task",
         action="append",
@@ -58,7 +59,7 @@ def add_commands(sub) -> None:
     p.add_argument("--limit", type=int, help="only the first N items of each task (a quick look)")
     p.add_argument("--num-fewshot", type=int, help="examples in the context (default: the task's)")
     p.add_argument("--batch-size", type=int, default=16, help="sequences per forward pass")
-    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
+    options.add_device(p)
     p.set_defaults(func=cmd_downstream)
 
     p = sub.add_parser(

@@ -1,0 +1,83 @@
+"""The command line of trained models: `repro generate` samples text from a checkpoint and
+`repro export` writes a run's model as a folder others can load (repro.generate, repro.export)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from repro.cli import options
+
+
+def cmd_generate(args) -> None:
+    from repro.generate import generate_text
+
+    result = generate_text(
+        args.checkpoint,
+        args.prompt,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        seed=args.seed,
+        device=args.device,
+    )
+    print(json.dumps(result, indent=2) if args.json else result["prompt"] + result["text"])
+
+
+def cmd_export(args) -> None:
+    from repro.export import export
+
+    out = export(args.run_dir, args.out)
+    print(
+        f"{out}: the model of {args.run_dir} (GPT.from_pretrained({str(out)!r}) loads it; "
+        f"`hf upload USER/NAME {out} .` publishes it)"
+    )
+
+
+def _generate_parser(p: argparse.ArgumentParser) -> None:
+    options.add_checkpoint(p)
+    p.add_argument(
+        "--prompt", default="", help="the text to continue (default: none, <|endoftext|>)"
+    )
+    p.add_argument("--max-new-tokens", type=int, default=100, help="tokens to sample (default 100)")
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=1.0,
+        help="softmax temperature (default 1; 0: always the most likely token)",
+    )
+    p.add_argument(
+        "--top-k",
+        type=int,
+        default=None,
+        help="sample among the K most likely tokens only (default: all)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="the sampler's seed (default 0)")
+    options.add_device(p)
+    p.add_argument(
+        "--json", action="store_true", help="print JSON: the text, its tokens, the settings"
+    )
+    p.set_defaults(func=cmd_generate)
+
+
+def _export_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", type=Path, help="a run directory (results/runs/<preset>/<name>)")
+    p.add_argument("--out", type=Path, required=True, help="the folder to write")
+    p.set_defaults(func=cmd_export)
+
+
+def add_commands(sub) -> None:
+    """Add `generate` and `export` to the `repro` parser's subparsers."""
+    _generate_parser(
+        sub.add_parser(
+            "generate",
+            help="sample text from a checkpoint (ours or the authors') with the key/value cache",
+        )
+    )
+    _export_parser(
+        sub.add_parser(
+            "export",
+            help="a run's checkpoint as safetensors weights, config.json and a model card",
+        )
+    )
