@@ -184,3 +184,15 @@ def test_the_notebook_writes_the_table_and_its_html(tmp_path):
     assert list(table["arm"]) == list(LOSSES)
     assert len(pd.read_csv(out["out_settings"])) == 21
     assert "resgelu-qknorm-lr1.5e-3" in out["out_html"].read_text()
+
+
+def test_no_runs_yet_is_a_table_without_bests(tmp_path):
+    result = ablation(tmp_path, "tiny", 1)
+    assert result.table["best"].isna().all() and len(result.missing) == 21
+    _, holds, detail = ablation_claims_at_one_seed(tmp_path)
+    assert holds is None and "6 runs missing" in detail
+
+
+def ablation_claims_at_one_seed(runs_dir):
+    claims = check_claims(runs_dir, "tiny", seeds=1).set_index("claim")
+    return tuple(claims.loc["the gain needs the nonlinearity", ["experiment", "holds", "detail"]])

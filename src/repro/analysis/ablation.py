@@ -146,7 +146,7 @@ def ablation(
     reference = best.get(REFERENCE)
     pairs = [
         paired_difference(result.losses, best[arm], reference).to_dict() | {"reference": reference}
-        if reference is not None and best[arm] is not None
+        if pd.notna(reference) and pd.notna(best[arm])
         else {}
         for arm in by_arm
     ]
