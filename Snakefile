@@ -4,7 +4,7 @@
 #
 # The rules call the `repro` command line and papermill; the logic lives in src/repro.
 # Targets: results/table1.csv, results/table1_seeds.csv, results/figures/figure{1,2}.{png,pdf},
-# results/tuning.csv (docs/tuning.md),
+# results/tuning.csv (docs/tuning.md), results/ablation.csv (docs/ablation.md),
 # results/runs/<preset>/<experiment>/metrics.csv, `main` (Table 1 + Figure 1), `all`;
 # results/downstream.csv when config downstream_tasks names lm-eval tasks (docs/downstream.md).
 
@@ -33,6 +33,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/authors.smk"
 include: "workflow/rules/notebooks.smk"
 include: "workflow/rules/tuning.smk"
+include: "workflow/rules/ablation.smk"
 include: "workflow/rules/compare.smk"
 include: "workflow/rules/downstream.smk"
 

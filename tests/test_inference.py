@@ -75,6 +75,7 @@ def test_default_experiments_are_one_per_query_mode():
         "identity",
         "resgelu-lr2.6e-3",
         "baseline-residual_linear",
+        "baseline-residual_bottleneck_linear",
     ]
 
 

@@ -1,12 +1,13 @@
 """The model and its query projections (docs/specification.md §1)."""
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from repro.config import load_run
+from repro.config import QUERY_MODES, load_run
 from repro.model import GPT, ModelConfig, count_parameters
 
 # §1: exact non-embedding parameter counts of the paper-size models.
@@ -50,33 +51,92 @@ def small(mode, **kw):
     )
 
 
-def test_residual_gelu_query_is_the_papers_equation():
-    """q = (x + f(x)) / 2, f(x) = LN(GELU(RMSNorm(x) W1) W2), r = d/2 (eq. 2-3), by hand."""
-    model = small("residual_gelu")
-    attn = model.transformer.h[0].attn
-    with torch.no_grad():  # non-trivial norm weights, so that a skipped gain would show
-        for p in attn.query_mlp.parameters():
+def rms_norm(t, gain):
+    return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-5) * gain
+
+
+def with_random_gains(model):
+    """Non-trivial norm gains, so that a skipped or misplaced gain would show."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
             if p.dim() == 1:
                 p.uniform_(0.5, 1.5)
-    x = torch.randn(3, 5, 32)
+    return model
+
+
+@pytest.mark.parametrize("mode", ["residual_gelu", "residual_bottleneck_linear"])
+def test_bottleneck_queries_are_their_equations(mode):
+    """q = (x + f(x)) / 2, f(x) = LN(GELU(RMSNorm(x) W1) W2), r = d/2 (eq. 2-3), by hand, in
+    float64; residual_bottleneck_linear is the same without the GELU."""
+    attn = with_random_gains(small(mode).double()).transformer.h[0].attn
+    x = torch.randn(3, 5, 32, dtype=torch.float64)
     mlp = attn.query_mlp
     assert mlp.fc_in.weight.shape == (16, 32) and mlp.fc_out.weight.shape == (32, 16)
-    rms = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * mlp.norm_in.weight
-    h = rms @ mlp.fc_in.weight.T
-    h = 0.5 * h * (1 + torch.erf(h / math.sqrt(2)))  # exact GELU
+    h = rms_norm(x, mlp.norm_in.weight) @ mlp.fc_in.weight.T
+    if mode == "residual_gelu":
+        h = 0.5 * h * (1 + torch.erf(h / math.sqrt(2)))  # exact GELU
     z = h @ mlp.fc_out.weight.T
     ln = (z - z.mean(-1, keepdim=True)) / torch.sqrt(z.var(-1, unbiased=False, keepdim=True) + 1e-5)
     f = ln * mlp.norm_out.weight
     expected_q = (x + f) / 2
     q, k, v = attn.project(x)
-    torch.testing.assert_close(q, expected_q)
+    torch.testing.assert_close(q, expected_q, rtol=1e-12, atol=1e-12)
     kv = x @ attn.c_attn.weight.T
-    torch.testing.assert_close(torch.cat([k, v], -1), kv)
+    torch.testing.assert_close(torch.cat([k, v], -1), kv, rtol=1e-12, atol=1e-12)
+
+
+def test_the_bottleneck_without_gelu_has_the_papers_parameters_and_init():
+    """Residual_gelu's parameter count at the paper's size, and its initial weights."""
+    config = load_run("paper", "resgelu-lr3e-3").model
+    with torch.device("meta"):
+        counts = [
+            count_parameters(GPT(replace(config, query_mode=mode)))
+            for mode in ("residual_gelu", "residual_bottleneck_linear")
+        ]
+    assert counts[0] == counts[1]
+    gelu, linear = small("residual_gelu"), small("residual_bottleneck_linear")
+    for (name, a), (other, b) in zip(gelu.named_parameters(), linear.named_parameters()):
+        assert name == other and torch.equal(a, b)
+
+
+@pytest.mark.parametrize("mode", QUERY_MODES)
+def test_qk_norm_normalises_each_heads_queries_and_keys(mode):
+    """q_h = RMSNorm(q_h) g_q times the query scale, k_h = RMSNorm(k_h) g_k, per head of 8, by
+    hand in float64 from the same model without the option; v untouched."""
+    plain = small(mode).double()
+    normed = small(mode, qk_norm=True).double()
+    with_random_gains(normed)
+    plain.load_state_dict(normed.state_dict(), strict=False)  # every weight but the two gains
+    attn, reference = normed.transformer.h[0].attn, plain.transformer.h[0].attn
+    x = torch.randn(3, 5, 32, dtype=torch.float64)
+    q0, k0, v0 = reference.project(x)
+    scale = normed.config.resolved_query_scale
+    per_head = lambda t, gain: rms_norm(t.unflatten(-1, (4, 8)), gain).flatten(-2)
+    q, k, v = attn.project(x)
+    torch.testing.assert_close(q, per_head(q0 / scale, attn.q_norm.weight) * scale)
+    torch.testing.assert_close(k, per_head(k0, attn.k_norm.weight))
+    torch.testing.assert_close(v, v0, rtol=0, atol=0)
+
+
+def test_qk_norm_adds_two_gains_of_a_head_per_layer():
+    config = load_run("paper", "baseline").model
+    with torch.device("meta"):
+        plain, normed = (
+            count_parameters(GPT(replace(config, qk_norm=on)))["non_embedding_params"]
+            for on in (False, True)
+        )
+    assert normed - plain == 12 * 2 * 64
 
 
 @pytest.mark.parametrize(
     "mode,qkv_out",
-    [("linear", 96), ("residual_linear", 96), ("identity", 64), ("residual_gelu", 64)],
+    [
+        ("linear", 96),
+        ("residual_linear", 96),
+        ("identity", 64),
+        ("residual_gelu", 64),
+        ("residual_bottleneck_linear", 64),
+    ],
 )
 def test_query_modes(mode, qkv_out):
     model = small(mode)
@@ -168,9 +228,13 @@ def test_chunked_loss_equals_the_full_loss_and_its_gradients(chunks):
         torch.testing.assert_close(chunked_grads[name], full_grads[name], rtol=1e-9, atol=1e-12)
 
 
-def test_fused_projection_is_the_same_function_with_the_same_gradients():
+@pytest.mark.parametrize(
+    "mode,qk_norm",
+    [("residual_gelu", False), ("residual_bottleneck_linear", False), ("residual_gelu", True)],
+)
+def test_fused_projection_is_the_same_function_with_the_same_gradients(mode, qk_norm):
     """The fused K, V, W1 matmul (paper section 4) against the plain modules, in float64."""
-    model = small("residual_gelu").double()
+    model = small(mode, qk_norm=qk_norm).double()
     with torch.no_grad():  # a non-trivial RMSNorm gain, so that a wrongly folded gain would show
         for block in model.transformer.h:
             block.attn.query_mlp.norm_in.weight.uniform_(0.5, 1.5)

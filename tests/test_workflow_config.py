@@ -69,6 +69,24 @@ def test_dry_run_of_two_seeds(tmp_path):
     assert "data/python-docs/indices/smoke/seed1/train.npy" in result.stdout
 
 
+@pytest.mark.parametrize("preset", ["tiny", "screen"])
+def test_dry_run_of_the_ablation(tmp_path, preset):
+    result = snakemake(
+        copy_workflow(tmp_path),
+        "-n",
+        "--cores",
+        "1",
+        "results/ablation.csv",
+        "--config",
+        f"preset={preset}",
+        "seeds=2",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"^rule ablation:", result.stdout, re.M), result.stdout
+    for run in ("bottleneck-linear-lr3e-3", "seed1/resgelu-qknorm-lr3e-3", "seed1/baseline-qknorm"):
+        assert f"results/runs/{preset}/{run}/metrics.csv" in result.stdout
+
+
 @pytest.mark.parametrize(
     "args,named",
     [

@@ -27,7 +27,9 @@ QUERIES = {  # docs/specification.md §1.2
     "identity": "q = x (W_Q = I)",
     "residual_gelu": "q = (x + f(x)) / 2, f(x) = LN(GELU(RMSNorm(x) W1) W2) (the paper's)",
     "residual_linear": "q = (x + x W_Q) / 2 (an ablation)",
+    "residual_bottleneck_linear": "q = (x + LN(RMSNorm(x) W1 W2)) / 2 (an ablation: no GELU)",
 }
+QK_NORM = "; queries and keys RMS-normalised per head (qk_norm)"
 LICENSE = "mit"  # the package's (pyproject.toml, LICENSE); the weights are trained here
 
 
@@ -106,7 +108,7 @@ def model_card(run: Run, model, steps: int, name: str) -> str:
         )
     rows = [
         ("paper", PAPER),
-        ("query", f"`{m.query_mode}`: {QUERIES[m.query_mode]}"),
+        ("query", f"`{m.query_mode}`: {QUERIES[m.query_mode]}" + QK_NORM * m.qk_norm),
         ("experiment", f"`{r.experiment}`: {r.config['experiment'].get('description', '')}"),
         (
             "model",

@@ -16,7 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from repro.config import ModelConfig
+from repro.config import QUERY_MLP_MODES, ModelConfig
 from repro.errors import ReproError
 from repro.files import read_json, write_json
 
@@ -26,11 +26,14 @@ CONFIG_JSON, WEIGHTS = "config.json", "model.safetensors"
 
 
 class QueryMLP(nn.Module):
-    """f(x) = LN(GELU(RMSNorm(x) W1) W2), the bottleneck MLP of eq. (3)."""
+    """f(x) = LN(GELU(RMSNorm(x) W1) W2), the bottleneck MLP of eq. (3); without the GELU,
+    LN(RMSNorm(x) W1 W2) (query mode residual_bottleneck_linear: the same parameters and norms,
+    so that it isolates the nonlinearity)."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
         d, r = config.d_model, config.query_hidden
+        self.nonlinear = config.query_mode == "residual_gelu"
         self.norm_in = nn.RMSNorm(d, eps=1e-5)
         self.fc_in = nn.Linear(d, r, bias=False)
         self.fc_out = nn.Linear(r, d, bias=False)
@@ -41,7 +44,7 @@ class QueryMLP(nn.Module):
 
     def finish(self, h):
         """h = RMSNorm(x) W1 -> f(x); the part after the first matmul, shared by the fused path."""
-        return self.norm_out(self.fc_out(F.gelu(h)))
+        return self.norm_out(self.fc_out(F.gelu(h) if self.nonlinear else h))
 
     def folded_weight(self):
         """W1 with the RMSNorm gain g folded in: RMSNorm(x) W1 = (x (g * W1)) / rms(x)."""
@@ -49,6 +52,17 @@ class QueryMLP(nn.Module):
 
     def inv_rms(self, x):
         return torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.norm_in.eps)
+
+
+class HeadRMSNorm(nn.RMSNorm):
+    """RMSNorm of each head's slice of a (..., n_head * head_size) tensor, one gain shared by the
+    heads (the model option qk_norm)."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__(config.head_size, eps=1e-5)
+
+    def forward(self, t):
+        return super().forward(t.unflatten(-1, (-1, self.normalized_shape[0]))).flatten(-2)
 
 
 class KVCache:
@@ -87,7 +101,9 @@ class CausalSelfAttention(nn.Module):
         # The linear modes project q, k, v in one matmul; the others project only k, v.
         self.c_attn = nn.Linear(d, (3 if config.has_linear_query else 2) * d, bias=False)
         self.c_proj = nn.Linear(d, d, bias=False)
-        self.query_mlp = QueryMLP(config) if config.query_mode == "residual_gelu" else None
+        self.query_mlp = QueryMLP(config) if config.query_mode in QUERY_MLP_MODES else None
+        self.q_norm = HeadRMSNorm(config) if config.qk_norm else None
+        self.k_norm = HeadRMSNorm(config) if config.qk_norm else None
         # A speed switch, not part of the model: same parameters, same function
         # (GPT.fuse_projections).
         self.fused = False
@@ -99,7 +115,7 @@ class CausalSelfAttention(nn.Module):
             q, k, v = self.c_attn(x).split(d, dim=2)
             if mode == "residual_linear":
                 q = x + q
-        elif mode == "residual_gelu" and self.fused:
+        elif self.fused:
             # The paper's section 4: K, V and the query MLP's first layer in one d -> 2.5d matmul,
             # the RMSNorm gain folded into W1 and its 1/rms(x) applied to the matmul's output.
             # The concatenated weight is built from the canonical parameters at every call (tiny
@@ -111,6 +127,8 @@ class CausalSelfAttention(nn.Module):
         else:
             k, v = self.c_attn(x).split(d, dim=2)
             q = x if mode == "identity" else x + self.query_mlp(x)
+        if self.q_norm is not None:  # before the query scale, which the norm would undo
+            q, k = self.q_norm(q), self.k_norm(k)
         return q * self.config.resolved_query_scale, k, v
 
     def forward(self, x, cache: KVCache | None = None, layer: int = 0):
@@ -180,7 +198,8 @@ class GPT(nn.Module):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
 
     def fuse_projections(self, enabled: bool = True) -> "GPT":
-        """Use the fused K, V, W1 projection of residual_gelu (other modes have nothing to fuse)."""
+        """Use the fused K, V, W1 projection of the query MLP's modes (others have nothing to
+        fuse)."""
         for block in self.transformer.h:
             block.attn.fused = enabled and block.attn.query_mlp is not None
         return self

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from repro.analysis import tuning
+from repro.analysis import ablation, tuning
 from repro.analysis.results import relative_improvement, relative_improvement_curves, scale_caveat
 from repro.analysis.seeds import BySeed, losses_at, over_seeds, paired, read_seed_runs, summarise
 from repro.config import Experiments, Preset, load_config
@@ -160,19 +160,60 @@ def _tuned_claims(runs_dir, preset: Preset, experiments: Experiments, seeds: int
             rows.append((claims[role], tuning.GROUP, None, f"no complete setting at {where}"))
             continue
         row = row.iloc[0]
-        n, low, high = (
-            int(row["n_pairs"]),
-            row["rel_improvement_ci_low"],
-            row["rel_improvement_ci_high"],
+        rows.append(
+            _paired_claim(
+                claims[role], f"{where}, step {row['step']}", row, row["nonlinear"], row["linear"]
+            )
         )
-        interval = f" (95% CI {low:.2%}..{high:.2%})" if n > 1 else ""
-        detail = (
-            f"{where}, step {row['step']}: best {row['nonlinear']} vs best {row['linear']}: "
-            f"paired improvement {row['rel_improvement_mean']:.2%}{interval}, "
-            f"loss gap {row['loss_gap_mean']:.4f}"
-        )
-        standing = _standing(row.to_frame().T, "rel_improvement")
-        rows.append((claims[role], row["nonlinear"], *_verdict(standing, n, detail)))
+    return rows
+
+
+def _paired_claim(claim: str, where: str, row: pd.Series, ours: str, reference: str) -> tuple:
+    """(claim, ours, holds, detail) from the paired comparison of best settings `ours` and
+    `reference` (repro.analysis.seeds.paired_difference): holds where its interval lies above
+    zero."""
+    n = int(row["n_pairs"])
+    low, high = row["rel_improvement_ci_low"], row["rel_improvement_ci_high"]
+    interval = f" (95% CI {low:.2%}..{high:.2%})" if n > 1 else ""
+    spreads = (
+        f", {row['gap_in_spreads']:.1f} spreads of {row['spread_from']}"
+        if pd.notna(row.get("gap_in_spreads"))
+        else ""
+    )
+    detail = (
+        f"{where}: best {ours} vs best {reference}: "
+        f"paired improvement {row['rel_improvement_mean']:.2%}{interval}, "
+        f"loss gap {row['loss_gap_mean']:.4f}{spreads}"
+    )
+    standing = _standing(row.to_frame().T, "rel_improvement")
+    return (claim, ours, *_verdict(standing, n, detail))
+
+
+def _ablation_claims(runs_dir, preset: Preset, experiments: Experiments, seeds: int, config_dir):
+    """(claim, experiment, holds, detail) of the query ablation (repro.analysis.ablation): each
+    claim's two arms at their best settings, paired; not answered while a run of either arm is
+    missing, which the detail lists."""
+    if ablation.GROUP not in experiments.groups:
+        return [
+            (c, ablation.GROUP, None, f"no group `{ablation.GROUP}` in the experiments file")
+            for c, _, _ in ablation.CLAIMS
+        ]
+    result = ablation.ablation(runs_dir, preset, seeds, config_dir)
+    where = f"preset {preset.name}, group {ablation.GROUP}, {seeds} seed{'s' * (seeds > 1)}"
+    rows = []
+    for claim, ours, reference in ablation.CLAIMS:
+        missing = result.missing_of(ours, reference)
+        incomplete = [ablation.arm_name(a) for a in (ours, reference) if result.best(a) is None]
+        if missing:
+            detail = f"not answered at {where}: {len(missing)} runs missing: " + ", ".join(missing)
+            rows.append((claim, ablation.GROUP, None, detail))
+        elif incomplete:
+            detail = f"no complete setting of {' or '.join(incomplete)} at {where}"
+            rows.append((claim, ablation.GROUP, None, detail))
+        else:
+            step = f"{where}, step {preset.report.table_step}"
+            row = result.compare(ours, reference)
+            rows.append(_paired_claim(claim, step, row, result.best(ours), result.best(reference)))
     return rows
 
 
@@ -197,7 +238,9 @@ def check_claims(
     (20k on the paper preset; default: a third of the preset's max_step). And, from the tuning
     comparison (repro.analysis.tuning): the best nonlinear setting beats the best-tuned baseline
     and the best-tuned larger control; while a run of group `tuning` is missing, the detail lists
-    the missing runs instead.
+    the missing runs instead. And, from the query ablation (repro.analysis.ablation): the gain
+    needs the nonlinearity, survives QK-norm, and beats the best-tuned stabilised baseline;
+    each names the missing runs of its two arms while any is missing.
     """
     preset, experiments = load_config(preset, config_dir)
     nonlinear = [e.name for e in experiments.group("table1") if e.query_mode == "residual_gelu"]
@@ -227,6 +270,7 @@ def check_claims(
     else:
         rows.append((claim, unstable, None, "not trained (group `claims`)"))
     rows += _tuned_claims(runs_dir, preset, experiments, seeds, config_dir)
+    rows += _ablation_claims(runs_dir, preset, experiments, seeds, config_dir)
     claims = pd.DataFrame(rows, columns=CLAIM_COLUMNS)
     claims["caveat"] = scale_caveat(preset, config_dir)
     return claims

@@ -3,9 +3,16 @@
 Seed k of a preset (repro.config.Preset.with_seed) has its own batch indices and its own model
 initialisation; its runs are under seed_dir(runs_dir, k). Every experiment of one seed trains on
 that seed's batches, so an experiment and the baseline of the same seed are a pair: differences
-are taken within each seed, then averaged, and their interval is that of the paired differences.
-The interval of a mean of n values with sample standard deviation s is
-mean ± t(0.975, n - 1) · s / √n; with one seed there is none (NaN).
+are taken within each seed, then averaged. The interval of a mean of n values with standard
+deviation s is mean ± t(0.975, n - 1) · s / √n; with one seed there is none (NaN).
+
+Arms need not be equally noisy: an arm's spread over seeds can be several times another's (a
+linear query's 0.0002 against a nonlinear one's 0.0015 in one published audit), so a gap "k
+spreads wide" must say whose. Each arm's own spread is reported (val_loss_sd), and a paired
+difference is also given in units of the larger of its two arms' spreads (paired_difference:
+spread_sd, spread_from, gap_in_spreads). Its interval stays the paired one: the two runs of a
+seed share that seed's batches and evaluation sequences, whose shift the pairing cancels and each
+arm's own spread contains.
 """
 
 from __future__ import annotations
@@ -38,6 +45,9 @@ TABLE1_SEEDS_COLUMNS = [
     "rel_improvement_sd",
     "rel_improvement_ci_low",
     "rel_improvement_ci_high",
+    "spread_sd",
+    "spread_from",
+    "gap_in_spreads",
     "paper_val_loss",
     "paper_rel_improvement",
     "preset",
@@ -61,6 +71,33 @@ def summarise(groups, value: str) -> pd.DataFrame:
             f"{value}_ci_high": s["mean"] + half,
         }
     )
+
+
+def paired_difference(losses: pd.DataFrame, ours: str, reference: str) -> pd.Series:
+    """`ours` against `reference` over the seeds that have both (`losses`: one column per
+    experiment, one row per seed): n_pairs; the loss gap L_reference - L_ours and the relative
+    improvement (L_reference - L_ours) / L_reference, positive where ours is lower, each as
+    {value}_mean, _sd, _ci_low, _ci_high over the paired differences; and the gap in units of the
+    noisier arm's spread: spread_sd (the larger of the two arms' standard deviations over these
+    seeds), spread_from (that arm) and gap_in_spreads (loss_gap_mean / spread_sd)."""
+    both = losses[list(dict.fromkeys([ours, reference]))].dropna()
+    differences = pd.DataFrame(
+        {
+            "loss_gap": both[reference] - both[ours],
+            "rel_improvement": relative_improvement(both[ours], both[reference]),
+        }
+    )
+    groups = differences.groupby(lambda _: 0)
+    row = summarise(groups, "loss_gap").join(
+        summarise(groups, "rel_improvement").drop(columns="n_seeds")
+    )
+    row = row.reindex([0]).iloc[0].drop("n_seeds").to_dict() | {"n_pairs": len(both)}
+    arms = both.std()  # each arm's own spread (NaN below two seeds)
+    noisier = arms.idxmax() if arms.notna().any() else None
+    spread = arms[noisier] if noisier is not None else np.nan
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gap = np.float64(row["loss_gap_mean"]) / spread
+    return pd.Series(row | {"spread_sd": spread, "spread_from": noisier, "gap_in_spreads": gap})
 
 
 def read_seed_runs(runs_dir: str | Path, names: list[str], seeds: int) -> BySeed:
@@ -107,13 +144,12 @@ def table1_seeds(
     members = experiments.group("table1")
     names = [e.name for e in members]
     losses = losses_at(read_seed_runs(runs_dir, names, seeds), names, preset.report.table_step)
-    baseline = losses[losses["experiment"] == experiments.baseline].set_index("seed")["val_loss"]
-    losses["rel_improvement"] = relative_improvement(
-        losses["val_loss"], losses["seed"].map(baseline)
-    )
-    groups = losses.groupby("experiment", sort=False)
-    gains = summarise(groups, "rel_improvement").rename(columns={"n_seeds": "n_pairs"})
-    table = summarise(groups, "val_loss").join(gains).reset_index()
+    by_seed = losses.pivot(index="seed", columns="experiment", values="val_loss")
+    gains = pd.DataFrame(
+        [paired_difference(by_seed, name, experiments.baseline) for name in names], index=names
+    ).filter(regex="^(n_pairs|rel_improvement_|spread_|gap_in_spreads)")
+    table = summarise(losses.groupby("experiment", sort=False), "val_loss").join(gains)
+    table = table.rename_axis("experiment").reset_index()
     table = table.assign(
         query_mode=[e.query_mode for e in members],
         mlp_ratio=[e.mlp_ratio for e in members],

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from repro.analysis.results import relative_improvement, scale_caveat
-from repro.analysis.seeds import read_seed_runs, summarise
+from repro.analysis.results import scale_caveat
+from repro.analysis.seeds import paired_difference, read_seed_runs, summarise
 from repro.config import Experiment, Preset, load_config, seed_dir
 
 GROUP = "tuning"
@@ -61,14 +61,30 @@ COMPARISON_COLUMNS = [
     "rel_improvement_sd",
     "rel_improvement_ci_low",
     "rel_improvement_ci_high",
+    "spread_sd",
+    "spread_from",
+    "gap_in_spreads",
     "preset",
     "caveat",
 ]
 
 
 def model_of(experiment: Experiment) -> str:
-    """What a setting is a setting of: the query mode and the MLP width."""
-    return f"{experiment.query_mode}, MLP h/d {experiment.mlp_ratio:g}"
+    """What a setting is a setting of: the query mode, the MLP width and the QK-norm."""
+    qk_norm = " + qk_norm" if experiment.model.get("qk_norm") else ""
+    return f"{experiment.query_mode}{qk_norm}, MLP h/d {experiment.mlp_ratio:g}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The settings of a group at one preset: `table` (one row per setting, TUNING_COLUMNS, `best`
+    marking each model's), `losses` (the validation loss at the table step, one row per seed, one
+    column per setting; NaN where diverged or missing) and `missing` (the runs, as
+    seed<k>/<experiment>, that have neither a loss at the table step nor diverged)."""
+
+    table: pd.DataFrame
+    losses: pd.DataFrame
+    missing: list[str]
 
 
 @dataclass(frozen=True)
@@ -103,31 +119,10 @@ def _best(table: pd.DataFrame, seeds: int) -> pd.Series:
     return table.index.isin(best.values)
 
 
-def _compare(outcomes: pd.DataFrame, nonlinear: str, linear: str) -> pd.DataFrame:
-    """The paired gap and relative improvement of `nonlinear` over `linear`, summarised."""
-    losses = outcomes.pivot(index="seed", columns="experiment", values="val_loss")
-    pairs = pd.DataFrame(
-        {
-            "loss_gap": losses[linear] - losses[nonlinear],
-            "rel_improvement": relative_improvement(losses[nonlinear], losses[linear]),
-        }
-    ).dropna()
-    groups = pairs.groupby(lambda _: 0)
-    gap = summarise(groups, "loss_gap").drop(columns="n_seeds")
-    gain = summarise(groups, "rel_improvement").rename(columns={"n_seeds": "n_pairs"})
-    return gap.join(gain)
-
-
-def tuning(
-    runs_dir: str | Path,
-    preset: str | Preset,
-    seeds: int = 1,
-    config_dir: str | Path | None = None,
-    group: str = GROUP,
-) -> Tuning:
-    """The tuning comparison of `group` from the runs of seeds 0..seeds-1 under runs_dir."""
-    preset, experiments = load_config(preset, config_dir)
-    members = experiments.group(group)
+def settings(
+    runs_dir: str | Path, preset: Preset, seeds: int, config_dir, members: list[Experiment]
+) -> Settings:
+    """Each setting's loss over seeds 0..seeds-1 at the table step, and each model's best."""
     step = preset.report.table_step
     outcomes = _outcomes(runs_dir, members, seeds, step)
     by_experiment = outcomes.groupby("experiment", sort=False)
@@ -148,30 +143,44 @@ def tuning(
         caveat=scale_caveat(preset, config_dir),
     )
     table["best"] = _best(table, seeds)
-    best = table[table["best"]]
-    nonlinear = best[best["query_mode"] != "linear"]
-    comparisons = [
-        _compare(outcomes, n["experiment"], lin["experiment"]).assign(
-            nonlinear=n["experiment"], linear=lin["experiment"], linear_model=lin["model"]
-        )
-        for _, n in nonlinear.iterrows()
-        for _, lin in best[best["query_mode"] == "linear"].iterrows()
-    ]
-    comparison = (
-        pd.concat(comparisons, ignore_index=True)
-        if comparisons
-        else pd.DataFrame(columns=COMPARISON_COLUMNS)
-    )
-    comparison = comparison.assign(
-        step=step, preset=preset.name, caveat=scale_caveat(preset, config_dir)
-    )
     missing = outcomes[outcomes["missing"]]
-    return Tuning(
+    return Settings(
         table=table[TUNING_COLUMNS],
-        comparison=comparison[COMPARISON_COLUMNS],
+        losses=outcomes.pivot(index="seed", columns="experiment", values="val_loss"),
         missing=[
             os.path.join(seed_dir("", k), name)
             for name, k in zip(missing["experiment"], missing["seed"])
         ],
+    )
+
+
+def tuning(
+    runs_dir: str | Path,
+    preset: str | Preset,
+    seeds: int = 1,
+    config_dir: str | Path | None = None,
+    group: str = GROUP,
+) -> Tuning:
+    """The tuning comparison of `group` from the runs of seeds 0..seeds-1 under runs_dir."""
+    preset, experiments = load_config(preset, config_dir)
+    result = settings(runs_dir, preset, seeds, config_dir, experiments.group(group))
+    best = result.table[result.table["best"]]
+    linear = best[best["query_mode"] == "linear"]
+    comparison = pd.DataFrame(
+        [
+            paired_difference(result.losses, nonlinear, lin).to_dict()
+            | {"nonlinear": nonlinear, "linear": lin, "linear_model": model}
+            for nonlinear in best.loc[best["query_mode"] != "linear", "experiment"]
+            for lin, model in zip(linear["experiment"], linear["model"])
+        ],
+        columns=COMPARISON_COLUMNS,
+    )
+    comparison = comparison.assign(
+        step=preset.report.table_step, preset=preset.name, caveat=scale_caveat(preset, config_dir)
+    )
+    return Tuning(
+        table=result.table,
+        comparison=comparison[COMPARISON_COLUMNS],
+        missing=result.missing,
         preset=preset,
     )

@@ -25,7 +25,18 @@ from repro.config.experiments import (  # noqa: F401 (re-exported: the experimen
 from repro.config.relations import check_divides, check_experiment, check_relations, mlp_hidden
 from repro.config.schema import ConfigError, load
 
-QUERY_MODES = ("linear", "identity", "residual_gelu", "residual_linear")
+QUERY_MODES = (
+    "linear",
+    "identity",
+    "residual_gelu",
+    "residual_linear",
+    "residual_bottleneck_linear",
+)
+# The modes whose query goes through the bottleneck MLP of eq. (3) (repro.model.QueryMLP).
+QUERY_MLP_MODES = ("residual_gelu", "residual_bottleneck_linear")
+# Model options added after runs were recorded: at these values a run's identity leaves them out,
+# so that the runs recorded before them keep theirs (and resume, and are not reported stale).
+LATER_MODEL_OPTIONS = {"qk_norm": False}
 CORPORA = ("openwebtext", "python-docs")
 # The default loss ceiling: a nat above a uniform guess (an untrained GPT-2: ln(50304) = 10.83).
 LOSS_MARGIN = 1.0
@@ -60,6 +71,8 @@ class ModelConfig:
     # q is multiplied by query_scale before the usual 1/sqrt(head_size) attention scale.
     # None means the mode's own: 1/2 for the residual modes (eq. 2: q = (x + f(x)) / 2), else 1.
     query_scale: float | None = None
+    # RMSNorm of each head's queries and keys before attention (an ablation; the paper has none).
+    qk_norm: bool = False
 
     def __post_init__(self):
         if self.query_mode not in QUERY_MODES:
@@ -329,8 +342,13 @@ class RunConfig:
 
         In the layout run.json and checkpoints have always had (AdamW's constants under train)."""
         o = self.optimizer
+        model = {
+            k: v
+            for k, v in asdict(self.model).items()
+            if k not in LATER_MODEL_OPTIONS or v != LATER_MODEL_OPTIONS[k]
+        }
         return {
-            "model": asdict(self.model),
+            "model": model,
             "train": asdict(self.train) | {"beta1": o.beta1, "beta2": o.beta2, "adam_eps": o.eps},
             "optimizer": {
                 "lr_max": o.lr_max,

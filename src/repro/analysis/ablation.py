@@ -1,0 +1,158 @@
+"""The query ablation (docs/ablation.md): which part of the nonlinear query makes its gain?
+
+The paper's query path q = (x + f(x))/2, f(x) = LN(GELU(RMSNorm(x) W1) W2), changes several
+things at once against q = x W_Q: a residual path, a bottleneck, two normalisations and a GELU.
+Group `query_ablation` of the experiments file trains seven arms (a query mode, with or without
+qk_norm), each at the same settings of learning rate and weight decay. Each arm is represented by
+its best setting, chosen as the tuning comparison chooses (repro.analysis.tuning: the lowest mean
+validation loss at the table step among the settings every seed has and none diverged), and
+paired seed by seed with the best linear arm (results/ablation.csv). Three questions are answered
+from pairs of arms (CLAIMS), each with the 95% interval of its paired relative improvement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from repro.analysis.seeds import paired_difference
+from repro.analysis.tuning import Settings, settings
+from repro.config import Experiment, Preset, load_config
+
+GROUP = "query_ablation"
+# An arm: a query mode, with (True) or without the model option qk_norm.
+Arm = tuple[str, bool]
+REFERENCE: Arm = ("linear", False)  # what every arm of the table is paired with
+# (claim, the arm that should be ahead, the arm it is compared with)
+CLAIMS: list[tuple[str, Arm, Arm]] = [
+    # the same residual bottleneck with both norms, without its GELU
+    (
+        "the gain needs the nonlinearity",
+        ("residual_gelu", False),
+        ("residual_bottleneck_linear", False),
+    ),
+    # both arms with the normalisation that stabilises the linear query
+    ("the gain survives QK-norm", ("residual_gelu", True), ("linear", True)),
+    (
+        "the nonlinear query beats the best-tuned stabilised baseline",
+        ("residual_gelu", False),
+        ("linear", True),
+    ),
+]
+ABLATION_COLUMNS = [
+    "arm",
+    "query_mode",
+    "qk_norm",
+    "best",
+    "lr_max",
+    "lr_min",
+    "weight_decay",
+    "settings",
+    "settings_complete",
+    "step",
+    "n_seeds",
+    "val_loss_mean",
+    "val_loss_sd",
+    "val_loss_ci_low",
+    "val_loss_ci_high",
+    "reference",
+    "n_pairs",
+    "loss_gap_mean",
+    "loss_gap_ci_low",
+    "loss_gap_ci_high",
+    "rel_improvement_mean",
+    "rel_improvement_sd",
+    "rel_improvement_ci_low",
+    "rel_improvement_ci_high",
+    "spread_sd",
+    "spread_from",
+    "gap_in_spreads",
+    "preset",
+    "caveat",
+]
+
+
+def arm_of(experiment: Experiment) -> Arm:
+    return experiment.query_mode, bool(experiment.model.get("qk_norm", False))
+
+
+def arm_name(arm: Arm) -> str:
+    return arm[0] + " + qk_norm" * arm[1]
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """The ablation at one preset: `table` (one row per arm, its best setting paired with the
+    best linear arm's), `settings` (every setting of the group, as repro.analysis.tuning's table),
+    `members` (arm -> its experiments) and `missing` (runs, as seed<k>/<experiment>, with neither
+    a loss at the table step nor a divergence)."""
+
+    table: pd.DataFrame
+    settings: Settings
+    members: dict[Arm, list[str]]
+    missing: list[str]
+    preset: Preset
+
+    def best(self, arm: Arm) -> str | None:
+        """The arm's best setting (None while no setting of it is complete)."""
+        row = self.table[self.table["arm"] == arm_name(arm)]
+        return None if row.empty or pd.isna(row["best"].iloc[0]) else row["best"].iloc[0]
+
+    def compare(self, ours: Arm, reference: Arm) -> pd.Series:
+        """The best of `ours` paired with the best of `reference` (repro.analysis.seeds)."""
+        return paired_difference(self.settings.losses, self.best(ours), self.best(reference))
+
+    def missing_of(self, *arms: Arm) -> list[str]:
+        """The missing runs among the arms' settings."""
+        names = {name for arm in arms for name in self.members.get(arm, [])}
+        return [run for run in self.missing if run.rsplit("/", 1)[-1] in names]
+
+
+def ablation(
+    runs_dir: str | Path,
+    preset: str | Preset,
+    seeds: int = 1,
+    config_dir: str | Path | None = None,
+) -> Ablation:
+    """The query ablation from the runs of seeds 0..seeds-1 under runs_dir."""
+    preset, experiments = load_config(preset, config_dir)
+    members = experiments.group(GROUP)
+    result = settings(runs_dir, preset, seeds, config_dir, members)
+    by_arm: dict[Arm, list[str]] = {}
+    for e in members:
+        by_arm.setdefault(arm_of(e), []).append(e.name)
+    table = result.table.set_index("experiment")
+    rows = []
+    for arm, names in by_arm.items():
+        own = table.loc[names]
+        best = own.index[own["best"]]
+        row = {
+            "arm": arm_name(arm),
+            "query_mode": arm[0],
+            "qk_norm": arm[1],
+            "best": best[0] if len(best) else None,
+            "settings": len(names),
+            "settings_complete": int(((own["n_seeds"] == seeds) & (own["n_diverged"] == 0)).sum()),
+        }
+        if len(best):
+            chosen = own.loc[best[0]]
+            row |= chosen[["lr_max", "lr_min", "weight_decay", "n_seeds"]].to_dict()
+            row |= chosen.filter(like="val_loss").to_dict()
+        rows.append(row)
+    arms = pd.DataFrame(rows)
+    best = dict(zip(by_arm, arms["best"]))
+    reference = best.get(REFERENCE)
+    pairs = [
+        paired_difference(result.losses, best[arm], reference).to_dict() | {"reference": reference}
+        if pd.notna(reference) and pd.notna(best[arm])
+        else {}
+        for arm in by_arm
+    ]
+    arms = arms.join(pd.DataFrame(pairs, index=arms.index)).assign(
+        step=preset.report.table_step,
+        preset=preset.name,
+        caveat=result.table["caveat"].iloc[0],
+    )
+    return Ablation(arms.reindex(columns=ABLATION_COLUMNS), result, by_arm, result.missing, preset)

@@ -1,0 +1,198 @@
+"""The query ablation (repro.analysis.ablation) and its claims, on runs of group `query_ablation`
+written at the tiny preset (table step 12, seeds 0..2) through the run writer `repro train` uses
+(repro.rundir: metrics.csv and run.json, the run's identity from its resolved configuration)."""
+
+import pandas as pd
+import pytest
+import torch
+
+from repro.analysis.ablation import GROUP, ablation
+from repro.analysis.claims import check_claims
+from repro.config import load_config, load_run, seed_dir
+from repro.model import GPT, count_parameters
+from repro.rundir import METRICS_CSV, RunRecord, write_metrics
+
+SEEDS = 3
+SHIFT = [0.0, 0.05, -0.03]  # each seed's batches and evaluation sequences, shared by its runs
+NOISE = [0.004, -0.003, 0.0]  # each run's own
+# Each arm's loss at its three settings (6e-4/0.1, 1.5e-3/2^-5, 3e-3/2^-5): the paper's
+# story, the nonlinear query best at its own rate and the GELU worth 0.08 nats.
+LOSSES = {
+    "linear": [5.00, 4.95, 4.93],
+    "linear + qk_norm": [4.99, 4.92, 4.90],
+    "residual_linear": [5.01, 4.96, 4.95],
+    "residual_bottleneck_linear": [4.98, 4.92, 4.90],
+    "residual_gelu": [4.95, 4.86, 4.82],
+    "residual_gelu + qk_norm": [4.94, 4.83, 4.84],
+    "identity": [5.10, 5.05, 5.04],
+}
+
+
+def arms():
+    """Arm name -> the group's experiments of that arm, in the order of the settings."""
+    _, experiments = load_config("tiny")
+    by_arm = {}
+    for e in experiments.group(GROUP):
+        by_arm.setdefault(e.query_mode + " + qk_norm" * bool(e.model.get("qk_norm")), []).append(e)
+    return by_arm
+
+
+def write_run(runs_dir, experiment: str, seed: int, val_loss: float | None):
+    """The run as `repro train` leaves it: evaluations at 0, 4, 8, 12 ending at val_loss, or
+    diverged at step 6 where val_loss is None."""
+    run = load_run("tiny", experiment, seed=seed)
+    folder = runs_dir / seed_dir("", seed) / experiment
+    last = 12 if val_loss is not None else 6
+    evals = {0: 10.9, 4: 8.0, 8: 6.5, 12: val_loss}
+    rows = [
+        {"step": s, "lr": 1e-3, "train_loss": 10.0 - 0.3 * s}
+        | (
+            {"eval_val_loss": evals[s], "eval_train_loss": evals[s] - 0.05}
+            if s in evals and s <= last
+            else {}
+        )
+        for s in range(last + 1)
+    ]
+    folder.mkdir(parents=True)
+    write_metrics(folder / METRICS_CSV, rows)
+    with torch.device("meta"):
+        params = count_parameters(GPT(run.model))
+    RunRecord(
+        status="completed" if val_loss is not None else "diverged",
+        preset=run.preset_name,
+        experiment=experiment,
+        identity=run.identity(),
+        config=run.to_dict(),
+        params=params,
+        tokens_per_step=run.tokens_per_step,
+        last_step=last,
+        diverged_step=None if val_loss is not None else last,
+    ).write(folder)
+
+
+def write_runs(runs_dir, losses=LOSSES, leave_out=()):
+    for arm, experiments in arms().items():
+        for e, loss in zip(experiments, losses[arm]):
+            for k in range(SEEDS):
+                if f"{seed_dir('', k)}/{e.name}".lstrip("/") not in leave_out:
+                    value = None if loss is None else loss + SHIFT[k] + NOISE[k] * (len(arm) % 3)
+                    write_run(runs_dir, e.name, k, value)
+    return runs_dir
+
+
+def ablation_claims(runs_dir):
+    claims = check_claims(runs_dir, "tiny", seeds=SEEDS).set_index("claim")
+    return {
+        c: tuple(claims.loc[c, ["experiment", "holds", "detail"]])
+        for c in (
+            "the gain needs the nonlinearity",
+            "the gain survives QK-norm",
+            "the nonlinear query beats the best-tuned stabilised baseline",
+        )
+    }
+
+
+def test_the_group_gives_seven_arms_the_same_settings():
+    settings = {
+        arm: [(e.optimizer.lr_max, e.optimizer.lr_min, e.optimizer.weight_decay) for e in members]
+        for arm, members in arms().items()
+    }
+    assert set(settings) == set(LOSSES)
+    assert len({tuple(s) for s in settings.values()}) == 1  # one grid for every arm
+    assert settings["linear"] == [(6e-4, 6e-5, 0.1), (1.5e-3, 3e-5, 0.03125), (3e-3, 3e-5, 0.03125)]
+
+
+def test_each_arm_is_at_its_best_setting_paired_with_the_best_linear(tmp_path):
+    result = ablation(write_runs(tmp_path), "tiny", SEEDS)
+    table = result.table.set_index("arm")
+    assert result.missing == []
+    assert table.loc["residual_gelu", "best"] == "resgelu-lr3e-3"
+    assert table.loc["residual_gelu + qk_norm", "best"] == "resgelu-qknorm-lr1.5e-3"
+    assert (table["reference"] == "baseline-wd3.125e-2-lr3e-3").all()
+    gelu = table.loc["residual_gelu"]
+    assert gelu["n_pairs"] == 3 and gelu["loss_gap_mean"] == pytest.approx(0.11, abs=0.005)
+    assert gelu["rel_improvement_ci_low"] > 0
+    assert table.loc["linear", "loss_gap_mean"] == 0  # the reference against itself
+    # each arm's own spread, and the paired gap in units of the noisier arm's
+    assert gelu["spread_from"] in ("resgelu-lr3e-3", "baseline-wd3.125e-2-lr3e-3")
+    assert gelu["gap_in_spreads"] == pytest.approx(gelu["loss_gap_mean"] / gelu["spread_sd"])
+
+
+def test_the_ablation_says_the_nonlinearity_matters(tmp_path):
+    claims = ablation_claims(write_runs(tmp_path))
+    experiment, holds, detail = claims["the gain needs the nonlinearity"]
+    assert (experiment, holds) == ("resgelu-lr3e-3", True)
+    assert "best bottleneck-linear-lr3e-3" in detail and "95% CI" in detail
+    assert claims["the gain survives QK-norm"][1] is True
+    assert claims["the nonlinear query beats the best-tuned stabilised baseline"][1] is True
+
+
+def test_the_ablation_says_the_nonlinearity_does_not_matter(tmp_path):
+    # the bottleneck without its GELU as good, and the stabilised linear query tuned to match
+    same = {
+        **LOSSES,
+        "residual_bottleneck_linear": [4.96, 4.86, 4.81],
+        "linear + qk_norm": [4.99, 4.85, 4.78],
+    }
+    claims = ablation_claims(write_runs(tmp_path, same))
+    experiment, holds, detail = claims["the gain needs the nonlinearity"]
+    assert holds is not True and "best bottleneck-linear-lr3e-3" in detail
+    assert claims["the gain survives QK-norm"][1] is False
+    assert claims["the nonlinear query beats the best-tuned stabilised baseline"][1] is False
+
+
+def test_a_diverged_setting_is_out_of_its_arms_running(tmp_path):
+    diverging = {**LOSSES, "linear + qk_norm": [4.99, 4.92, None]}
+    table = ablation(write_runs(tmp_path, diverging), "tiny", SEEDS).table.set_index("arm")
+    row = table.loc["linear + qk_norm"]
+    assert row["best"] == "baseline-qknorm-wd3.125e-2-lr1.5e-3" and row["settings_complete"] == 2
+
+
+def test_missing_runs_are_named_by_the_claims_they_hold_up(tmp_path):
+    runs = write_runs(tmp_path, leave_out={"seed1/bottleneck-linear-lr1.5e-3"})
+    claims = ablation_claims(runs)
+    experiment, holds, detail = claims["the gain needs the nonlinearity"]
+    assert (experiment, holds) == (GROUP, None)
+    assert "1 runs missing: seed1/bottleneck-linear-lr1.5e-3" in detail
+    assert claims["the gain survives QK-norm"][1] is True  # its arms are all there
+
+
+def test_the_notebook_writes_the_table_and_its_html(tmp_path):
+    import papermill
+    from conftest import REPO
+
+    runs = write_runs(tmp_path / "runs" / "tiny")
+    out = {
+        "out_csv": tmp_path / "ablation.csv",
+        "out_html": tmp_path / "ablation.html",
+        "out_settings": tmp_path / "settings.csv",
+    }
+    papermill.execute_notebook(
+        str(REPO / "notebooks" / "ablation.ipynb"),
+        str(tmp_path / "ablation.ipynb"),
+        parameters={
+            "preset": "tiny",
+            "runs_dir": str(runs),
+            "config_dir": str(REPO / "config"),
+            "seeds": SEEDS,
+            **{k: str(v) for k, v in out.items()},
+        },
+        cwd=str(REPO),
+        progress_bar=False,
+    )
+    table = pd.read_csv(out["out_csv"])
+    assert list(table["arm"]) == list(LOSSES)
+    assert len(pd.read_csv(out["out_settings"])) == 21
+    assert "resgelu-qknorm-lr1.5e-3" in out["out_html"].read_text()
+
+
+def test_no_runs_yet_is_a_table_without_bests(tmp_path):
+    result = ablation(tmp_path, "tiny", 1)
+    assert result.table["best"].isna().all() and len(result.missing) == 21
+    _, holds, detail = ablation_claims_at_one_seed(tmp_path)
+    assert holds is None and "6 runs missing" in detail
+
+
+def ablation_claims_at_one_seed(runs_dir):
+    claims = check_claims(runs_dir, "tiny", seeds=1).set_index("claim")
+    return tuple(claims.loc["the gain needs the nonlinearity", ["experiment", "holds", "detail"]])

@@ -1,0 +1,28 @@
+# The query ablation (docs/ablation.md): group `query_ablation` of config/experiments.yaml (seven
+# query arms, each at the same three learning-rate settings) trained at the configured preset and
+# seeds, then notebooks/ablation.ipynb writes each arm's best setting paired with the best linear
+# arm (results/ablation.csv, and as HTML on the report's page) and every setting
+# (results/ablation_settings.csv). Not part of `all`: ask for it, e.g. at the screening scale
+#   snakemake --cores 1 --resources gpu=1 results/ablation.csv --config preset=screen seeds=3
+
+rule ablation:
+    input:
+        notebook="notebooks/ablation.ipynb",
+        runs=run_files(ABLATION, seeds=SEEDS),
+    output:
+        table=report("results/ablation.csv", caption="../report/ablation.rst", category="Ablation"),
+        html=report("results/ablation.html", caption="../report/ablation.rst", category="Ablation"),
+        settings="results/ablation_settings.csv",
+        notebook="results/notebooks/ablation.ipynb",
+    params:
+        preset=PRESET.name,
+        runs=lambda wildcards: runs_dir(),
+        config=CONFIG_DIR,
+        outputs=lambda wildcards, output: notebook_outputs(
+            out_csv=output.table, out_html=output.html, out_settings=output.settings,
+            seeds=len(SEEDS)
+        ),
+    log:
+        "results/notebooks/ablation.log",
+    shell:
+        PAPERMILL
