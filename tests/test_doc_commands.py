@@ -1,0 +1,221 @@
+"""Every command the README and docs/ show in a `bash` or `sh` block works, and the numbers they
+state that the code computes are the code's.
+
+The commands checked are `repro ...` (also as `python -m repro` or under `torchrun -m repro`),
+`snakemake ...`, `papermill ...` and `python -m MODULE ...`. The quick tests parse each one with
+its own program's parser (argparse, Snakemake's, papermill's); the slow ones run it on the tiny
+preset in a scratch copy of the workflow (every preset name replaced by `tiny`; Snakemake's with
+`-n`, since tests/test_pipeline.py builds the DAG itself). A command ending in a `# GPU`,
+`# cluster` or `# download` comment needs a GPU, several GPUs or a cluster, or files from
+elsewhere (the hub, the authors' folder, your own corpus): it is parsed, and Snakemake's dry-run
+as written, but not run (docs/testing.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shlex
+import shutil
+from dataclasses import dataclass
+
+import pytest
+import yaml
+from conftest import REPO
+from workflow_helpers import copy_workflow, snakemake
+
+from repro.cli import build_parser
+
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+MARKERS = ("GPU", "cluster", "download")
+PRESETS = re.compile(r"\b(smoke|screen|paper)\b")
+# Programs the blocks run that these tests leave alone: set-up, lint, viewers, uploads, scripts.
+OTHER_PROGRAMS = {"pip", "ruff", "tensorboard", "hf", "huggingface-cli", "jupyter", "python"}
+
+
+@dataclass(frozen=True)
+class Command:
+    page: str
+    line: int
+    program: str  # repro, snakemake, papermill, or python (python -m MODULE)
+    args: tuple[str, ...]  # after the program (for python: the module, then its arguments)
+    marker: str | None
+
+    def __str__(self):
+        return f"{self.page}:{self.line}"
+
+    def on_tiny(self) -> tuple[str, ...]:
+        """The arguments at the tiny preset: every preset name replaced."""
+        args = tuple(PRESETS.sub("tiny", a) for a in self.args)
+        if self.program == "snakemake" and not any(a.startswith("preset=") for a in args):
+            args = (*args, "--config", "preset=tiny") if "--config" not in args else args
+            at = args.index("--config") + 1
+            args = (*args[:at], "preset=tiny", *args[at:]) if "preset=tiny" not in args else args
+        return args
+
+
+def commands_of(text: str, page: str = "page") -> tuple[list[Command], list[str]]:
+    """The commands of the `bash`/`sh` blocks of a page, and the programs of the other lines."""
+    commands, others = [], []
+    for block in re.finditer(r"^```(?:bash|sh)\n(.*?)^```", text, re.M | re.S):
+        first = text[: block.start()].count("\n") + 2
+        lines = block.group(1).split("\n")
+        logical, start = "", None
+        for number, line in enumerate(lines, first):
+            start = number if start is None else start
+            if line.rstrip().endswith("\\"):
+                logical += line.rstrip()[:-1] + " "
+                continue
+            logical += line
+            parsed = parse_line(logical, page, start)
+            commands += parsed[0]
+            others += parsed[1]
+            logical, start = "", None
+    return commands, others
+
+
+def parse_line(line: str, page: str, number: int) -> tuple[list[Command], list[str]]:
+    marker = re.search(r"#\s*(" + "|".join(MARKERS) + r")\b", line)
+    marker = marker.group(1) if marker else None
+    # `[--option VALUE]`: optional arguments, as usage lines write them.
+    words = shlex.split(re.sub(r"\s\[--[^\]]*\]", "", line), comments=True)
+    commands, others = [], []
+    while words:
+        end = words.index("&&") if "&&" in words else len(words)
+        part, words = words[:end], words[end + 1 :]
+        while part and re.fullmatch(r"[A-Z_]+=\S*", part[0]):  # OMP_NUM_THREADS=1 ...
+            part = part[1:]
+        if part[0] == "torchrun":
+            part = part[part.index("-m") + 1 :]
+        elif part[:3] == ["python", "-m", "repro"]:
+            part = part[2:]
+        if part[0] in ("repro", "snakemake", "papermill"):
+            commands.append(Command(page, number, part[0], tuple(part[1:]), marker))
+        elif part[:2] == ["python", "-m"]:
+            commands.append(Command(page, number, "python", tuple(part[2:]), marker))
+        else:
+            others.append(part[0].split("/")[0] if "/" in part[0] else part[0])
+    return commands, others
+
+
+def all_commands() -> tuple[list[Command], list[str]]:
+    commands, others = [], []
+    for page in PAGES:
+        found = commands_of(page.read_text(), str(page.relative_to(REPO)))
+        commands += found[0]
+        others += found[1]
+    return commands, others
+
+
+COMMANDS = all_commands()[0]
+
+
+def of(program: str) -> list[Command]:
+    return [c for c in COMMANDS if c.program == program]
+
+
+def test_the_extraction_reads_blocks_markers_and_chains():
+    text = (
+        "```bash\nruff check && python -m pytest   # lint\n"
+        "OMP_NUM_THREADS=1 python -m repro describe --preset paper \\\n"
+        "    --group table1   # GPU\nrepro prepare --out d [--revision R]\n```\n"
+        "```python\nrepro = 1\n```\n"
+    )
+    commands, others = commands_of(text)
+    assert others == ["ruff"]
+    pytest_, describe, prepare = commands
+    assert (pytest_.program, pytest_.args, pytest_.marker) == ("python", ("pytest",), None)
+    assert describe.args == ("describe", "--preset", "paper", "--group", "table1")
+    assert (describe.line, describe.marker) == (3, "GPU")
+    assert describe.on_tiny() == ("describe", "--preset", "tiny", "--group", "table1")
+    assert prepare.args == ("prepare", "--out", "d")
+    snake = Command("p", 1, "snakemake", ("main", "--config", "seeds=3"), None)
+    assert snake.on_tiny() == ("main", "--config", "preset=tiny", "seeds=3")
+
+
+def test_every_program_in_the_blocks_is_checked_or_known():
+    others = set(all_commands()[1])
+    assert others <= OTHER_PROGRAMS | {"benchmarks"}, others - OTHER_PROGRAMS
+    assert {c.program for c in COMMANDS} == {"repro", "snakemake", "papermill", "python"}
+
+
+@pytest.mark.parametrize("command", of("repro"), ids=str)
+def test_repro_command_parses(command):
+    build_parser().parse_args(list(command.args))
+
+
+@pytest.mark.parametrize("command", of("snakemake"), ids=str)
+def test_snakemake_command_parses(command):
+    from snakemake.cli import parse_args
+
+    parse_args(list(command.args))
+
+
+@pytest.mark.parametrize("command", of("papermill"), ids=str)
+def test_papermill_command_names_a_notebook_and_its_parameters(command):
+    from papermill.cli import papermill
+
+    given = papermill.make_context("papermill", list(command.args)).params
+    notebook = json.loads((REPO / given["notebook_path"]).read_text())
+    (cell,) = [c for c in notebook["cells"] if "parameters" in c["metadata"].get("tags", [])]
+    declared = set(re.findall(r"^(\w+)\s*=", "".join(cell["source"]), re.M))
+    named = {k for k, _ in given["parameters"]}
+    named |= {k for y in given["parameters_yaml"] for k in yaml.safe_load(y)}
+    assert named <= declared, f"{command}: {named - declared} not in {declared}"
+
+
+@pytest.mark.parametrize("command", of("python"), ids=str)
+def test_python_module_exists(command):
+    assert importlib.util.find_spec(command.args[0]), command
+
+
+# The slow tests run the commands in a workflow copy that holds the tiny preset's data (both
+# corpora's folders) and the runs the pages name.
+RUNS = ("baseline", "resgelu-lr3e-3", "mlp4.75", "seed1/baseline", "seed1/resgelu-lr3e-3")
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory, token_dir, tiny_indices):
+    from repro.config import load_run
+    from repro.rundir import publish
+    from repro.train import train
+
+    workdir = copy_workflow(tmp_path_factory.mktemp("doc-commands"))
+    for corpus in ("python-docs", "openwebtext"):
+        shutil.copytree(token_dir, workdir / "data" / corpus)
+        shutil.copytree(tiny_indices, workdir / "data" / corpus / "indices" / "tiny")
+    for name in RUNS:
+        seed, _, experiment = name.rpartition("/")
+        run = load_run("tiny", experiment, seed=int(seed[4:] or 0))
+        out = workdir / "results" / "runs" / "tiny" / name
+        train(run, token_dir, tiny_indices, out / "live")
+        publish(out / "live", out)
+    return workdir
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", of("snakemake"), ids=str)
+def test_snakemake_command_dry_runs(command, workdir):
+    args = command.args if command.marker else command.on_tiny()
+    result = snakemake(workdir, *args, "-n")
+    assert result.returncode == 0, f"{command}: {result.stderr[-3000:]}"
+
+
+RUNNABLE = [c for c in COMMANDS if c.program in ("repro", "papermill") and not c.marker]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", RUNNABLE, ids=str)
+def test_command_runs_on_tiny(command, workdir, monkeypatch, tmp_path):
+    from papermill.cli import papermill
+
+    from repro.cli import main
+
+    monkeypatch.chdir(workdir)
+    args = list(command.on_tiny())
+    if args[0] == "prepare":  # into a folder of its own: the workflow copy's data stay
+        args[args.index("--out") + 1] = str(tmp_path / "prepared")
+    if command.program == "repro":
+        assert main(args) == 0, command
+    else:
+        papermill.main(args, standalone_mode=False)
