@@ -76,3 +76,18 @@ def test_a_missing_baseline_run_is_the_packages_error(tiny_runs):
     shutil.rmtree(tiny_runs / "baseline")
     with pytest.raises(RunError, match=r"tiny/baseline: the baseline run is missing"):
         plots.figure1(tiny_runs, "tiny")
+
+
+def test_figures_state_on_the_image_that_a_small_preset_cannot_test_the_paper(
+    tiny_runs, tmp_path, monkeypatch
+):
+    for figure in (plots.figure1, plots.figure2):
+        fig = figure(tiny_runs, "tiny")
+        caveat = fig.get_suptitle()
+        assert caveat.startswith("Preset tiny is not the paper's scale") and "cannot test" in caveat
+        fig.canvas.draw()  # drawn inside the saved image, above the axes
+        title = fig._suptitle.get_window_extent()
+        assert title.y0 >= max(ax.get_window_extent().y1 for ax in fig.axes)
+    # At the paper's scale there is nothing to warn of.
+    monkeypatch.setattr(results, "scale_caveat", lambda preset, config_dir=None: "")
+    assert plots.figure1(tiny_runs, "tiny").get_suptitle() == ""

@@ -1,8 +1,10 @@
 """Tables as HTML for the report's page (repro.analysis.report)."""
 
+import re
+
 import pandas as pd
 
-from repro.analysis import report
+from repro.analysis import plots, report, results
 
 
 def test_table_html_says_constant_columns_once_and_leaves_missing_values_empty(tmp_path):
@@ -21,3 +23,22 @@ def test_table_html_says_constant_columns_once_and_leaves_missing_values_empty(t
     assert "<td>1.23%</td>" in html and "None" not in html and "nan" not in html
     assert "<b>caveat</b>: preset tiny &lt;not the paper&gt;" in html
     assert "<th>caveat</th>" not in html  # said once above, not in every row
+
+
+def test_table1_on_the_page_has_no_empty_column_and_says_constant_ones_once(tiny_runs):
+    table = results.table1(tiny_runs, "tiny")
+    assert (table["config_differences"].fillna("") == "").all()  # as the runs recorded them
+    html = report.table_html(plots.table_frame(table))
+    head, body = html.split("</thead>")
+    headers = [h.replace("<wbr>", "") for h in re.findall(r"<th>(.*?)</th>", head)]
+    rows = re.findall(r"<tr>(.*?)</tr>", body, re.S)
+    cells = [re.findall(r"<td>(.*?)</td>", row, re.S) for row in rows]
+    assert len(rows) == 5 and all(len(row) == len(headers) for row in cells)
+    for i, header in enumerate(headers):  # every column shown says something in some row
+        assert any(row[i] for row in cells), header
+    assert "config_differences" not in html
+    # The columns with one value in every row, said once above the table, not in a column.
+    note = html.split('<p class="repro-note">')[1].split("</p>")[0]
+    for column in ("step", "status", "preset", "caveat"):
+        assert f"<b>{column}</b>: " in note and column not in headers
+    assert "preset tiny is not the paper&#x27;s scale" in note

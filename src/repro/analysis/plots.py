@@ -237,8 +237,18 @@ def figure1(
     bottom.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=1))
     bottom.set_ylabel("relative improvement\nover baseline (%)")
     _steps_axis(bottom, preset)
+    _state_caveat(fig, preset, config_dir)
     fig.tight_layout()
     return fig
+
+
+def _state_caveat(fig, preset: Preset, config_dir: str | Path | None) -> None:
+    """On the image itself, above everything, where the preset is not at the paper's scale: a
+    figure copied out of the report (a slide, a chat) still says its numbers cannot test the
+    paper."""
+    caveat = results.scale_caveat(preset, config_dir)
+    if caveat:
+        fig.suptitle(caveat[0].upper() + caveat[1:], color="#B00000", fontsize="medium")
 
 
 def figure2(
@@ -329,6 +339,7 @@ def figure2(
         "weight decay; grey dashes: linear controls",
         title_fontsize="small",
     )
+    _state_caveat(fig, preset, config_dir)
     return fig
 
 

@@ -25,21 +25,24 @@ table.repro-table tbody tr:nth-child(even) {background: #fafafa;}
 
 def table_html(table: pd.DataFrame, formats: dict[str, str] | None = None) -> str:
     """A table as an HTML fragment: the columns of `formats` formatted ("{:.2%}"), missing values
-    empty, no index. A column that holds one value in every row (the preset, a caveat) is said
-    once above the table rather than repeated in each row."""
+    empty, no index. So that it fits a report page beside its menu: a column empty in every row
+    (no configuration differences) is left out, one that holds one value in every row (the
+    preset, a caveat) is said once above the table, and headers may break after underscores."""
     table = table.copy()
     for column, fmt in (formats or {}).items():
         table[column] = table[column].map(lambda v: "" if pd.isna(v) else fmt.format(v))
     table = table.astype(object).where(table.notna(), "")
+    empty = [c for c in table.columns if (table[c] == "").all()]
     constant = [
-        c
-        for c in table.columns
-        if len(table) > 1 and table[c].nunique() == 1 and table[c].iloc[0] != ""
+        c for c in table.columns if len(table) > 1 and table[c].nunique() == 1 and c not in empty
     ]
     notes = "; ".join(f"<b>{escape(str(c))}</b>: {escape(str(table[c].iloc[0]))}" for c in constant)
     notes = f'<p class="repro-note">{notes}</p>\n' if notes else ""
-    body = table.drop(columns=constant).to_html(index=False, classes="repro-table", border=0)
-    html = f"{STYLE}\n{notes}{body}\n"
+    body = table.drop(columns=empty + constant).to_html(
+        index=False, classes="repro-table", border=0
+    )
+    head, rows = body.split("</thead>", 1)
+    html = f"{STYLE}\n{notes}{head.replace('_', '_<wbr>')}</thead>{rows}\n"
     return html.encode("ascii", "xmlcharrefreplace").decode("ascii")
 
 
