@@ -92,6 +92,7 @@ def write_run(
     *,
     last_step: int,
     preset: str = "tiny",
+    seed: int = 0,
     status: str = "completed",
     diverged_step: int | None = None,
     non_embedding_params: int = 1000,
@@ -122,7 +123,7 @@ def write_run(
                 )
             writer.writerow({k: row.get(k, "") for k in METRICS_COLUMNS})
     try:  # recorded as `repro train` records it, where the experiment is one of the config's
-        run = load_run(preset, experiment)
+        run = load_run(preset, experiment, seed=seed)
         identity, config = run.identity(), run.to_dict()
     except ConfigError:
         identity, config = {}, {}
