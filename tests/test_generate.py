@@ -102,7 +102,9 @@ def test_the_authors_checkpoint_generates_too(tmp_path, capsys):
     "args,message",
     [
         (("--max-new-tokens", 0), r"--max-new-tokens: 0, at least 1"),
-        (("--temperature", -1), r"--temperature: -1.0, not negative"),
+        (("--temperature", -1), r"--temperature: -1.0, a finite number from 0"),
+        (("--temperature", "nan"), r"--temperature: nan, a finite number from 0"),
+        (("--temperature", "inf"), r"--temperature: inf, a finite number from 0"),
         (("--top-k", 0), r"--top-k: 0, at least 1"),
     ],
 )
@@ -112,3 +114,28 @@ def test_impossible_requests_are_one_line_errors(checkpoint, capsys, args, messa
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and err.startswith("repro: error: ")
     assert __import__("re").search(message, err), err
+
+
+def test_a_checkpoint_with_nan_weights_is_one_line_naming_it(tmp_path, capsys):
+    model = make_model(RUN, torch.device("cpu"))
+    with torch.no_grad():
+        model.transformer.h[1].mlp.c_fc.weight[3, 4] = float("nan")
+    path = tmp_path / "ckpt.pt"
+    config = {"identity": RUN.identity(), "model": RUN.identity()["model"]}
+    save_checkpoint(path, model, make_optimizer(model, RUN.optimizer, False), 7, config)
+    assert main(["generate", "--checkpoint", str(path), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"repro: error: {path}: ")
+    assert "transformer.h.1.mlp.c_fc.weight holds NaN" in err
+
+
+def test_an_authors_checkpoint_whose_scale_is_nan_is_refused(tmp_path, capsys):
+    run = load_run("tiny", "resgelu-lr3e-3")
+    path = tmp_path / "ckpt.pt"
+    write_authors_checkpoint(path, make_model(run, torch.device("cpu")), run, 12)
+    state = torch.load(path, weights_only=True)
+    state["model_args"]["scale"] = float("nan")
+    torch.save(state, path)
+    assert main(["generate", "--checkpoint", str(path), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"repro: error: {path}: model_args scale is nan, not a positive number\n"

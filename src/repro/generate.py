@@ -6,6 +6,7 @@ model's block size, each token is drawn from the last block_size tokens (nanoGPT
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import torch
@@ -19,8 +20,10 @@ from repro.runtime.device import resolve_device
 def check_sampling(max_new_tokens: int, temperature: float, top_k: int | None) -> None:
     if max_new_tokens < 1:
         raise ReproError(f"--max-new-tokens: {max_new_tokens}, at least 1")
-    if temperature < 0:
-        raise ReproError(f"--temperature: {temperature}, not negative (0: the most likely token)")
+    if not 0 <= temperature < math.inf:  # nan too
+        raise ReproError(
+            f"--temperature: {temperature}, a finite number from 0 (0: the most likely token)"
+        )
     if top_k is not None and top_k < 1:
         raise ReproError(f"--top-k: {top_k}, at least 1")
 
