@@ -92,10 +92,12 @@ def write_run(
     *,
     last_step: int,
     preset: str = "tiny",
+    seed: int = 0,
     status: str = "completed",
     diverged_step: int | None = None,
     non_embedding_params: int = 1000,
     train_offset: float = -0.05,
+    step_time_s: float = 0.01,
 ) -> Path:
     """A run directory as `repro train` leaves it: metrics.csv (eval columns filled at the steps
     of `val` only; train eval = val + train_offset) and run.json."""
@@ -109,7 +111,7 @@ def write_run(
                 "lr": 1e-3,
                 "train_loss": 10.0 - step * 0.1,
                 "tokens_seen": step * 128,
-                "step_time_s": 0.01,
+                "step_time_s": step_time_s,
                 "tokens_per_s": 12800,
             }
             if step in val:
@@ -121,7 +123,7 @@ def write_run(
                 )
             writer.writerow({k: row.get(k, "") for k in METRICS_COLUMNS})
     try:  # recorded as `repro train` records it, where the experiment is one of the config's
-        run = load_run(preset, experiment)
+        run = load_run(preset, experiment, seed=seed)
         identity, config = run.identity(), run.to_dict()
     except ConfigError:
         identity, config = {}, {}

@@ -1,7 +1,9 @@
 """Is a run on course: `repro compare` and the `vs authors` column of `repro status`, against runs
 of ours and the authors' runs in their format (tests/authors_helpers.py), at the tiny preset."""
 
+import errno
 import math
+import os
 import shutil
 
 import pandas as pd
@@ -33,8 +35,20 @@ def ours(runs, offsets, seed=0, last_step=12, status="completed"):
     """Our baseline at `seed`, their losses plus `offsets` at the steps given."""
     val = {s: THEIRS[s] + d for s, d in offsets.items()}
     return write_run(
-        runs / seed_dir("", seed) / "baseline", "baseline", val, last_step=last_step, status=status
+        runs / seed_dir("", seed) / "baseline",
+        "baseline",
+        val,
+        last_step=last_step,
+        seed=seed,
+        status=status,
     )
+
+
+def one_line_error(capsys, *words) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith("repro: error: ") and err.count("\n") == 1, err
+    assert all(w in err for w in words), err
+    return err
 
 
 def test_a_run_that_leaves_the_band_is_off_course_from_that_step(tmp_path, theirs):
@@ -86,6 +100,73 @@ def test_repro_compare_of_a_missing_reference_is_one_line(tmp_path, capsys):
     assert main(["compare", str(run), "--reference", str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("repro: error: ") and "nowhere" in err and err.count("\n") == 1
+
+
+def test_no_verdict_without_a_common_evaluation_after_step_0(tmp_path, theirs, capsys):
+    run = ours(tmp_path / "runs" / "tiny", {0: 0.0}, last_step=2, status="running")
+    assert main(["compare", str(run), "--reference", str(theirs[1])]) == 2
+    one_line_error(capsys, "no verdict", "after step 0")
+    assert compare.latest(compare.compare_runs(read_run(run), read_run(theirs[1]))[0]) == "-"
+
+
+@pytest.mark.parametrize("tolerance", ["-1", "0", "nan", "inf"])
+def test_a_tolerance_is_a_finite_positive_number(tmp_path, theirs, capsys, tolerance):
+    run = ours(tmp_path / "runs" / "tiny", {0: 0.0, 4: 0.0})
+    argv = ["compare", str(run), "--reference", str(theirs[1]), "--tolerance", tolerance]
+    assert main(argv) == 2
+    one_line_error(capsys, "--tolerance", tolerance)
+
+
+def test_a_reference_of_another_configuration_is_named(tmp_path, theirs, capsys):
+    run = ours(tmp_path / "runs" / "tiny", {0: 0.0, 4: 0.0, 8: 0.0, 12: 0.0})
+    other = write_run(
+        tmp_path / "runs" / "smoke" / "baseline", "baseline", THEIRS, last_step=12, preset="smoke"
+    )
+    assert main(["compare", str(run), "--reference", str(other)]) == 0
+    printed = capsys.readouterr().out
+    assert "configurations differ (reference -> run): " in printed
+    assert "model.block_size: 64 -> 32" in printed and "train.decay_steps: 100 -> 12" in printed
+    assert printed.splitlines()[-1].startswith("across configurations (they differ in ")
+    assert "model.block_size" in printed.splitlines()[-1]
+    assert printed.splitlines()[-1].endswith(
+        "on course: within the tolerance at all 4 common evaluation steps, 0..12"
+    )
+
+
+def test_another_seed_is_the_same_configuration(tmp_path, capsys):
+    runs = tmp_path / "runs" / "tiny"
+    reference = ours(runs, {s: 0.0 for s in THEIRS})
+    run = ours(runs, {0: 0.0, 4: 0.0}, seed=1, last_step=5, status="running")
+    assert read_run(run).record.identity != read_run(reference).record.identity  # the seed
+    assert main(["compare", str(run), "--reference", str(reference)]) == 0
+    printed = capsys.readouterr().out
+    assert "configurations differ" not in printed
+    assert printed.splitlines()[-1].startswith("on course")
+
+
+def test_compare_csv_into_a_new_folder(tmp_path, theirs, capsys):
+    run = ours(tmp_path / "runs" / "tiny", {0: 0.0, 4: 0.0})
+    out = tmp_path / "new" / "folder" / "compare.csv"
+    assert main(["compare", str(run), "--reference", str(theirs[1]), "--csv", str(out)]) == 0
+    assert list(pd.read_csv(out)["step"]) == [0, 4]
+
+
+def test_compare_csv_that_cannot_be_written_is_one_line(tmp_path, theirs, capsys, monkeypatch):
+    run = ours(tmp_path / "runs" / "tiny", {0: 0.0, 4: 0.0})
+    (tmp_path / "a-file").write_text("")
+    argv = ["compare", str(run), "--reference", str(theirs[1]), "--csv"]
+    assert main([*argv, str(tmp_path / "a-file" / "compare.csv")]) == 2
+    one_line_error(capsys, "a-file")
+
+    def disk_full(self, f, **kwargs):
+        f.write("step,val_loss\n")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", disk_full)
+    out = tmp_path / "compare.csv"
+    assert main([*argv, str(out)]) == 2
+    one_line_error(capsys, str(out), "No space left on device")
+    assert list(tmp_path.glob("compare.csv*")) == []
 
 
 def test_status_shows_each_run_against_the_authors(tmp_path, theirs):

@@ -1,5 +1,6 @@
 """`repro evaluate` without --step: a checkpoint's last evaluation step, named, with how its losses
-relate to the ones training logged (a checkpoint holds the model before its step's update)."""
+relate to the ones training logged (a checkpoint holds the model before its step's update); a
+checkpoint whose losses cannot be numbers is refused in one line."""
 
 import csv
 import json
@@ -7,8 +8,12 @@ import shutil
 import signal
 
 import pytest
+import torch
+from authors_helpers import write_authors_checkpoint
 from test_preemption import signal_during
 
+from repro.build import make_model, make_optimizer
+from repro.checkpoint import save_checkpoint
 from repro.cli import main
 from repro.config import load_run
 from repro.runtime import preemption
@@ -76,3 +81,58 @@ def test_a_checkpoint_at_an_evaluation_step_gives_the_logged_losses(
     assert evaluated["eval_val_loss"] == pytest.approx(logged[8], rel=1e-6)
     other = evaluate(step8, token_dir, tiny_indices, capsys, "--step", "4")
     assert "on the evaluation sequences of step 4:" in other and "losses differ" in other
+
+
+def refused(checkpoint, token_dir, tiny_indices, capsys) -> str:
+    args = ["evaluate", "--checkpoint", str(checkpoint), "--preset", "tiny", "--device", "cpu"]
+    assert main([*args, "--data", str(token_dir), "--indices", str(tiny_indices)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"repro: error: {checkpoint}: "), err
+    return err
+
+
+def our_checkpoint(path, change):
+    """A checkpoint of ours of the tiny baseline whose weights `change` has altered."""
+    run = load_run("tiny", "baseline")
+    model = make_model(run, torch.device("cpu"))
+    with torch.no_grad():
+        change(model)
+    config = {"identity": run.identity(), "model": run.identity()["model"]}
+    save_checkpoint(path, model, make_optimizer(model, run.optimizer, False), 8, config)
+    return path
+
+
+def test_an_authors_checkpoint_whose_scale_is_nan_is_refused(
+    token_dir, tiny_indices, tmp_path, capsys
+):
+    run = load_run("tiny", "resgelu-lr3e-3")
+    path = tmp_path / "ckpt.pt"
+    write_authors_checkpoint(path, make_model(run, torch.device("cpu")), run, 8)
+    state = torch.load(path, weights_only=True)
+    state["model_args"]["scale"] = float("nan")
+    torch.save(state, path)
+    assert "model_args scale is nan, not a positive number" in refused(
+        path, token_dir, tiny_indices, capsys
+    )
+
+
+def test_a_checkpoint_with_nan_weights_is_refused(token_dir, tiny_indices, tmp_path, capsys):
+    def poison(model):
+        model.transformer.wpe.weight[0, 0] = float("nan")
+
+    path = our_checkpoint(tmp_path / "ckpt.pt", poison)
+    assert "weight transformer.wpe.weight holds NaN" in refused(
+        path, token_dir, tiny_indices, capsys
+    )
+
+
+def test_losses_that_overflow_are_refused_not_printed_as_nan(
+    token_dir, tiny_indices, tmp_path, capsys
+):
+    def inflate(model):  # finite weights whose activations overflow float32
+        for p in model.parameters():
+            p.mul_(1e30)
+
+    path = our_checkpoint(tmp_path / "ckpt.pt", inflate)
+    err = refused(path, token_dir, tiny_indices, capsys)
+    assert "losses on the evaluation sequences of step 8 are not finite" in err

@@ -44,12 +44,18 @@ def test_the_same_seed_gives_the_same_text(checkpoint, capsys):
     assert capsys.readouterr().out.strip()  # the text, from <|endoftext|> without a prompt
 
 
-@pytest.mark.parametrize("temperature,top_k", [(1.0, None), (0.7, 5), (0, None)])
-def test_sampling_with_the_cache_gives_the_tokens_of_full_forwards(temperature, top_k):
+def varied_model():
+    """The tiny model in float64, its weights spread so that its next tokens are not all alike."""
     torch.manual_seed(0)
     model = make_model(RUN, torch.device("cpu")).double().eval()
-    for p in model.parameters():  # a model whose next tokens are not all alike
+    for p in model.parameters():
         p.data += 0.3 * torch.randn_like(p)
+    return model
+
+
+@pytest.mark.parametrize("temperature,top_k", [(1.0, None), (0.7, 5), (0, None)])
+def test_sampling_with_the_cache_gives_the_tokens_of_full_forwards(temperature, top_k):
+    model = varied_model()
     prompt = torch.randint(0, 50257, (2, 5), generator=torch.Generator().manual_seed(1))
     cached = model.generate(
         prompt, 20, temperature, top_k, torch.Generator().manual_seed(5), vocab=50257
@@ -63,6 +69,27 @@ def test_sampling_with_the_cache_gives_the_tokens_of_full_forwards(temperature, 
     assert len(set(cached[0].tolist())) > 1
 
 
+@pytest.mark.parametrize("prompt_tokens", [20, 40])
+@pytest.mark.parametrize("temperature", [1.0, 0])
+def test_past_the_block_size_the_window_is_the_last_block_size_tokens(prompt_tokens, temperature):
+    model, block = varied_model(), RUN.model.block_size  # 32
+    prompt = torch.randint(0, 50257, (2, prompt_tokens), generator=torch.Generator().manual_seed(1))
+    cached = model.generate(
+        prompt, 60, temperature, None, torch.Generator().manual_seed(5), vocab=50257
+    )
+    generator, seq = torch.Generator().manual_seed(5), prompt
+    with torch.no_grad():
+        for _ in range(60):  # nanoGPT's sampler: a fresh forward of the last block_size tokens
+            token = next_token(model(seq[:, -block:])[:, -1], temperature, None, generator, 50257)
+            seq = torch.cat([seq, token], dim=1)
+    assert torch.equal(cached, seq[:, prompt_tokens:])
+
+
+def test_repro_generate_goes_on_past_the_block_size(checkpoint, capsys):
+    args = ("--checkpoint", checkpoint, "--prompt", "one two three", "--max-new-tokens", 60)
+    assert len(generate(capsys, *args)["tokens"]) == 60  # block size 32
+
+
 def test_the_authors_checkpoint_generates_too(tmp_path, capsys):
     run = load_run("tiny", "baseline")
     model = make_model(run, torch.device("cpu"))
@@ -74,12 +101,10 @@ def test_the_authors_checkpoint_generates_too(tmp_path, capsys):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (
-            ("--max-new-tokens", 40),
-            r"a prompt of 3 tokens and 40 new tokens exceed .* block size 32",
-        ),
         (("--max-new-tokens", 0), r"--max-new-tokens: 0, at least 1"),
-        (("--temperature", -1), r"--temperature: -1.0, not negative"),
+        (("--temperature", -1), r"--temperature: -1.0, a finite number from 0"),
+        (("--temperature", "nan"), r"--temperature: nan, a finite number from 0"),
+        (("--temperature", "inf"), r"--temperature: inf, a finite number from 0"),
         (("--top-k", 0), r"--top-k: 0, at least 1"),
     ],
 )
@@ -89,3 +114,28 @@ def test_impossible_requests_are_one_line_errors(checkpoint, capsys, args, messa
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and err.startswith("repro: error: ")
     assert __import__("re").search(message, err), err
+
+
+def test_a_checkpoint_with_nan_weights_is_one_line_naming_it(tmp_path, capsys):
+    model = make_model(RUN, torch.device("cpu"))
+    with torch.no_grad():
+        model.transformer.h[1].mlp.c_fc.weight[3, 4] = float("nan")
+    path = tmp_path / "ckpt.pt"
+    config = {"identity": RUN.identity(), "model": RUN.identity()["model"]}
+    save_checkpoint(path, model, make_optimizer(model, RUN.optimizer, False), 7, config)
+    assert main(["generate", "--checkpoint", str(path), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"repro: error: {path}: ")
+    assert "transformer.h.1.mlp.c_fc.weight holds NaN" in err
+
+
+def test_an_authors_checkpoint_whose_scale_is_nan_is_refused(tmp_path, capsys):
+    run = load_run("tiny", "resgelu-lr3e-3")
+    path = tmp_path / "ckpt.pt"
+    write_authors_checkpoint(path, make_model(run, torch.device("cpu")), run, 12)
+    state = torch.load(path, weights_only=True)
+    state["model_args"]["scale"] = float("nan")
+    torch.save(state, path)
+    assert main(["generate", "--checkpoint", str(path), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"repro: error: {path}: model_args scale is nan, not a positive number\n"

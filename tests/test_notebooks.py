@@ -1,9 +1,11 @@
 """Each notebook run by hand through papermill, as the README shows (`-p preset ...` and nothing
 else), reads the runs of the preset it is given: runs_dir is derived after papermill's parameters,
-not in the parameters cell. The checkout's layout is copied into a scratch folder (notebooks/,
-config/, results/runs/<preset>/) with fabricated runs at two presets whose losses differ, so a
-notebook that read the default preset's runs would show other numbers, with exit 0."""
+not in the parameters cell, which holds literals only (every notebook in notebooks/). The
+checkout's layout is copied into a scratch folder (notebooks/, config/, results/runs/<preset>/)
+with fabricated runs at two presets whose losses differ, so a notebook that read the default
+preset's runs would show other numbers, with exit 0."""
 
+import ast
 import os
 import shutil
 
@@ -51,6 +53,24 @@ def run_notebook(checkout, name: str, **parameters) -> nbformat.NotebookNode:
 def outputs(notebook) -> str:
     """Every output of every code cell, as text."""
     return str([cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"])
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "notebooks").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_a_parameters_cell_holds_literals_only(path):
+    """papermill injects its parameters after the parameters cell: a value derived there from
+    another (runs_dir from preset) keeps the default's, whatever `-p` gives."""
+    cells = [
+        c
+        for c in nbformat.read(path, as_version=4).cells
+        if "parameters" in c.metadata.get("tags", [])
+    ]
+    assert len(cells) == 1, f"{path.name}: one cell tagged parameters"
+    for statement in ast.parse(cells[0].source).body:
+        assert isinstance(statement, ast.Assign), ast.unparse(statement)
+        try:
+            ast.literal_eval(statement.value)
+        except ValueError:
+            pytest.fail(f"{path.name}: {ast.unparse(statement)} is derived, not a literal")
 
 
 def test_table1_reads_the_preset_it_is_given(checkout):

@@ -1,12 +1,16 @@
-"""Preemption: a stop signal checkpoints at the step boundary, `repro train` exits 75, and the
-next attempt resumes to the uninterrupted run's metrics."""
+"""Preemption and Ctrl-C: a stop signal checkpoints at the step boundary, `repro train` exits 75
+(130 on Ctrl-C alone) in one line, and the next attempt resumes to the uninterrupted run's
+metrics."""
 
 import json
 import os
 import signal
+import subprocess
+import sys
 
 import pytest
 import torch
+from conftest import REPO
 from test_train import read_metrics, without_timing
 
 import repro.train as train_module
@@ -29,11 +33,8 @@ def signal_during(monkeypatch, step, signum):
     monkeypatch.setattr(train_module, "train_step", step_signalled)
 
 
-def test_a_stop_signal_checkpoints_and_the_next_attempt_resumes(
-    token_dir, tiny_indices, tiny_baseline_run, tmp_path, monkeypatch, capsys
-):
-    out = tmp_path / "split"
-    args = [
+def train_args(token_dir, tiny_indices, out) -> list[str]:
+    return [
         "train",
         "--preset",
         "tiny",
@@ -45,9 +46,72 @@ def test_a_stop_signal_checkpoints_and_the_next_attempt_resumes(
         str(tiny_indices),
         "--out",
         str(out),
-        "--stop-signal",
-        "USR1",
     ]
+
+
+def interrupted(args: list[str], after_step: int, signals) -> subprocess.CompletedProcess:
+    """`repro train` as a process of its own, sent `signals` one after the other (as fast as
+    they can be sent) once it has logged step `after_step`."""
+    path = os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])
+    trainer = subprocess.Popen(
+        [sys.executable, "-m", "repro", *args],
+        env=os.environ | {"PYTHONPATH": path},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    stdout = []
+    for line in trainer.stdout:
+        stdout.append(line)
+        if line.startswith(f"step {after_step}/"):
+            break
+    for signum in signals:
+        trainer.send_signal(signum)
+    rest, stderr = trainer.communicate(timeout=600)
+    return subprocess.CompletedProcess(
+        trainer.args, trainer.returncode, "".join(stdout) + rest, stderr
+    )
+
+
+def test_ctrl_c_checkpoints_exits_130_and_the_next_attempt_resumes(
+    token_dir, tiny_indices, tiny_baseline_run, tmp_path
+):
+    args = train_args(token_dir, tiny_indices, tmp_path / "run")
+    ended = interrupted(args, 2, [signal.SIGINT])
+    assert ended.returncode == preemption.INTERRUPT_EXIT == 130, ended.stderr
+    assert "Traceback" not in ended.stderr and "KeyboardInterrupt" not in ended.stderr
+    stopped = [line for line in ended.stderr.splitlines() if line.startswith("repro: ")]
+    assert len(stopped) == 1 and stopped[0].startswith("repro: stopped by SIGINT signal at step ")
+    step = torch.load(tmp_path / "run" / "ckpt.pt", weights_only=True)["step"]
+    assert f"at step {step}, checkpointed" in stopped[0] and 3 <= step < 12
+    assert len(read_metrics(tmp_path / "run")) == step
+
+    assert main(args) == 0  # the next attempt resumes
+    assert without_timing(read_metrics(tmp_path / "run")) == without_timing(
+        read_metrics(tiny_baseline_run)
+    )
+
+
+def test_signals_in_quick_succession_stop_once_without_a_traceback(
+    token_dir, tiny_indices, tiny_baseline_run, tmp_path
+):
+    args = train_args(token_dir, tiny_indices, tmp_path / "run")
+    ended = interrupted(args, 2, [signal.SIGTERM, signal.SIGTERM, signal.SIGINT])
+    assert ended.returncode == preemption.REQUEUE_EXIT, ended.stderr  # a scheduler's: requeue
+    assert "Traceback" not in ended.stderr and "KeyboardInterrupt" not in ended.stderr
+    assert ended.stderr.count("stopping at the next step boundary") == 1
+    assert "repro: stopped by SIGINT, SIGTERM signal at step " in ended.stderr
+    assert main(args) == 0
+    assert without_timing(read_metrics(tmp_path / "run")) == without_timing(
+        read_metrics(tiny_baseline_run)
+    )
+
+
+def test_a_stop_signal_checkpoints_and_the_next_attempt_resumes(
+    token_dir, tiny_indices, tiny_baseline_run, tmp_path, monkeypatch, capsys
+):
+    out = tmp_path / "split"
+    args = [*train_args(token_dir, tiny_indices, out), "--stop-signal", "USR1"]
     signal_during(monkeypatch, 7, signal.SIGUSR1)
     assert main(args) == preemption.REQUEUE_EXIT == 75
     assert "stopped by SIGUSR1 signal at step 8, checkpointed" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""`repro status` and reading a run in progress (its live/ folder) (issue 10)."""
+"""`repro status` and reading a run in progress (its live/ folder)."""
 
 import os
 import socket
@@ -12,21 +12,23 @@ from repro.cli import main
 from repro.runtime.lock import hold
 
 
-def in_progress(runs_dir, name, last_step=30, max_step=100):
-    """A run as the workflow leaves it while it trains: everything in live/."""
-    live = write_run(
-        runs_dir / name / "live", name, {0: 6.0, 20: 5.5}, last_step=last_step, status="running"
+def in_progress(runs_dir, name, last_step=5):
+    """A run of the tiny preset (max_step 12) as the workflow leaves it while it trains:
+    everything in live/, its run.json written by the package's own RunRecord."""
+    return write_run(
+        runs_dir / name / "live",
+        name,
+        {0: 6.0, 4: 5.5},
+        last_step=last_step,
+        status="running",
+        step_time_s=0.5,
     )
-    record = results.read_record(live)
-    record.config = {"preset": {"train": {"max_step": max_step}}}
-    record.write(live)
-    return live
 
 
 def test_results_read_a_run_in_progress_from_its_live_folder(tmp_path):
     in_progress(tmp_path, "baseline")
     run = results.read_run(tmp_path / "baseline")
-    assert run.status == "running" and run.loss_at(20) == 5.5
+    assert run.status == "running" and run.loss_at(4) == 5.5
     assert list(results.read_runs(tmp_path, ["baseline", "mlp4.75"])) == ["baseline"]
 
 
@@ -36,10 +38,10 @@ def test_status_lists_each_run(tmp_path, capsys):
     write_run(runs / "tiny" / "mlp4.75", "mlp4.75", {0: 6.0, 12: 5.0}, last_step=12)
     with hold(runs / "tiny" / "baseline" / "live", "run"):  # as the trainer holds its run
         table = status_table(runs, "tiny").set_index("experiment")
-    assert table.at["baseline", "last_step"] == 30 and table.at["baseline", "max_step"] == 100
+    assert table.at["baseline", "last_step"] == 5 and table.at["baseline", "max_step"] == 12
     assert table.at["baseline", "last_eval_val_loss"] == 5.5
     assert table.at["baseline", "tokens_per_s"] == 12800
-    assert table.at["baseline", "eta_s"] == 70 * 0.01  # 70 steps left at 0.01 s a step
+    assert table.at["baseline", "eta_s"] == 7 * 0.5  # 7 steps left at 0.5 s a step
     assert table.at["baseline", "trainer"] == f"PID {os.getpid()}"
     assert table.at["mlp4.75", "status"] == "completed" and pd.isna(table.at["mlp4.75", "trainer"])
 
@@ -64,11 +66,11 @@ def test_status_lists_each_run(tmp_path, capsys):
         "tiny",
         "baseline",
         "running",
-        "30/100",
+        "5/12",
         "5.5000",
-        "20",
+        "4",
         "12,800",
-        "0:00:01",
+        "0:00:04",
         "PID",
         str(os.getpid()),
         "-",

@@ -16,7 +16,10 @@ whether training logged that loss for this model or for one a few steps earlier.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+
+import torch
 
 from repro.authors.checkpoint import authors_model, authors_step
 from repro.checkpoint import FORMAT, CheckpointError, check_state, model_from, read_checkpoint
@@ -28,19 +31,34 @@ from repro.step import eval_losses
 
 
 def load_any_checkpoint(path: Path) -> tuple[GPT, int, str]:
-    """(model, its step, "repro" or "authors") of a checkpoint in either format."""
+    """(model, its step, "repro" or "authors") of a checkpoint in either format, its weights
+    finite."""
     state = read_checkpoint(Path(path))
     if not isinstance(state, dict):
         raise CheckpointError(f"{path}: not a checkpoint (a {type(state).__name__})")
     if "model_args" in state:  # the authors' train.py (docs/specification.md §8.1)
-        return authors_model(state, path), authors_step(state, path), "authors"
-    if state.get("format") != FORMAT:
+        model, step, kind = authors_model(state, path), authors_step(state, path), "authors"
+    elif state.get("format") != FORMAT:
         raise CheckpointError(
             f"{path}: neither a repro checkpoint nor the authors' "
             f"(keys: {', '.join(sorted(map(str, state)))})"
         )
-    check_state(path, state)
-    return model_from(path, state["config"]["model"], state["model"]).eval(), state["step"], "repro"
+    else:
+        check_state(path, state)
+        config = state["config"]["model"]
+        model, step, kind = model_from(path, config, state["model"]), state["step"], "repro"
+    check_finite(path, model)
+    return model.eval(), step, kind
+
+
+def check_finite(path: Path, model: GPT) -> None:
+    """Refuse a model with a NaN or infinite weight (one that diverged): its losses would be NaN
+    and its sampling impossible."""
+    for name, weight in model.state_dict().items():
+        if not torch.isfinite(weight).all():
+            raise CheckpointError(
+                f"{path}: weight {name} holds NaN or infinite values (the model diverged)"
+            )
 
 
 def last_evaluation_step(step: int, preset: Preset) -> int:
@@ -91,6 +109,12 @@ def evaluate(
     model = model.to(dev)
     model.fuse_projections(preset.runtime.enabled("fused_projection", dev.type))  # as training
     losses = eval_losses(model, batches, row, preset.train.eval_batches, autocast)
+    means = {k: v for k, v in losses.items() if k.endswith("_loss")}
+    if not all(map(math.isfinite, means.values())):
+        raise CheckpointError(
+            f"{checkpoint}: its losses on the evaluation sequences of step {step} are not finite "
+            f"({', '.join(f'{k} {v}' for k, v in means.items())}): the model overflows"
+        )
     return {
         "checkpoint": str(checkpoint),
         "format": kind,

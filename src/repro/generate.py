@@ -1,10 +1,12 @@
 """`repro generate`: text sampled from a checkpoint, ours or the authors', to see what a model
 learned. The model's own forward with its key/value cache (repro.model.GPT.generate), the GPT-2
-encoding (repro.data.tokenizer), fp32 on any device; the same seed gives the same text.
+encoding (repro.data.tokenizer), fp32 on any device; the same seed gives the same text. Past the
+model's block size, each token is drawn from the last block_size tokens (nanoGPT's sampler).
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import torch
@@ -18,8 +20,10 @@ from repro.runtime.device import resolve_device
 def check_sampling(max_new_tokens: int, temperature: float, top_k: int | None) -> None:
     if max_new_tokens < 1:
         raise ReproError(f"--max-new-tokens: {max_new_tokens}, at least 1")
-    if temperature < 0:
-        raise ReproError(f"--temperature: {temperature}, not negative (0: the most likely token)")
+    if not 0 <= temperature < math.inf:  # nan too
+        raise ReproError(
+            f"--temperature: {temperature}, a finite number from 0 (0: the most likely token)"
+        )
     if top_k is not None and top_k < 1:
         raise ReproError(f"--top-k: {top_k}, at least 1")
 
@@ -38,12 +42,6 @@ def generate_text(
     model, step, kind = load_any_checkpoint(checkpoint)
     encoding = gpt2_encoding()
     tokens = encoding.encode_ordinary(prompt) or [EOT_TOKEN]
-    block = model.config.block_size
-    if len(tokens) + max_new_tokens - 1 > block:  # the last new token is never fed back
-        raise ReproError(
-            f"{checkpoint}: a prompt of {len(tokens)} tokens and {max_new_tokens} new tokens "
-            f"exceed the model's block size {block}; give fewer --max-new-tokens"
-        )
     dev = resolve_device(device)
     model = model.to(dev)
     generator = torch.Generator(dev).manual_seed(seed)

@@ -283,13 +283,23 @@ class GPT(nn.Module):
     ):
         """The max_new_tokens (B, N) that follow idx (B, T), one forward of one token each after a
         forward of idx, with the key/value cache (a fresh one, or `cache` when idx follows the
-        positions it holds). Sampled as next_token does; temperature 0 is greedy."""
+        positions it holds). Sampled as next_token does; temperature 0 is greedy.
+
+        Past the block size the context is its last block_size tokens, as in nanoGPT's sampler:
+        their positions have shifted, so the cache is rebuilt on that window (one forward of it
+        per new token from then on)."""
+        block = self.config.block_size
         if cache is None:
-            cache = KVCache(self.config.n_layer, self.config.block_size)
-        out = []
+            cache = KVCache(self.config.n_layer, block)
+        context, out = idx, []  # context: what the window is cut from
         for _ in range(max_new_tokens):
+            if cache.length + idx.shape[1] > block:
+                if context.shape[1] < block:  # the cache's earlier tokens are not known here
+                    raise ValueError("past the block size, generate needs the whole context")
+                cache.length, idx = 0, context[:, -block:]
             logits = self(idx, cache=cache, last_only=True)[:, -1]
             idx = next_token(logits, temperature, top_k, generator, vocab)
+            context = torch.cat([context, idx], dim=1)
             out.append(idx)
         return torch.cat(out, dim=1)
 

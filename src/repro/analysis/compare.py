@@ -9,7 +9,10 @@ against a tolerance:
   - else the fixed DEFAULT_TOLERANCE.
 A step is "within" when |difference| <= tolerance, else "above" (our loss higher) or "below".
 Only the common steps count: a run a few hours in is checked against the reference's first
-evaluations.
+evaluations. There is no verdict without one after step 0, where both models are untrained.
+
+The two runs are meant to be of one configuration, a seed apart at most: whatever else their
+identities differ in is named, and a verdict across configurations says so.
 """
 
 from __future__ import annotations
@@ -24,12 +27,17 @@ from scipy import stats
 
 from repro.analysis.results import Run, has_run, read_run
 from repro.analysis.seeds import CONFIDENCE
+from repro.errors import ReproError
+from repro.rundir import identity_differences
 
 # 0.01 nats: a quarter of the paper's largest effect, 2.956 - 2.915 = 0.041 nats at step 59,000
 # (docs/specification.md §3), so that a run inside it cannot by itself make or unmake that effect.
 DEFAULT_TOLERANCE = 0.01
 COMPARE_COLUMNS = ["step", "val_loss", "reference_val_loss", "difference", "tolerance", "verdict"]
 SEED_FOLDER = re.compile(r"seed[1-9][0-9]*")
+# Not a difference of configuration: the seed (how much seeds differ is what the measured tolerance
+# is about) and where training stops (only the common steps are compared).
+SAME_CONFIGURATION = ("train.init_seed", "train.index_seed", "train.max_step")
 
 
 def seed_runs(run_path: str | Path) -> list[Run]:
@@ -99,24 +107,50 @@ def compare_runs(
     return compare_curves(ours, theirs, tolerance), source
 
 
-def verdict(table: pd.DataFrame) -> str:
-    """One line: on course at every common step, or the first step where it left the band."""
-    if table.empty:
-        return "no common evaluation step"
+def configuration_differences(run: Run, reference: Run) -> list[str]:
+    """What the runs' configurations differ in, "key: reference's -> run's", the seed and the
+    number of steps aside (SAME_CONFIGURATION)."""
+    return [
+        d
+        for d in identity_differences(reference.record.identity, run.record.identity)
+        if d.split(":")[0] not in SAME_CONFIGURATION
+    ]
+
+
+def trained(table: pd.DataFrame) -> bool:
+    """Whether a comparison has a common evaluation after step 0 (the untrained models)."""
+    return bool((table["step"] > 0).any())
+
+
+def verdict(table: pd.DataFrame, differences: list[str] = ()) -> str:
+    """One line: on course at every common step, or the first step where it left the band;
+    across configurations where `differences` (configuration_differences) name some."""
+    if not trained(table):
+        raise ReproError(
+            f"no verdict: no common evaluation step after step 0 (common: "
+            f"{', '.join(map(str, table['step'])) or 'none'}); at step 0 both models are untrained"
+        )
     steps = f"{len(table)} common evaluation steps, {table['step'].min()}..{table['step'].max()}"
     off = table[table["verdict"] != "within"]
     if off.empty:
-        return f"on course: within the tolerance at all {steps}"
-    first = off.iloc[0]
-    return (
-        f"off course: {first['verdict']} the reference by {first['difference']:+.4f} at step "
-        f"{first['step']} (tolerance {first['tolerance']:.4f}); outside at {len(off)} of {steps}"
-    )
+        line = f"on course: within the tolerance at all {steps}"
+    else:
+        first = off.iloc[0]
+        line = (
+            f"off course: {first['verdict']} the reference by {first['difference']:+.4f} "
+            f"at step {first['step']} (tolerance {first['tolerance']:.4f}); "
+            f"outside at {len(off)} of {steps}"
+        )
+    if differences:
+        keys = ", ".join(d.split(":")[0] for d in differences)
+        line = f"across configurations (they differ in {keys}): {line}"
+    return line
 
 
 def latest(table: pd.DataFrame) -> str:
-    """The last common step as `repro status` shows it: the difference and its verdict."""
-    if table.empty:
+    """The last common step as `repro status` shows it: the difference and its verdict ("-"
+    before a common step after step 0)."""
+    if not trained(table):
         return "-"
     last = table.iloc[-1]
     return f"{last['difference']:+.4f} {last['verdict']} @{last['step']}"

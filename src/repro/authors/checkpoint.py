@@ -54,6 +54,8 @@ def authors_model_config(model_args: dict, path: Path) -> ModelConfig:
     n_embd, n_head = model_args["n_embd"], model_args["num_heads"]
     head_size = n_embd // n_head
     scale = model_args.get("scale", 1 / math.sqrt(head_size))
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < math.inf:
+        raise CheckpointError(f"{path}: model_args scale is {scale!r}, not a positive number")
     return ModelConfig(
         n_layer=model_args["n_layer"],
         n_head=n_head,

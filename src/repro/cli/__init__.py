@@ -47,7 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except preemption.Preempted as e:
         print(f"repro: {e}", file=sys.stderr)
-        return preemption.REQUEUE_EXIT
+        return e.exit_status
+    except KeyboardInterrupt:  # Ctrl-C outside training's step loop: one line, not a traceback
+        print("repro: interrupted", file=sys.stderr)
+        return preemption.INTERRUPT_EXIT
     return 0
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from repro import config
 from repro.cli import options
+from repro.errors import ReproError
+from repro.files import atomic_write, make_dir
 
 
 def reference_run(reference: Path, run, config_dir):
@@ -24,21 +26,35 @@ def reference_run(reference: Path, run, config_dir):
         return read_run(out)
 
 
+def write_table(table, path: Path) -> None:
+    """The comparison table as CSV at `path` (its folder created), or a one-line error: a full
+    disk leaves no partial file."""
+    make_dir(path.parent)
+    try:
+        with atomic_write(path, newline="") as f:
+            table.to_csv(f, index=False)
+    except OSError as e:
+        raise ReproError(f"{path}: cannot be written ({e.strerror})") from None
+
+
 def cmd_compare(args) -> None:
     from repro.analysis import compare
     from repro.analysis.results import read_run
 
+    options.check_positive(args, "tolerance")
     run = read_run(args.run)
     reference = reference_run(args.reference, run, args.config_dir)
     table, source = compare.compare_runs(run, reference, args.tolerance)
+    differences = compare.configuration_differences(run, reference)
     if args.csv:
-        args.csv.parent.mkdir(parents=True, exist_ok=True)
-        table.to_csv(args.csv, index=False)
+        write_table(table, args.csv)
     print(f"{args.run} ({run.name}, {run.status}) against {args.reference} ({reference.status})")
+    if differences:
+        print(f"configurations differ (reference -> run): {'; '.join(differences)}")
     print(f"tolerance: {source}")
     if not table.empty:
         print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-    print(compare.verdict(table))
+    print(compare.verdict(table, differences))
 
 
 def add_commands(sub) -> None:
@@ -59,8 +75,8 @@ def add_commands(sub) -> None:
         "--tolerance",
         type=float,
         default=None,
-        help="nats (default: measured from the seeds of the run's experiment at its preset, "
-        "else 0.01)",
+        help="nats, a positive number (default: measured from the seeds of the run's experiment "
+        "at its preset, else 0.01)",
     )
     p.add_argument("--csv", type=Path, default=None, help="also write the table here")
     options.add_config_dir(p)

@@ -92,7 +92,8 @@ def _train_parser(p: argparse.ArgumentParser) -> None:
         action="append",
         metavar="SIG",
         help=f"on it, checkpoint at the step's end and exit {preemption.REQUEUE_EXIT} "
-        f"(rerun resumes); repeatable; default {' '.join(preemption.STOP_SIGNALS)}",
+        f"(rerun resumes); repeatable; default {' '.join(preemption.STOP_SIGNALS)}; Ctrl-C "
+        f"(SIGINT) always stops the same way, with exit {preemption.INTERRUPT_EXIT}",
     )
     p.add_argument(
         "--publish",

@@ -1,13 +1,16 @@
-"""Preemption and time limits: a signal asks the run to stop at the next step boundary.
+"""Preemption, time limits and Ctrl-C: a signal asks the run to stop at the next step boundary.
 
 A scheduler signals a job before it preempts it or its time runs out (SLURM: SIGTERM, or the
-signal of `--signal`). The trainer then finishes the step under way, writes a checkpoint and
-metrics.csv up to it, and `repro train` exits with REQUEUE_EXIT: the job is to be run again, and
-the next attempt resumes from that checkpoint.
+signal of `--signal`); a user at a terminal presses Ctrl-C (SIGINT). The trainer then finishes the
+step under way, writes a checkpoint and metrics.csv up to it, and `repro train` exits with
+REQUEUE_EXIT (INTERRUPT_EXIT when Ctrl-C alone stopped it): the next attempt resumes from that
+checkpoint. More signals meanwhile (a second Ctrl-C, a scheduler's repeated SIGTERM) change
+nothing: the run is already stopping.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 from contextlib import contextmanager
 
@@ -15,34 +18,45 @@ from repro.errors import ReproError
 
 # EX_TEMPFAIL of sysexits.h, "a temporary failure: the user is invited to retry".
 REQUEUE_EXIT = 75
+# 128 + SIGINT: what a shell reports for a command stopped by Ctrl-C, so that a script stops too.
+INTERRUPT_EXIT = 130
 STOP_SIGNALS = ("SIGTERM", "SIGUSR1")  # the defaults of `repro train --stop-signal`
+INTERRUPT = "SIGINT"  # Ctrl-C: a stop signal whatever --stop-signal names
 
 _received: list[int] = []
 
 
 class Preempted(Exception):
-    """The run stopped on a signal, checkpointed at `step` (the step the next attempt starts at)."""
+    """The run stopped on a signal, checkpointed at `step` (the step the next attempt starts at);
+    `exit_status` the one `repro train` ends with."""
 
     def __init__(self, step: int):
-        names = ", ".join(sorted({signal.Signals(s).name for s in _received})) or "another rank's"
+        received = {signal.Signals(s).name for s in _received}
+        names = ", ".join(sorted(received)) or "another rank's"
         super().__init__(
             f"stopped by {names} signal at step {step}, checkpointed; run again to resume"
         )
         self.step = step
+        # Ctrl-C alone: the user stopped the run. Any other signal: a scheduler, to requeue it.
+        self.exit_status = INTERRUPT_EXIT if received == {INTERRUPT} else REQUEUE_EXIT
 
 
 def _record(signum, frame) -> None:
+    if not _received:
+        # os.write, not print: a handler that runs while the main code is inside print would
+        # find stdout's buffer locked ("reentrant call") and end in a traceback.
+        os.write(2, f"{signal.Signals(signum).name}: stopping at the next step boundary\n".encode())
     _received.append(signum)
-    print(f"{signal.Signals(signum).name}: stopping at the next step boundary", flush=True)
 
 
 @contextmanager
 def stop_signals(names=STOP_SIGNALS):
-    """Within: each named signal (e.g. "SIGUSR1" or "USR1") asks to stop at a step boundary.
+    """Within: each named signal (e.g. "SIGUSR1" or "USR1"), and SIGINT, asks to stop at a step
+    boundary.
 
     The previous handlers come back on leaving: a process that goes on (a test runner whose forked
     workers are ended by SIGTERM, for one) keeps its own."""
-    numbers = [_signal_number(name) for name in names]
+    numbers = {_signal_number(name) for name in (*names, INTERRUPT)}
     previous = {number: signal.signal(number, _record) for number in numbers}
     _received.clear()
     try:
