@@ -19,6 +19,9 @@ from tensorboard.compat.proto.event_pb2 import Event
 from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.summary.writer.record_writer import RecordWriter
 
+from repro.errors import ReproError
+from repro.files import WriteError, atomic_write, open_no_link
+
 EVENTS = "events.out.tfevents.repro"  # TensorBoard reads any file whose name holds "tfevents"
 # metrics.csv column -> TensorBoard tag: one chart per tag, sections by the part before "/".
 TAGS = {
@@ -32,6 +35,16 @@ TAGS = {
     "step_time_s": "speed/step_time_s",
 }
 _HEADER = struct.Struct("<QI")  # a record's length and the length's CRC
+
+
+def kept_events(path: Path, resume_step: int) -> bytes:
+    """The events of `path` before `resume_step`: none when the run starts afresh."""
+    if not resume_step or not path.exists():
+        return b""
+    try:
+        return path.read_bytes()[: end_before(path, resume_step)]
+    except OSError as e:
+        raise ReproError(f"{path}: cannot be read ({e.strerror})") from None
 
 
 def end_before(path: Path, step: int) -> int:
@@ -54,11 +67,16 @@ class EventLog:
 
     def __init__(self, run_dir: Path, resume_step: int):
         self.path = Path(run_dir) / EVENTS
-        keep = end_before(self.path, resume_step) if self.path.exists() and resume_step else 0
-        if self.path.exists():
-            os.truncate(self.path, keep)
-        self.records = RecordWriter(open(self.path, "ab"))
-        if keep == 0:
+        kept = kept_events(self.path, resume_step)
+        # The kept events rewritten as a new file (never through a link), then appended to.
+        with atomic_write(self.path, "wb") as f:
+            f.write(kept)
+        try:
+            fd = open_no_link(self.path, os.O_WRONLY | os.O_APPEND, "a run's event file")
+        except OSError as e:
+            raise WriteError(f"{self.path}: cannot be written ({e.strerror})") from None
+        self.records = RecordWriter(open(fd, "ab"))
+        if not kept:
             self._write(Event(wall_time=time.time(), file_version="brain.Event:2"))
 
     def _write(self, event: Event) -> None:
