@@ -77,9 +77,7 @@ def open_new(path: Path) -> int:
         raise WriteError(f"{path}: cannot be written ({e.strerror})") from None
 
 
-def open_no_link(
-    path: Path, flags: int, what: str, error: type[ReproError] = ReproError
-) -> int:
+def open_no_link(path: Path, flags: int, what: str, error: type[ReproError] = ReproError) -> int:
     """A file descriptor of `path` opened with os.open's `flags` (with O_CREAT: created when
     absent), never through a symbolic link: a link is an `error` saying the file should be
     `what`, and its target is left untouched. Other failures raise OSError for the caller."""
