@@ -154,9 +154,10 @@ def free_bytes(path: str | os.PathLike) -> int:
     return shutil.disk_usage(path).free
 
 
-def write_json(path: str | os.PathLike, data) -> None:
+def write_json(path: str | os.PathLike, data, default=None) -> None:
+    """`data` as indented JSON; `default` converts what JSON has no type for (json.dumps')."""
     with atomic_write(path) as f:
-        f.write(json.dumps(data, indent=2) + "\n")
+        f.write(json.dumps(data, indent=2, default=default) + "\n")
 
 
 def write_csv(table, path: str | os.PathLike) -> Path:

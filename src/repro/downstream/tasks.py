@@ -8,7 +8,6 @@ lm-eval's YAML format in an --include-path folder (a local JSON file works offli
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from lm_eval.tasks import TaskManager
 from lm_eval.utils import handle_non_serializable
 
 from repro.downstream.model import DownstreamError, ReproLM
-from repro.files import write_json
+from repro.files import make_dir, write_json
 
 RESULTS_JSON = "results.json"  # lm-eval's result dictionary, as its own CLI writes it
 ITEMS_JSON = "items.json"  # task -> metric -> one score per item, in document order
@@ -72,11 +71,8 @@ def run_tasks(
         bootstrap_iters=1000,
     )
     samples = results.pop("samples")
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / RESULTS_JSON).write_text(
-        json.dumps(results, indent=2, default=handle_non_serializable) + "\n"
-    )
+    out_dir = make_dir(out_dir)
+    write_json(out_dir / RESULTS_JSON, results, default=handle_non_serializable)
     write_json(out_dir / ITEMS_JSON, item_scores(samples))
     return results
 
