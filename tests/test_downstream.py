@@ -192,8 +192,11 @@ def test_downstream_table_pairs_each_experiment_with_the_baseline(tmp_path, task
         argv = ["downstream", "--checkpoint", str(checkpoint), "--task", "repro_choice"]
         assert main([*argv, "--include-path", str(tasks_dir), "--out", str(out)]) == 0
         folders.append(str(out))
-    csv = tmp_path / "downstream.csv"
+    csv, earlier = tmp_path / "downstream.csv", tmp_path / "earlier.csv"
+    earlier.write_text("a table kept elsewhere\n")
+    csv.symlink_to(earlier)  # replaced, never written through
     assert main(["downstream-table", *folders, "--out", str(csv)]) == 0
+    assert earlier.read_text() == "a table kept elsewhere\n" and not csv.is_symlink()
     table = pd.read_csv(csv).set_index(["experiment", "metric"])
     base, ours = table.loc[("baseline", "acc")], table.loc[("resgelu", "acc")]
     assert base["diff_vs_baseline"] == 0 and base["diff_ci_low"] == 0
