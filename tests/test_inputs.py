@@ -2,6 +2,7 @@
 let through, command-line numbers that divide by zero. Each ends in one line naming the file, key
 or flag, and nothing it points at is touched."""
 
+import errno
 import json
 import os
 import re
@@ -23,7 +24,7 @@ from repro.config import MAX_SEED, config_dir, load_experiments, load_preset, lo
 from repro.config.schema import MAX_YAML_BYTES, ConfigError, schema
 from repro.data.tokens import DataError, read_manifest
 from repro.errors import MAX_MESSAGE, ReproError
-from repro.files import atomic_write, write_csv, write_json
+from repro.files import WriteError, atomic_write, write_csv, write_json
 from repro.runtime import fit
 from repro.runtime.lock import LockError, hold
 from repro.runtime.progress import Progress
@@ -179,6 +180,18 @@ def test_a_failed_write_leaves_a_linked_target_intact(tmp_path):
             f.write(b"half")
             raise RuntimeError("disk full")
     assert target.read_text() == PRECIOUS and not (tmp_path / "ckpt.pt").exists()
+
+
+def test_a_write_the_disk_refuses_is_one_line_naming_the_file(tmp_path):
+    (tmp_path / "table.csv").write_text("earlier\n")
+    with pytest.raises(
+        WriteError, match=r"table\.csv: cannot be written \(No space left on device\)"
+    ):
+        with atomic_write(tmp_path / "table.csv") as f:
+            f.write("half")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert (tmp_path / "table.csv").read_text() == "earlier\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["table.csv"]
 
 
 def test_a_full_disk_under_train_log_loses_no_line_printed_and_training_goes_on(tmp_path, capsys):
