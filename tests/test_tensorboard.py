@@ -12,7 +12,7 @@ from test_train import read_metrics
 import repro.train as train_module
 from repro.cli import main
 from repro.config import load_config, load_run, resolve_run
-from repro.runtime.tensorboard import EVENTS, TAGS, EventLog, end_before
+from repro.runtime.tensorboard import EVENTS, TAGS, EventLog, kept_events
 from repro.train import train
 
 
@@ -53,7 +53,7 @@ def test_a_run_writes_its_scalars_live_and_resumes_without_a_step_twice(
     events = tmp_path / "run" / EVENTS
     # live: the steps logged so far are in the file while the run is still going (or died)
     assert [s for s, _ in scalars(tmp_path / "run")["loss/train"]] == list(range(7))
-    first_session = events.read_bytes()[: end_before(events, 5)]
+    first_session = kept_events(events, 5)
 
     monkeypatch.setattr(train_module, "train_step", real_step)
     train(run, token_dir, tiny_indices, tmp_path / "run")

@@ -2,8 +2,9 @@
 
 `tensorboard --logdir results` then shows every run under results/ (ours and the imported authors'
 runs) live, overlaid per scalar. A run has one event file, which each training session appends to;
-a resumed run first cuts the file at its resume step, so the file never holds a step twice (the
-steps a crash took after the last checkpoint are taken again) and any reader sees each step once.
+a resumed run first rewrites the file up to its resume step (a new file, as every file the package
+writes: never through a link), so the file never holds a step twice (the steps a crash took after
+the last checkpoint are taken again) and any reader sees each step once.
 The file is TensorBoard's record format: per record a little-endian uint64 length, its masked
 CRC32C, the serialised Event, the Event's masked CRC32C.
 """
@@ -42,15 +43,15 @@ def kept_events(path: Path, resume_step: int) -> bytes:
     if not resume_step or not path.exists():
         return b""
     try:
-        return path.read_bytes()[: end_before(path, resume_step)]
+        data = path.read_bytes()
     except OSError as e:
         raise ReproError(f"{path}: cannot be read ({e.strerror})") from None
+    return data[: end_before(data, resume_step)]
 
 
-def end_before(path: Path, step: int) -> int:
-    """The byte offset where `path`'s first event at or past `step` (or a record cut short by a
-    crash mid-write) begins: the file's length when there is none."""
-    data = path.read_bytes()
+def end_before(data: bytes, step: int) -> int:
+    """The byte offset where the first event at or past `step` (or a record cut short by a crash
+    mid-write) in an event file's `data` begins: their length when there is none."""
     offset = 0
     while offset + _HEADER.size <= len(data):
         length, _ = _HEADER.unpack_from(data, offset)
