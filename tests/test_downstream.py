@@ -192,8 +192,11 @@ def test_downstream_table_pairs_each_experiment_with_the_baseline(tmp_path, task
         argv = ["downstream", "--checkpoint", str(checkpoint), "--task", "repro_choice"]
         assert main([*argv, "--include-path", str(tasks_dir), "--out", str(out)]) == 0
         folders.append(str(out))
-    csv = tmp_path / "downstream.csv"
+    csv, earlier = tmp_path / "downstream.csv", tmp_path / "earlier.csv"
+    earlier.write_text("a table kept elsewhere\n")
+    csv.symlink_to(earlier)  # replaced, never written through
     assert main(["downstream-table", *folders, "--out", str(csv)]) == 0
+    assert earlier.read_text() == "a table kept elsewhere\n" and not csv.is_symlink()
     table = pd.read_csv(csv).set_index(["experiment", "metric"])
     base, ours = table.loc[("baseline", "acc")], table.loc[("resgelu", "acc")]
     assert base["diff_vs_baseline"] == 0 and base["diff_ci_low"] == 0
@@ -205,3 +208,57 @@ def test_downstream_table_pairs_each_experiment_with_the_baseline(tmp_path, task
 def test_paired_bootstrap():
     diff, low, high = paired_bootstrap([1, 1, 0, 1] * 25, [0, 1, 0, 1] * 25)
     assert diff == 0.25 and 0.1 < low < 0.25 < high < 0.4
+
+
+def test_downstream_checks_its_options_and_files_before_any_task(tmp_path, capsys, monkeypatch):
+    def no_tasks(*args, **kwargs):
+        raise AssertionError("tasks loaded (their data perhaps from the hub) before the checks")
+
+    monkeypatch.setattr("repro.downstream.tasks.TaskManager", no_tasks)
+    checkpoint = write_our_checkpoint(tmp_path / "ckpt.pt", tiny_gpt())
+    a_file = tmp_path / "a_file"
+    a_file.write_text("mine")
+    argv = ["downstream", "--task", "hellaswag", "--checkpoint", str(checkpoint)]
+    argv += ["--out", str(tmp_path / "out")]
+    for wrong, message in (
+        (["--limit", "0"], "--limit: 0 is not a positive number"),
+        (["--limit", "-3"], "--limit: -3 is not a positive number"),
+        (["--num-fewshot", "-1"], "--num-fewshot: -1 is negative"),
+        (["--out", str(a_file)], "a_file: a file, not a folder"),
+        (["--checkpoint", str(tmp_path / "none.pt")], "none.pt: no such file"),
+        (["--include-path", str(tmp_path / "nowhere")], "nowhere: no such folder"),
+        (["--include-path", str(a_file)], "a_file: no such folder"),
+    ):
+        assert main([*argv, *wrong]) == 2, wrong
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, err
+    assert a_file.read_text() == "mine" and not (tmp_path / "out").exists()
+
+
+HUB_TASK = """task: repro_hub
+dataset_path: repro-tests/not-in-the-cache
+output_type: multiple_choice
+validation_split: validation
+doc_to_text: "{{query}}"
+doc_to_target: "{{label}}"
+doc_to_choice: "{{choices}}"
+"""
+
+
+def test_task_data_that_cannot_be_had_are_one_line_naming_the_task(tmp_path, tasks_dir, capsys):
+    """Offline (conftest sets HF_HUB_OFFLINE=1, HF_DATASETS_OFFLINE=1) with a task's data not in
+    the cache; a task of one's own whose data file is gone."""
+    (tasks_dir / "hub.yaml").write_text(HUB_TASK)
+    (tasks_dir / "items.json").unlink()  # the data of repro_choice
+    checkpoint = write_our_checkpoint(tmp_path / "ckpt.pt", tiny_gpt())
+    argv = ["downstream", "--checkpoint", str(checkpoint), "--include-path", str(tasks_dir)]
+    errors = {}
+    for task in ("repro_hub", "repro_choice"):
+        assert main([*argv, "--task", task, "--out", str(tmp_path / "out")]) == 2
+        errors[task] = capsys.readouterr().err.strip().splitlines()[-1]  # after progress bars
+        assert errors[task].startswith(f"repro: error: task {task}: "), errors[task]
+    hub = errors["repro_hub"]
+    assert "neither in the datasets cache nor reachable on the Hugging Face hub" in hub
+    assert "HF_DATASETS_OFFLINE=1" in hub and "--include-path" in hub
+    assert "lm-eval cannot load it" in errors["repro_choice"]
+    assert not (tmp_path / "out").exists()

@@ -1,9 +1,15 @@
 """`repro export`: a run's checkpoint as safetensors + config.json + a model card, loaded back bit
 for bit by GPT.from_pretrained; nothing here reaches the network."""
 
+import errno
+import json
+import os
 import shutil
+import stat
+from pathlib import Path
 
 import pytest
+import safetensors.torch
 import torch
 import yaml
 from conftest import shortened
@@ -45,7 +51,11 @@ def test_an_exported_run_loads_back_bit_for_bit(run_dir, tmp_path, capsys):
         assert torch.equal(model.state_dict()[name], tensor), name
     assert model.lm_head.weight is model.transformer.wte.weight  # still tied
     assert model.config.query_mode == "residual_gelu" and not model.training
-    assert read_record(out) == read_record(run_dir)
+    exported, trained = read_record(out), read_record(run_dir)
+    assert (
+        exported.identity == trained.identity
+        and exported.data["token_files"] == (trained.data["token_files"])
+    )
 
 
 def test_the_model_card_says_what_the_model_is(run_dir, tmp_path):
@@ -92,6 +102,11 @@ def test_what_cannot_be_exported_is_refused_with_one_line(run_dir, tmp_path, cap
     assert (occupied / "notes.txt").read_text() == "mine" and len(list(occupied.iterdir())) == 1
     export(run_dir, tmp_path / "model")
     export(run_dir, tmp_path / "model")  # an earlier export is written over
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine")
+    assert main(["export", str(run_dir), "--out", str(a_file)]) == 2
+    assert "notes.txt: a file, not a folder" in capsys.readouterr().err
+    assert a_file.read_text() == "mine"
     no_checkpoint = tmp_path / "imported"
     no_checkpoint.mkdir()
     for name in ("metrics.csv", "run.json"):
@@ -103,3 +118,72 @@ def test_what_cannot_be_exported_is_refused_with_one_line(run_dir, tmp_path, cap
     (tmp_path / "model" / "config.json").write_text('{"n_layer": 2, "width": 3}')
     with pytest.raises(ReproError, match="config.json: not a model configuration"):
         GPT.from_pretrained(tmp_path / "model")
+
+
+def test_an_export_names_no_local_folder_and_has_ordinary_permissions(run_dir, tmp_path):
+    umask = os.umask(0o022)
+    try:
+        out = export(run_dir, tmp_path / "model")
+    finally:
+        os.umask(umask)
+    card = (out / "README.md").read_text()
+    assert "| preset | `tiny`: config/presets/tiny.yaml |" in card
+    record = json.loads((out / "run.json").read_text())
+    assert record["config"]["preset_file"] == "config/presets/tiny.yaml"
+    for path in out.iterdir():  # what `hf upload` would publish
+        assert str(tmp_path) not in path.read_text(errors="replace"), path.name
+        assert str(repro_root()) not in path.read_text(errors="replace"), path.name
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644, path.name
+    assert stat.S_IMODE(out.stat().st_mode) == 0o755
+
+
+def repro_root():
+    return Path(repro.__file__).resolve().parents[2]
+
+
+def test_an_export_over_links_replaces_them_never_their_targets(run_dir, tmp_path):
+    out = export(run_dir, tmp_path / "model")
+    targets = {}
+    for name in ("run.json", "model.safetensors", "README.md", "config.json"):
+        targets[name] = tmp_path / f"precious-{name}"
+        targets[name].write_text("precious")
+        (out / name).unlink()
+        (out / name).symlink_to(targets[name])
+    export(run_dir, out)
+    for name, target in targets.items():
+        assert target.read_text() == "precious", name
+        assert not (out / name).is_symlink(), name
+    assert isinstance(GPT.from_pretrained(out), GPT)
+
+
+def test_an_export_that_fails_leaves_no_folder_and_an_earlier_export_whole(
+    run_dir, tmp_path, monkeypatch, capsys
+):
+    def full_disk(model, filename, metadata=None):
+        with open(filename, "wb") as f:
+            f.write(b"half")
+        raise safetensors.SafetensorError(
+            "Error while serializing: I/O error: No space left on device (os error 28)"
+        )
+
+    earlier = export(run_dir, tmp_path / "earlier")
+    before = {p.name: p.read_bytes() for p in earlier.iterdir()}
+    monkeypatch.setattr(safetensors.torch, "save_model", full_disk)
+    for out in (tmp_path / "new", earlier):
+        assert main(["export", str(run_dir), "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "No space left on device" in err, err
+        assert f"{out.name}.partial/model.safetensors: cannot be written" in err
+    assert not (tmp_path / "new").exists()
+    assert {p.name: p.read_bytes() for p in earlier.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["earlier"]
+
+
+def test_an_export_that_cannot_write_its_card_is_one_line(run_dir, tmp_path, monkeypatch):
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr("repro.export.model_card", no_space)
+    with pytest.raises(ReproError, match=r"README\.md: cannot be written \(No space left"):
+        export(run_dir, tmp_path / "model")
+    assert not (tmp_path / "model").exists()

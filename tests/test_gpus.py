@@ -119,3 +119,12 @@ def test_a_process_that_trains_twice_keeps_its_gpu(fake_cuda, monkeypatch):
     assert (
         Job(fake_cuda, gpus=FAKE_GPUS[:1]).gpu() == "none free"
     )  # and still held against other processes
+
+
+def test_a_gpu_lock_file_that_is_a_link_is_refused_and_its_target_not_made(tmp_path):
+    target = tmp_path / "made-through-the-link"
+    (tmp_path / "locks").mkdir()
+    (tmp_path / "locks" / "gpu-GPU-a.lock").symlink_to(target)
+    with pytest.raises(GPUError, match=r"gpu-GPU-a\.lock: a symbolic link, not a GPU's lock file"):
+        gpus.claim_gpu(["GPU-a"], tmp_path / "locks", wait=None)
+    assert not target.exists()

@@ -2,6 +2,7 @@
 let through, command-line numbers that divide by zero. Each ends in one line naming the file, key
 or flag, and nothing it points at is touched."""
 
+import errno
 import json
 import os
 import re
@@ -11,16 +12,19 @@ import sys
 import time
 from pathlib import Path
 
+import matplotlib.pyplot as plt
+import pandas as pd
 import pytest
 import yaml
 from conftest import REPO, write_experiments, write_token_files
 
+from repro.analysis import plots, report
 from repro.cli import main
 from repro.config import MAX_SEED, config_dir, load_experiments, load_preset, load_run
 from repro.config.schema import MAX_YAML_BYTES, ConfigError, schema
 from repro.data.tokens import DataError, read_manifest
 from repro.errors import MAX_MESSAGE, ReproError
-from repro.files import atomic_write, write_json
+from repro.files import WriteError, atomic_write, write_csv, write_json
 from repro.runtime import fit
 from repro.runtime.lock import LockError, hold
 from repro.runtime.progress import Progress
@@ -142,6 +146,32 @@ def test_written_files_replace_links_never_their_targets(tmp_path, linked):
     assert not (tmp_path / "run.json.partial").exists()
 
 
+def write_figure(path):
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    plots.save(fig, path)
+    plt.close(fig)
+
+
+TABLE = pd.DataFrame({"experiment": ["baseline", "resgelu"], "val_loss": [3.5, 3.4]})
+WRITERS = {  # what the notebooks write: tables as CSV and HTML, figures as PNG, PDF and HTML
+    "table1.csv": lambda path: write_csv(TABLE, path),
+    "table1.html": lambda path: report.write_table_html(TABLE, path),
+    "figure1.png": write_figure,
+    "figure1.pdf": write_figure,
+    "figure1.html": write_figure,
+}
+
+
+@pytest.mark.parametrize("name", WRITERS)
+def test_tables_and_figures_replace_links_never_their_targets(tmp_path, name):
+    target = precious(tmp_path)
+    path = tmp_path / name
+    path.symlink_to(target)
+    WRITERS[name](path)
+    assert target.read_text() == PRECIOUS and not path.is_symlink() and path.stat().st_size
+
+
 def test_a_failed_write_leaves_a_linked_target_intact(tmp_path):
     target = precious(tmp_path)
     (tmp_path / "ckpt.pt.partial").symlink_to(target)
@@ -150,6 +180,18 @@ def test_a_failed_write_leaves_a_linked_target_intact(tmp_path):
             f.write(b"half")
             raise RuntimeError("disk full")
     assert target.read_text() == PRECIOUS and not (tmp_path / "ckpt.pt").exists()
+
+
+def test_a_write_the_disk_refuses_is_one_line_naming_the_file(tmp_path):
+    (tmp_path / "table.csv").write_text("earlier\n")
+    with pytest.raises(
+        WriteError, match=r"table\.csv: cannot be written \(No space left on device\)"
+    ):
+        with atomic_write(tmp_path / "table.csv") as f:
+            f.write("half")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert (tmp_path / "table.csv").read_text() == "earlier\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["table.csv"]
 
 
 def test_a_full_disk_under_train_log_loses_no_line_printed_and_training_goes_on(tmp_path, capsys):

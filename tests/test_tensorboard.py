@@ -6,12 +6,13 @@ import math
 import pytest
 from authors_helpers import authors_folder
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from test_inputs import PRECIOUS, one_line_error, precious, train_args
 from test_train import read_metrics
 
 import repro.train as train_module
 from repro.cli import main
 from repro.config import load_config, load_run, resolve_run
-from repro.runtime.tensorboard import EVENTS, TAGS, EventLog, end_before
+from repro.runtime.tensorboard import EVENTS, TAGS, EventLog, kept_events
 from repro.train import train
 
 
@@ -52,7 +53,7 @@ def test_a_run_writes_its_scalars_live_and_resumes_without_a_step_twice(
     events = tmp_path / "run" / EVENTS
     # live: the steps logged so far are in the file while the run is still going (or died)
     assert [s for s, _ in scalars(tmp_path / "run")["loss/train"]] == list(range(7))
-    first_session = events.read_bytes()[: end_before(events, 5)]
+    first_session = kept_events(events, 5)
 
     monkeypatch.setattr(train_module, "train_step", real_step)
     train(run, token_dir, tiny_indices, tmp_path / "run")
@@ -92,3 +93,24 @@ def test_the_authors_run_imports_with_its_curves(tmp_path):
     curves = scalars(out)
     assert [s for s, _ in curves["loss/eval_val"]] == [0, 4, 8, 12]
     assert "speed/tokens_per_s" not in curves  # their tensors hold no timings
+
+
+@pytest.mark.parametrize("resume_step", [0, 3])
+def test_an_event_file_that_is_a_link_is_replaced_never_its_target(tmp_path, resume_step):
+    target = precious(tmp_path)
+    (tmp_path / EVENTS).symlink_to(target)
+    log = EventLog(tmp_path, resume_step)
+    log.append({"step": 3, "train_loss": 2.5})
+    log.close()
+    assert target.read_text() == PRECIOUS and not (tmp_path / EVENTS).is_symlink()
+    assert scalars(tmp_path) == {"loss/train": [(3, 2.5)]}
+
+
+def test_an_event_file_in_the_way_stops_training_in_one_line_before_it_runs(
+    token_dir, tiny_indices, tmp_path, capsys
+):
+    run = tmp_path / "run"
+    (run / EVENTS).mkdir(parents=True)  # a folder where the event file goes
+    argv = train_args(token_dir, tiny_indices, run)
+    one_line_error(argv, capsys, rf"{EVENTS}: cannot be written \(Is a directory\)")
+    assert not (run / "run.json").exists()  # never said "running"

@@ -10,7 +10,7 @@ import torch
 
 from repro.config import ModelConfig
 from repro.errors import ReproError
-from repro.files import atomic_write, free_bytes
+from repro.files import WriteError, atomic_write, free_bytes
 from repro.model import GPT
 
 FORMAT = "repro/1"
@@ -33,13 +33,15 @@ def save_checkpoint(path: Path, model: GPT, optimizer, next_step: int, config: d
     try:
         with atomic_write(path, "wb") as f:
             torch.save(state, f)
-    except (RuntimeError, OSError) as e:  # a full disk is torch's RuntimeError "enforce fail"
-        reason = (str(e) or type(e).__name__).splitlines()[0]
-        raise CheckpointError(
-            f"{path}: cannot be written ({reason}); {free_bytes(path.parent):,} "
-            f"bytes free, a checkpoint needs about "
-            f"{checkpoint_bytes(model):,}"
-        ) from None
+        return
+    except RuntimeError as e:  # a full disk is torch's RuntimeError "enforce fail"
+        reason = f"{path}: cannot be written ({(str(e) or 'RuntimeError').splitlines()[0]})"
+    except WriteError as e:  # what the file system refused, the file named
+        reason = str(e)
+    raise CheckpointError(
+        f"{reason}; {free_bytes(path.parent):,} bytes free, a checkpoint needs about "
+        f"{checkpoint_bytes(model):,}"
+    )
 
 
 def checkpoint_bytes(model: GPT) -> int:

@@ -8,12 +8,12 @@ the Hugging Face Hub shows: `hf upload USER/NAME DIR .` publishes the folder as 
 
 from __future__ import annotations
 
-import shutil
+import os
 from pathlib import Path
 
 from repro.analysis.results import Run, read_run
 from repro.evaluate import load_any_checkpoint
-from repro.files import atomic_write
+from repro.files import atomic_folder, atomic_write, make_dir, read_json, write_json
 from repro.model import CONFIG_JSON, WEIGHTS, count_parameters
 from repro.rundir import CHECKPOINT, LIVE, RUN_JSON, RunError
 
@@ -46,18 +46,45 @@ def checkpoint_of(run_dir: Path) -> Path:
 
 
 def export(run_dir: str | Path, out: str | Path) -> Path:
-    """Write the run's latest checkpoint as a loadable model into `out`; its model card."""
+    """Write the run's latest checkpoint as a loadable model into `out`; its model card. The
+    folder is written beside `out` and moved into place when complete: a failed export (a full
+    disk) leaves nothing behind, and an earlier export in `out` whole."""
     run_dir, out = Path(run_dir), Path(out)
     run = read_run(run_dir)
     checkpoint = checkpoint_of(run_dir)
-    if out.exists() and any(out.iterdir()) and not (out / CONFIG_JSON).exists():
+    if out.exists() and not out.is_dir():
+        raise RunError(f"{out}: a file, not a folder; use another --out")
+    if out.is_dir() and any(out.iterdir()) and not (out / CONFIG_JSON).exists():
         raise RunError(f"{out}: not empty and not an earlier export; use another --out")
     model, steps, _ = load_any_checkpoint(checkpoint)
-    model.save_pretrained(out)
-    shutil.copyfile(run.path / RUN_JSON, out / RUN_JSON)
-    with atomic_write(out / CARD) as f:
-        f.write(model_card(run, model, steps, out.name))
+    make_dir(out.parent)
+    with atomic_folder(out) as folder:
+        model.save_pretrained(folder)
+        write_json(folder / RUN_JSON, shareable(read_json(run.path / RUN_JSON)))
+        with atomic_write(folder / CARD) as f:
+            f.write(model_card(run, model, steps, out.name))
     return out
+
+
+def shareable(value):
+    """`value` (a run's record) with every absolute path in it made repository-relative: what
+    an export publishes names no folder of the machine it was made on."""
+    if isinstance(value, dict):
+        return {k: shareable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shareable(v) for v in value]
+    if isinstance(value, str) and os.path.isabs(value):
+        return repository_relative(Path(value))
+    return value
+
+
+def repository_relative(path: Path) -> str:
+    """`path` relative to the repository holding it (the nearest folder above it with a
+    pyproject.toml or .git): config/presets/smoke.yaml; only its name outside any."""
+    for root in path.parents:
+        if (root / "pyproject.toml").exists() or (root / ".git").exists():
+            return str(path.relative_to(root))
+    return path.name
 
 
 def last_evaluation(run: Run, steps: int) -> str:
@@ -94,6 +121,7 @@ def model_card(run: Run, model, steps: int, name: str) -> str:
     # loaded (records written before the configuration was resolved once)
     preset = r.config.get("preset", {})
     corpus = r.config.get("corpus") or preset["corpus"]
+    described = preset.get("description") or shareable(r.config.get("preset_file", ""))
     data = corpus + "".join(
         f", {token_files[s]['tokens']:,} {s} tokens" for s in ("train", "val") if s in token_files
     )
@@ -118,7 +146,7 @@ def model_card(run: Run, model, steps: int, name: str) -> str:
             f"{params['total_params']:,} parameters ({params['non_embedding_params']:,} "
             f"non-embedding)",
         ),
-        ("preset", f"`{r.preset}`: {preset.get('description') or r.config.get('preset_file', '')}"),
+        ("preset", f"`{r.preset}`: {described}"),
         ("data", data + "; GPT-2 tokenizer (tiktoken `gpt2`)"),
         ("steps", f"{steps:,} optimiser steps (run status: {r.status})"),
         ("tokens", f"{steps * r.tokens_per_step:,} ({r.tokens_per_step:,} per step)"),

@@ -1,34 +1,67 @@
 """Writing and reading the package's files: atomic writes, JSON with errors naming the file, hashes.
 
-Every file the package writes goes through atomic_write: the content lands under a temporary name
-and is renamed over the target only when complete, so a crash never leaves a half-written file, and
-a stale temporary file from an earlier crash is simply replaced. No write follows a symbolic link
-(a run folder unpacked from an archive may hold some): the temporary file is created anew, never
-opened through a link, and the rename replaces a link at the target, never the file it points to.
+Every file the package creates or replaces goes through atomic_write (or atomic_path, for a
+library that writes to a file name): the content lands under a temporary name and is renamed over
+the target only when complete, so a crash never leaves a half-written file, and a stale temporary
+file from an earlier crash is simply replaced. No write follows a symbolic link (a run folder
+unpacked from an archive may hold some): the temporary file is created anew, never opened through
+a link, and the rename replaces a link at the target, never the file it points to. The few files
+appended to (a run's lock, log, metrics and event file) are opened by open_no_link, which refuses
+a link. A file that cannot be written is a WriteError naming it: one line, never a traceback.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import shutil
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 
 from repro.errors import ReproError
 
 
+class WriteError(ReproError):
+    """A file or folder that cannot be written (a full disk, a folder in its place, a read-only
+    file system); the message names it and the reason."""
+
+
 @contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs):
     """Open `path`.partial for writing; rename it over `path` on success, remove it on failure."""
+    with _replacing(path) as (_, fd):
+        with open(fd, mode, **open_kwargs) as f:
+            yield f
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike):
+    """atomic_write for a library that writes to a file name (safetensors): the name of a new
+    empty file beside `path`, renamed over `path` on success with the mode it was created with
+    (0666 less the umask, as every file the package writes; not the library's own)."""
+    with _replacing(path) as (partial, fd):
+        created = stat.S_IMODE(os.fstat(fd).st_mode)
+        os.close(fd)
+        yield partial
+        os.chmod(partial, created)
+
+
+@contextmanager
+def _replacing(path: str | os.PathLike):
+    """(path.partial, a file descriptor of it created empty); path.partial renamed over `path`
+    when the block ends, removed when it fails; a failure to write is a WriteError naming `path`."""
     path = Path(path)
     partial = path.with_name(path.name + ".partial")
     fd = open_new(partial)
     try:
-        with open(fd, mode, **open_kwargs) as f:
-            yield f
-        os.replace(partial, path)
+        try:
+            yield partial, fd
+            os.replace(partial, path)
+        except OSError as e:
+            raise WriteError(f"{path}: cannot be written ({e.strerror or e})") from None
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
@@ -41,7 +74,64 @@ def open_new(path: Path) -> int:
         path.unlink(missing_ok=True)
         return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
     except OSError as e:
-        raise ReproError(f"{path}: cannot be written ({e.strerror})") from None
+        raise WriteError(f"{path}: cannot be written ({e.strerror})") from None
+
+
+def open_no_link(path: Path, flags: int, what: str, error: type[ReproError] = ReproError) -> int:
+    """A file descriptor of `path` opened with os.open's `flags` (with O_CREAT: created when
+    absent), never through a symbolic link: a link is an `error` saying the file should be
+    `what`, and its target is left untouched. Other failures raise OSError for the caller."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise error(
+                f"{path}: a symbolic link, not {what}; remove the link (its target is left "
+                f"untouched)"
+            ) from None
+        raise
+
+
+@contextmanager
+def atomic_folder(path: str | os.PathLike):
+    """A new empty folder beside `path` to fill; when the block ends, its files move into `path`
+    (the whole folder renamed into place when `path` is absent; else each file replaces the one
+    of its name, a link replaced, never its target; other files of `path` kept). When the block
+    fails, the folder is removed: `path` never holds part of what the block writes."""
+    path = Path(path)
+    real = path.resolve()  # the partial folder on the file system of `path`: renames, no copies
+    partial = real.with_name(real.name + ".partial")
+    _remove_stale(partial)
+    try:
+        os.mkdir(partial)
+    except OSError as e:
+        raise WriteError(f"{partial}: cannot be created ({e.strerror})") from None
+    try:
+        yield partial
+        try:
+            if real.is_dir():
+                for entry in sorted(partial.iterdir()):
+                    os.replace(entry, real / entry.name)
+                partial.rmdir()
+            else:
+                os.rename(partial, real)
+        except OSError as e:
+            raise WriteError(f"{path}: cannot be written ({e.strerror})") from None
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+
+
+def _remove_stale(path: Path) -> None:
+    """What an earlier crash left at `path`: a folder removed with its files, a file or link
+    removed (its target untouched)."""
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    except OSError as e:
+        raise WriteError(f"{path}: cannot be removed ({e.strerror})") from None
 
 
 def make_dir(path: str | os.PathLike) -> Path:
@@ -64,9 +154,25 @@ def free_bytes(path: str | os.PathLike) -> int:
     return shutil.disk_usage(path).free
 
 
-def write_json(path: str | os.PathLike, data) -> None:
+def write_json(path: str | os.PathLike, data, default=None) -> None:
+    """`data` as indented JSON; `default` converts what JSON has no type for (json.dumps')."""
     with atomic_write(path) as f:
-        f.write(json.dumps(data, indent=2) + "\n")
+        f.write(json.dumps(data, indent=2, default=default) + "\n")
+
+
+def write_csv(table, path: str | os.PathLike) -> Path:
+    """A pandas DataFrame as CSV at `path` (its folder created), without its index."""
+    path = Path(path)
+    make_dir(path.parent)
+    with atomic_write(path, newline="") as f:
+        table.to_csv(f, index=False)
+    return path
+
+
+def copy_file(source: str | os.PathLike, dest: str | os.PathLike) -> None:
+    """`source`'s bytes as the file `dest` (written as atomic_write writes)."""
+    with open(source, "rb") as read, atomic_write(dest, "wb") as f:
+        shutil.copyfileobj(read, f)
 
 
 def read_json(path: str | os.PathLike, error: type[ReproError] = ReproError, hint: str = ""):

@@ -18,7 +18,7 @@ from torch.utils.checkpoint import checkpoint
 
 from repro.config import QUERY_MLP_MODES, ModelConfig
 from repro.errors import ReproError
-from repro.files import read_json, write_json
+from repro.files import WriteError, atomic_path, make_dir, read_json, write_json
 
 # A saved model (save_pretrained, `repro export`): the configuration and the weights, as a
 # directory that the Hugging Face Hub can hold.
@@ -208,12 +208,13 @@ class GPT(nn.Module):
         """config.json (the ModelConfig) and model.safetensors (the weights, tied ones once)."""
         import safetensors.torch  # only exporting needs it: training runs on nodes without it
 
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        directory = make_dir(directory)
         write_json(directory / CONFIG_JSON, asdict(self.config))
-        partial = directory / (WEIGHTS + ".partial")  # renamed when complete, as atomic_write
-        safetensors.torch.save_model(self, str(partial), metadata={"format": "pt"})
-        os.replace(partial, directory / WEIGHTS)
+        with atomic_path(directory / WEIGHTS) as partial:
+            try:
+                safetensors.torch.save_model(self, str(partial), metadata={"format": "pt"})
+            except safetensors.SafetensorError as e:  # a full disk among them
+                raise WriteError(f"{directory / WEIGHTS}: cannot be written ({e})") from None
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike) -> "GPT":

@@ -9,14 +9,14 @@ package (run.json without `format`) are read too: their identity is translated t
 from __future__ import annotations
 
 import csv
-import shutil
+import os
 import subprocess
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import repro
 from repro.errors import ReproError
-from repro.files import atomic_write, read_json, write_json
+from repro.files import atomic_write, copy_file, open_no_link, read_json, write_json
 
 RUN_JSON, METRICS_CSV, CHECKPOINT = "run.json", "metrics.csv", "ckpt.pt"
 LIVE = "live"  # where `repro train` works in the workflow's run folders (rules/train.smk)
@@ -165,8 +165,7 @@ def publish(run_dir: Path, dest: Path) -> None:
     """Copy a run's metrics.csv and run.json to dest (the workflow's declared outputs), each
     atomically."""
     for name in (METRICS_CSV, RUN_JSON):
-        with open(Path(run_dir) / name, "rb") as source, atomic_write(Path(dest) / name, "wb") as f:
-            shutil.copyfileobj(source, f)
+        copy_file(Path(run_dir) / name, Path(dest) / name)
 
 
 def code_version() -> dict:
@@ -210,7 +209,8 @@ class MetricsLog:
         self.events = EventLog(path.parent, resume_step)
         # Rewrite the kept rows atomically: a crash here loses no finished row.
         write_metrics(path, rows_before(path, resume_step))
-        self.file = open(path, "a", newline="")
+        fd = open_no_link(path, os.O_WRONLY | os.O_APPEND, "a run's metrics")
+        self.file = open(fd, "a", newline="")
         self.writer = csv.DictWriter(self.file, METRICS_COLUMNS)
 
     def append(self, row: dict) -> None:

@@ -147,22 +147,15 @@ def _train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path) -> 
     )
     record.sessions = [*(previous.sessions if previous else []), record.session()]
     main = distributed.is_main()  # the one process that writes the run's files
-    if main:
-        record.write(out_dir)
-    session = Session(
-        run,
-        model,
-        step_model,
-        optimizer,
-        autocast,
-        batches,
-        MetricsLog(out_dir / METRICS_CSV if main else None, start),
-        out_dir,
-    )
+    # The logs first: one that cannot be written stops the run before run.json says "running".
+    metrics = MetricsLog(out_dir / METRICS_CSV if main else None, start)
     try:
+        if main:
+            record.write(out_dir)
+        session = Session(run, model, step_model, optimizer, autocast, batches, metrics, out_dir)
         record = run_steps(session, start, record)
     finally:
-        session.metrics.close()
+        metrics.close()
     record.finished = now()
     if main:
         record.write(out_dir)

@@ -22,6 +22,7 @@ from matplotlib.ticker import FuncFormatter, PercentFormatter
 from repro.analysis import compare, results
 from repro.analysis.seeds import over_seeds, paired, read_seed_runs
 from repro.config import Preset, load_config
+from repro.files import atomic_write, make_dir
 from repro.rundir import RunError
 
 SPLIT_STYLE = {"val": "-", "train": "--"}
@@ -411,14 +412,16 @@ def save(fig, *paths: str | Path) -> list[Path]:
     an <img> tag, which Snakemake's report shows on its page), creating folders."""
     saved = []
     for path in map(Path, paths):
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dir(path.parent)
         if path.suffix == ".html":
             png = io.BytesIO()
             fig.savefig(png, format="png", bbox_inches="tight")
             data = base64.b64encode(png.getvalue()).decode("ascii")
-            path.write_text(f'<img src="data:image/png;base64,{data}" style="max-width: 100%">\n')
+            with atomic_write(path) as f:
+                f.write(f'<img src="data:image/png;base64,{data}" style="max-width: 100%">\n')
         else:
-            fig.savefig(path, bbox_inches="tight")
+            with atomic_write(path, "wb") as f:
+                fig.savefig(f, format=path.suffix[1:].lower(), bbox_inches="tight")
         saved.append(path)
     return saved
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from repro.files import atomic_write, make_dir
+
 STYLE = """<style>
 table.repro-table {border-collapse: collapse; font: 13px/1.4 sans-serif; margin: 0.5em 0;}
 table.repro-table th, table.repro-table td {border: 1px solid #ccc; padding: 3px 8px;
@@ -51,6 +53,7 @@ def write_table_html(
 ) -> Path:
     """Write table_html(table, formats) to path (its folder created); the path."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(table_html(table, formats))
+    make_dir(path.parent)
+    with atomic_write(path) as f:
+        f.write(table_html(table, formats))
     return path

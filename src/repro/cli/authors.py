@@ -11,7 +11,7 @@ from pathlib import Path
 from repro import config
 from repro.cli import options
 from repro.config.experiments import authors_runs
-from repro.files import write_json
+from repro.files import write_csv, write_json
 
 
 def cmd_evaluate(args) -> None:
@@ -47,7 +47,7 @@ def cmd_authors_table(args) -> None:
 
     preset, experiments = config.load_config(args.preset, args.config_dir)
     table = authors.checkpoint_table(args.evaluations, args.runs, preset, experiments)
-    table.to_csv(args.out, index=False)
+    write_csv(table, args.out)
     print(f"{args.out}: {len(table)} checkpoints of the authors evaluated")
 
 

@@ -21,11 +21,28 @@ def _import():
     return compare, model, tasks
 
 
+def check_downstream(args) -> None:
+    """What can be checked here, before lm-eval and the hub: the options and the local files."""
+    options.check_positive(args, "limit", "batch_size")
+    if args.num_fewshot is not None and args.num_fewshot < 0:
+        raise ReproError(f"--num-fewshot: {args.num_fewshot} is negative")
+    if not args.checkpoint.is_file():
+        raise ReproError(f"--checkpoint {args.checkpoint}: no such file")
+    if args.out.exists() and not args.out.is_dir():
+        raise ReproError(f"--out {args.out}: a file, not a folder")
+    # lm-eval skips an include path that is not a folder without a word
+    if args.include_path is not None and not args.include_path.is_dir():
+        raise ReproError(f"--include-path {args.include_path}: no such folder")
+
+
 def cmd_downstream(args) -> None:
+    check_downstream(args)
     _, model, tasks = _import()
+    # The checkpoint (local) before the tasks, whose data may come from the hub.
     lm = model.ReproLM(checkpoint=args.checkpoint, device=args.device, batch_size=args.batch_size)
+    manager = tasks.load_tasks(args.task, args.include_path)
     results = tasks.run_tasks(
-        lm, args.task, args.out, args.include_path, limit=args.limit, num_fewshot=args.num_fewshot
+        lm, args.task, manager, args.out, limit=args.limit, num_fewshot=args.num_fewshot
     )
     for line in tasks.summary_lines(results):
         print(line)

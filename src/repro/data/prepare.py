@@ -35,7 +35,7 @@ from repro.data.corpus import (
 )
 from repro.data.tokenizer import EOT_TOKEN, gpt2_encoding, tokenizer_identity
 from repro.data.tokens import MANIFEST, DataError, corpus_note, fingerprint, is_authors_corpus
-from repro.files import make_dir, open_new, write_json
+from repro.files import atomic_write, make_dir, open_new, write_json
 from repro.runtime.lock import exit_with_parent
 
 _EOT = np.array([EOT_TOKEN], dtype=np.uint32)  # the dtype tiktoken's buffers have
@@ -190,8 +190,9 @@ def prepare_python_docs(
     out_dir = Path(out_dir)
     documents = python_docs_documents(num_proc)
     corpus = out_dir / "cache" / "python-docs.parquet"
-    corpus.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"text": documents}), corpus)
+    make_dir(corpus.parent)
+    with atomic_write(corpus, "wb") as f:
+        pq.write_table(pa.table({"text": documents}), f)
     source = Source("python-docs", data_files=(str(corpus),), cache_dir=str(out_dir / "cache"))
     return prepare(
         source, out_dir, expected_docs=len(documents), test_size=test_size, num_proc=num_proc

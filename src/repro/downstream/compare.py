@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from repro.downstream.tasks import ANCHORS, ITEMS_JSON, RESULTS_JSON, task_metrics
-from repro.files import read_json
+from repro.files import read_json, write_csv
 
 COLUMNS = [
     "experiment",
@@ -78,6 +78,5 @@ def compare(result_dirs: dict[str, str | Path], baseline: str) -> pd.DataFrame:
 
 def write_comparison(result_dirs: dict[str, str | Path], baseline: str, out: str | Path):
     table = compare(result_dirs, baseline)
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out, index=False)
+    write_csv(table, out)
     return table

@@ -8,7 +8,6 @@ lm-eval's YAML format in an --include-path folder (a local JSON file works offli
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from lm_eval.tasks import TaskManager
 from lm_eval.utils import handle_non_serializable
 
 from repro.downstream.model import DownstreamError, ReproLM
-from repro.files import write_json
+from repro.files import make_dir, write_json
 
 RESULTS_JSON = "results.json"  # lm-eval's result dictionary, as its own CLI writes it
 ITEMS_JSON = "items.json"  # task -> metric -> one score per item, in document order
@@ -29,39 +28,54 @@ ANCHORS = {
 SCORED_OUTPUT_TYPES = ("multiple_choice", "loglikelihood", "loglikelihood_rolling")
 
 
-def task_manager(include_path: str | Path | None = None) -> TaskManager:
-    """lm-eval's tasks, and those defined in the YAML files under include_path."""
-    return TaskManager(include_path=str(include_path) if include_path else None)
-
-
-def check_tasks(names: list[str], manager: TaskManager) -> None:
-    """Every task exists and is scored by log-likelihood (no generation); else one line."""
+def load_tasks(names: list[str], include_path: str | Path | None = None) -> TaskManager:
+    """lm-eval's tasks and those defined in the YAML files under include_path, each named task
+    checked: it exists, it is scored by log-likelihood (no generation), and its data load (from
+    the datasets cache, a local file or the hub); else one line naming the task."""
+    manager = TaskManager(include_path=str(include_path) if include_path else None)
     unknown = [name for name in names if name not in manager.all_tasks]
     if unknown:
         raise DownstreamError(
             f"unknown lm-eval task(s): {', '.join(unknown)} (`lm_eval ls tasks` lists them; a "
             "task of your own: its YAML in an --include-path folder)"
         )
-    for name, task in manager.load(names)["tasks"].items():
-        if task.OUTPUT_TYPE not in SCORED_OUTPUT_TYPES:
-            raise DownstreamError(
-                f"task {name}: output type {task.OUTPUT_TYPE} (generation) is not supported; "
-                f"repro downstream scores {', '.join(SCORED_OUTPUT_TYPES)} tasks"
-            )
+    for name in names:
+        for task_name, task in _load(manager, name).items():
+            if task.OUTPUT_TYPE not in SCORED_OUTPUT_TYPES:
+                raise DownstreamError(
+                    f"task {task_name}: output type {task.OUTPUT_TYPE} (generation) is not "
+                    f"supported; repro downstream scores {', '.join(SCORED_OUTPUT_TYPES)} tasks"
+                )
+    return manager
+
+
+def _load(manager: TaskManager, name: str) -> dict:
+    """The task `name` (its subtasks, for a group) with its data, or one line saying why not."""
+    try:
+        return manager.load([name])["tasks"]
+    except ConnectionError as e:  # offline (HF_HUB_OFFLINE, no network) and not in the cache
+        raise DownstreamError(
+            f"task {name}: its data are neither in the datasets cache nor reachable on the "
+            f"Hugging Face hub ({e}); run it once with a network (the data stay in the cache, "
+            f"~/.cache/huggingface or $HF_DATASETS_CACHE, and HF_DATASETS_OFFLINE=1 then "
+            f"works), or define the task over local files in an --include-path folder"
+        ) from None
+    except Exception as e:  # a task of one's own whose YAML or data files lm-eval cannot read
+        reason = (str(e) or type(e).__name__).splitlines()[0]
+        raise DownstreamError(f"task {name}: lm-eval cannot load it ({reason})") from None
 
 
 def run_tasks(
     lm: ReproLM,
     names: list[str],
+    manager: TaskManager,
     out_dir: str | Path,
-    include_path: str | Path | None = None,
     limit: int | None = None,
     num_fewshot: int | None = None,
 ) -> dict:
-    """Evaluate `lm` on the named tasks; write out_dir/results.json (lm-eval's) and items.json.
-    The result dictionary (without the per-item samples)."""
-    manager = task_manager(include_path)
-    check_tasks(names, manager)
+    """Evaluate `lm` on the named tasks (of load_tasks' manager); write out_dir/results.json
+    (lm-eval's) and items.json. The result dictionary (without the per-item samples)."""
+    out_dir = make_dir(out_dir)  # before the evaluation, which a folder that cannot be made loses
     results = simple_evaluate(
         model=lm,
         tasks=names,
@@ -72,11 +86,7 @@ def run_tasks(
         bootstrap_iters=1000,
     )
     samples = results.pop("samples")
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / RESULTS_JSON).write_text(
-        json.dumps(results, indent=2, default=handle_non_serializable) + "\n"
-    )
+    write_json(out_dir / RESULTS_JSON, results, default=handle_non_serializable)
     write_json(out_dir / ITEMS_JSON, item_scores(samples))
     return results
 

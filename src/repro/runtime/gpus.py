@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from repro.errors import ReproError
+from repro.files import open_no_link
 
 LOCK_DIR_ENV = "REPRO_GPU_LOCK_DIR"
 WAIT_SECONDS = 10.0  # between tries while every GPU is held
@@ -68,7 +69,9 @@ def _try_claim(gpu_ids: list[str], directory: Path) -> int | None:
         pass  # another user created it, and made it so
     for index, gpu in enumerate(gpu_ids):
         # Read-only: a lock file another user created can still be opened and locked.
-        fd = os.open(directory / f"gpu-{gpu}.lock", os.O_RDONLY | os.O_CREAT, 0o644)
+        # Never through a link: another user's link would have this one create its target.
+        path = directory / f"gpu-{gpu}.lock"
+        fd = open_no_link(path, os.O_RDONLY | os.O_CREAT, "a GPU's lock file", GPUError)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

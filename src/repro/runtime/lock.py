@@ -12,7 +12,6 @@ A trainer started by the workflow asks Linux to send it SIGTERM when its parent 
 from __future__ import annotations
 
 import ctypes
-import errno
 import fcntl
 import os
 import signal
@@ -23,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from repro.errors import ReproError
+from repro.files import open_no_link
 
 LOCK_FILE = ".lock"
 HOST, PID = "host ", ", PID "  # the holder's line: "host NAME, PID N"
@@ -58,13 +58,8 @@ def hold(directory: Path, what: str):
 
 def _open_lock_file(path: Path):
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        fd = open_no_link(path, os.O_RDWR | os.O_CREAT, "a run's lock file", LockError)
     except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise LockError(
-                f"{path}: a symbolic link, not a run's lock file; remove the link (its "
-                f"target is left untouched)"
-            ) from None
         raise LockError(f"{path}: cannot be opened ({e.strerror})") from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)

@@ -13,7 +13,6 @@ the run's record, and their writers have their own full-disk checks.
 
 from __future__ import annotations
 
-import errno
 import math
 import os
 import sys
@@ -21,7 +20,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from repro.errors import ReproError
+from repro.files import open_no_link
 
 PROGRESS_LOG = "train.log"
 
@@ -70,15 +69,10 @@ class Progress:
         print(text, flush=True)
         stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+            fd = open_no_link(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "a run's log")
             with open(fd, "a") as f:
                 f.write(f"{stamp} {text}\n")
         except OSError as e:
-            if e.errno == errno.ELOOP:
-                raise ReproError(
-                    f"{self.path}: a symbolic link, not a run's log; remove the link (its "
-                    f"target is left untouched)"
-                ) from None
             if not self.warned:
                 print(
                     f"warning: {self.path}: cannot append ({e.strerror}); training goes on, "

@@ -2,8 +2,9 @@
 
 `tensorboard --logdir results` then shows every run under results/ (ours and the imported authors'
 runs) live, overlaid per scalar. A run has one event file, which each training session appends to;
-a resumed run first cuts the file at its resume step, so the file never holds a step twice (the
-steps a crash took after the last checkpoint are taken again) and any reader sees each step once.
+a resumed run first rewrites the file up to its resume step (a new file, as every file the package
+writes: never through a link), so the file never holds a step twice (the steps a crash took after
+the last checkpoint are taken again) and any reader sees each step once.
 The file is TensorBoard's record format: per record a little-endian uint64 length, its masked
 CRC32C, the serialised Event, the Event's masked CRC32C.
 """
@@ -18,6 +19,9 @@ from pathlib import Path
 from tensorboard.compat.proto.event_pb2 import Event
 from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.summary.writer.record_writer import RecordWriter
+
+from repro.errors import ReproError
+from repro.files import WriteError, atomic_write, open_no_link
 
 EVENTS = "events.out.tfevents.repro"  # TensorBoard reads any file whose name holds "tfevents"
 # metrics.csv column -> TensorBoard tag: one chart per tag, sections by the part before "/".
@@ -34,10 +38,20 @@ TAGS = {
 _HEADER = struct.Struct("<QI")  # a record's length and the length's CRC
 
 
-def end_before(path: Path, step: int) -> int:
-    """The byte offset where `path`'s first event at or past `step` (or a record cut short by a
-    crash mid-write) begins: the file's length when there is none."""
-    data = path.read_bytes()
+def kept_events(path: Path, resume_step: int) -> bytes:
+    """The events of `path` before `resume_step`: none when the run starts afresh."""
+    if not resume_step or not path.exists():
+        return b""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ReproError(f"{path}: cannot be read ({e.strerror})") from None
+    return data[: end_before(data, resume_step)]
+
+
+def end_before(data: bytes, step: int) -> int:
+    """The byte offset where the first event at or past `step` (or a record cut short by a crash
+    mid-write) in an event file's `data` begins: their length when there is none."""
     offset = 0
     while offset + _HEADER.size <= len(data):
         length, _ = _HEADER.unpack_from(data, offset)
@@ -54,11 +68,16 @@ class EventLog:
 
     def __init__(self, run_dir: Path, resume_step: int):
         self.path = Path(run_dir) / EVENTS
-        keep = end_before(self.path, resume_step) if self.path.exists() and resume_step else 0
-        if self.path.exists():
-            os.truncate(self.path, keep)
-        self.records = RecordWriter(open(self.path, "ab"))
-        if keep == 0:
+        kept = kept_events(self.path, resume_step)
+        # The kept events rewritten as a new file (never through a link), then appended to.
+        with atomic_write(self.path, "wb") as f:
+            f.write(kept)
+        try:
+            fd = open_no_link(self.path, os.O_WRONLY | os.O_APPEND, "a run's event file")
+        except OSError as e:
+            raise WriteError(f"{self.path}: cannot be written ({e.strerror})") from None
+        self.records = RecordWriter(open(fd, "ab"))
+        if not kept:
             self._write(Event(wall_time=time.time(), file_version="brain.Event:2"))
 
     def _write(self, event: Event) -> None:
