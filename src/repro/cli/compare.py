@@ -8,8 +8,7 @@ from pathlib import Path
 
 from repro import config
 from repro.cli import options
-from repro.errors import ReproError
-from repro.files import atomic_write, make_dir
+from repro.files import write_csv
 
 
 def reference_run(reference: Path, run, config_dir):
@@ -26,17 +25,6 @@ def reference_run(reference: Path, run, config_dir):
         return read_run(out)
 
 
-def write_table(table, path: Path) -> None:
-    """The comparison table as CSV at `path` (its folder created), or a one-line error: a full
-    disk leaves no partial file."""
-    make_dir(path.parent)
-    try:
-        with atomic_write(path, newline="") as f:
-            table.to_csv(f, index=False)
-    except OSError as e:
-        raise ReproError(f"{path}: cannot be written ({e.strerror})") from None
-
-
 def cmd_compare(args) -> None:
     from repro.analysis import compare
     from repro.analysis.results import read_run
@@ -47,7 +35,7 @@ def cmd_compare(args) -> None:
     table, source = compare.compare_runs(run, reference, args.tolerance)
     differences = compare.configuration_differences(run, reference)
     if args.csv:
-        write_table(table, args.csv)
+        write_csv(table, args.csv)
     print(f"{args.run} ({run.name}, {run.status}) against {args.reference} ({reference.status})")
     if differences:
         print(f"configurations differ (reference -> run): {'; '.join(differences)}")
