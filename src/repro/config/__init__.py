@@ -29,6 +29,11 @@ QUERY_MODES = ("linear", "identity", "residual_gelu", "residual_linear")
 CORPORA = ("openwebtext", "python-docs")
 # The default loss ceiling: a nat above a uniform guess (an untrained GPT-2: ln(50304) = 10.83).
 LOSS_MARGIN = 1.0
+# Train settings added after runs had been recorded, at their defaults. A run's identity leaves
+# a setting out while it has this value, so that runs trained before it existed keep theirs
+# (they resume, and the results do not call them stale).
+LATER_TRAIN_DEFAULTS = {"schedule": "cosine", "divergence_margin": 0.5, "divergence_evaluations": 2}
+SCHEDULES = ("cosine", "linear")
 # Seeds, shifted by --seed, stay in the range every generator takes (the schema's maximum).
 MAX_SEED = 2**32 - 1
 
@@ -115,6 +120,11 @@ class TrainSettings:
     loss_ceiling: float | None
     init_seed: int
     index_seed: int
+    schedule: str = "cosine"  # after the warm-up: cosine to lr_min, or linear to zero
+    # The divergence stop: this many consecutive evaluations more than the margin (nats) above
+    # the best validation loss end a run (a None margin: never).
+    divergence_margin: float | None = 0.5
+    divergence_evaluations: int = 2
 
     @property
     def eval_batches(self) -> int:
@@ -329,9 +339,14 @@ class RunConfig:
 
         In the layout run.json and checkpoints have always had (AdamW's constants under train)."""
         o = self.optimizer
+        train = {
+            k: v
+            for k, v in asdict(self.train).items()
+            if k not in LATER_TRAIN_DEFAULTS or v != LATER_TRAIN_DEFAULTS[k]
+        }
         return {
             "model": asdict(self.model),
-            "train": asdict(self.train) | {"beta1": o.beta1, "beta2": o.beta2, "adam_eps": o.eps},
+            "train": train | {"beta1": o.beta1, "beta2": o.beta2, "adam_eps": o.eps},
             "optimizer": {
                 "lr_max": o.lr_max,
                 "lr_min": o.lr_min,
