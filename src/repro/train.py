@@ -133,9 +133,10 @@ def _train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path) -> 
     previous = read_record(out_dir) if (out_dir / "run.json").exists() else None
     if previous is not None:
         if previous.source != "repro":
+            whose = "authors'" if previous.source == "authors" else f"{previous.source}'s"
             raise RunError(
-                f"{out_dir / 'run.json'}: a run imported from the {previous.source}' "
-                f"artefacts, never trained over: use another --out"
+                f"{out_dir / 'run.json'}: a run imported from the {whose} artefacts, never "
+                f"trained over: use another --out"
             )
         _refuse_other_configuration(out_dir / "run.json", previous.identity, run)
         if previous.status == "diverged":
