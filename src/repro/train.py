@@ -301,7 +301,7 @@ def run_steps(s: Session, start: int, record: RunRecord) -> RunRecord:
         if checkpoint or logged:
             diverged = _flush(pending, s, began, progress)
             if diverged is not None:
-                return diverged_record(record, *diverged)
+                return _diverged_record(record, *diverged)
             record.last_step, pending = step, []
         if checkpoint and distributed.is_main():
             save_checkpoint(
@@ -317,14 +317,14 @@ def _stop(
     if pending:
         diverged = _flush(pending, s, began)
         if diverged is not None:  # a diverged run ends as diverged, signal or not
-            return diverged_record(record, *diverged)
+            return _diverged_record(record, *diverged)
     if distributed.is_main():
         save_checkpoint(s.out_dir / CHECKPOINT, s.model, s.optimizer, step, checkpoint_config)
         replace(record, last_step=step - 1).write(s.out_dir)
     raise preemption.Preempted(step)
 
 
-def diverged_record(record: RunRecord, step: int, reason: str) -> RunRecord:
+def _diverged_record(record: RunRecord, step: int, reason: str) -> RunRecord:
     """The record of a run that diverged at `step`: its last row, never resumed."""
     return replace(
         record, status="diverged", diverged_step=step, diverged_reason=reason, last_step=step
