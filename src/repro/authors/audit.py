@@ -157,7 +157,7 @@ def import_audit_log(
     _refuse_overwrite(out)
     (out / RUN_JSON).unlink(missing_ok=True)  # killed part-way: no old record beside new rows
     write_metrics(out / METRICS_CSV, rows)
-    write_events(out, rows)
+    write_events(out, [r for r in rows if "eval_val_loss" in r])  # the rows with a value
     size = model_size(run.model) if run else {}
     record = RunRecord(
         status=status,
