@@ -330,3 +330,15 @@ def test_the_probe_resets_the_peak_memory_statistics(fake_cuda_memory, capsys):
     assert fit.auto_micro_batch(model, 4, 32, autocast) == 4
     assert fake_cuda_memory[-1] == "reset"  # a peak read later is training's, not the probe's
     assert "micro-batch probe: 4 sequences, peak 1.0 GiB" in capsys.readouterr().out
+
+
+def test_the_probe_leaves_room_for_the_optimiser_state():
+    """AdamW's moments come after the probe: on an 80 GB GPU the paper's model and the large
+    preset's leave them the usual headroom; on a 40 GB one the large preset's take more of it."""
+    for preset, gpu, limit in (
+        ("paper", 80, 0.85 * 80),
+        ("large", 80, 0.85 * 80),
+        ("large", 40, 0.95 * 40 - 2 * 2.825),  # its weights: 2.825 GiB
+    ):
+        weights = fit.weight_bytes(load_run(preset, "baseline").model)
+        assert fit.probe_limit(gpu * GiB, weights) / GiB == pytest.approx(limit, abs=0.1)

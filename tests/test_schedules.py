@@ -1,13 +1,17 @@
 """Schedules other than the paper's: the screening preset (the paper's model and data on a
-shorter schedule) and the authors' long untied runs, whose length scales with the preset and
-whose indices the workflow draws for their own number of steps."""
+shorter schedule), the authors' long untied runs, whose length scales with the preset and
+whose indices the workflow draws for their own number of steps, and a preset's learning-rate
+schedule (train.schedule: cosine to lr_min, the paper's, or linear decay to zero)."""
 
 import json
+import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import write_token_files
+import yaml
+from conftest import REPO, write_token_files
 from workflow_helpers import copy_workflow, snakemake
 
 from repro.config import load_config, load_preset, resolve_run
@@ -113,3 +117,64 @@ def test_the_caveat_calls_screen_a_screen_and_smoke_a_rehearsal():
     assert "a screen of the paper's claims" in scale_caveat(load_preset("screen"))
     assert "cannot test the paper" in scale_caveat(load_preset("smoke"))
     assert scale_caveat(load_preset("paper")) == ""
+
+
+def cosine_to_lr_min(step, lr_max, lr_min, warmup, decay):
+    """The paper's schedule written out: warm-up, half a cosine down to lr_min, then lr_min."""
+    if step < warmup:
+        return lr_max * (step + 1) / (warmup + 1)
+    if step > decay:
+        return lr_min
+    return (
+        lr_min
+        + (lr_max - lr_min) * (1 + math.cos(math.pi * (step - warmup) / (decay - warmup))) / 2
+    )
+
+
+def linear_to_zero(step, lr_max, lr_min, warmup, decay):
+    """Decay to zero written out: warm-up, a straight line from lr_max at the warm-up's end to
+    zero at decay, then zero; lr_min plays no part."""
+    if step < warmup:
+        return lr_max * (step + 1) / (warmup + 1)
+    return lr_max * (1 - (step - warmup) / (decay - warmup)) if step <= decay else 0.0
+
+
+@pytest.mark.parametrize(
+    "schedule,formula", [("cosine", cosine_to_lr_min), ("linear", linear_to_zero)]
+)
+def test_each_schedule_is_its_formula(schedule, formula):
+    args = (6e-4, 6e-5, 2000, 60002)
+    for step in [*range(0, 60100, 7), 1999, 2000, 2001, 60001, 60002, 60003, 10**6]:
+        assert learning_rate(step, *args, schedule) == pytest.approx(
+            formula(step, *args), rel=1e-12, abs=1e-18
+        )
+    assert learning_rate(60002, *args, schedule) == (6e-5 if schedule == "cosine" else 0.0)
+
+
+def test_the_default_schedule_is_the_papers_and_keeps_its_identity():
+    paper, experiments = load_config("paper")
+    run = resolve_run(paper, experiments["baseline"])
+    assert run.train.schedule == "cosine" and "schedule" not in run.identity()["train"]
+    linear = replace(run, train=replace(run.train, schedule="linear"))
+    assert linear.identity()["train"]["schedule"] == "linear"  # another run
+
+
+def test_a_run_trained_on_the_linear_schedule_logs_it(token_dir, tiny_indices, tmp_path):
+    from repro.cli import main
+
+    preset = yaml.safe_load((REPO / "config" / "presets" / "tiny.yaml").read_text())
+    preset["train"]["schedule"] = "linear"
+    (tmp_path / "tiny-linear.yaml").write_text(yaml.safe_dump(preset))
+    out = tmp_path / "run"
+    args = ["train", "--preset", str(tmp_path / "tiny-linear.yaml"), "--experiment", "baseline"]
+    assert (
+        main([*args, "--data", str(token_dir), "--indices", str(tiny_indices), "--out", str(out)])
+        == 0
+    )
+    t = preset["train"]
+    lr = pd.read_csv(out / "metrics.csv")["lr"]
+    expected = [
+        linear_to_zero(s, 6e-4, 6e-5, t["warmup_steps"], t["decay_steps"]) for s in lr.index
+    ]
+    assert lr.tolist() == pytest.approx(expected, rel=1e-12, abs=1e-18) and lr.iloc[-1] == 0.0
+    assert json.loads((out / "run.json").read_text())["identity"]["train"]["schedule"] == "linear"

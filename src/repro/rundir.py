@@ -53,6 +53,7 @@ class RunRecord:
     tokens_per_step: int
     last_step: int | None = None
     diverged_step: int | None = None
+    diverged_reason: str | None = None  # what the divergence stop saw (repro.train)
     data: dict = field(default_factory=dict)  # token files: dir, source, counts and hashes
     indices: dict = field(default_factory=dict)  # dir and the index files' hashes
     package_version: str | None = None

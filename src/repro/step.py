@@ -15,12 +15,20 @@ from repro.runtime import distributed
 
 
 def learning_rate(
-    step: int, lr_max: float, lr_min: float, warmup_steps: int, decay_steps: int
+    step: int,
+    lr_max: float,
+    lr_min: float,
+    warmup_steps: int,
+    decay_steps: int,
+    schedule: str = "cosine",
 ) -> float:
-    """Linear warm-up, then cosine from lr_max to lr_min until decay_steps, then lr_min
-    (docs/specification.md §2)."""
+    """Linear warm-up, then until decay_steps either cosine from lr_max to lr_min, then lr_min
+    (the paper's, docs/specification.md §2), or `linear` from lr_max to zero, then zero (decay
+    to zero; lr_min unused)."""
     if step < warmup_steps:
         return lr_max * (step + 1) / (warmup_steps + 1)
+    if schedule == "linear":
+        return lr_max * max(decay_steps - step, 0) / (decay_steps - warmup_steps)
     if step > decay_steps:
         return lr_min
     progress = (step - warmup_steps) / (decay_steps - warmup_steps)

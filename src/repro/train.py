@@ -4,7 +4,8 @@ A run directory (repro.rundir) holds metrics.csv, run.json and ckpt.pt, the late
 Starting a run whose directory holds a checkpoint resumes from it; a finished run is never trained
 or overwritten again, and a directory holding another configuration's run is refused. One process
 at a time holds a run directory (repro.runtime.lock); a stop signal (SIGTERM,
-repro.runtime.preemption) ends the run at a step boundary, with a checkpoint.
+repro.runtime.preemption) ends the run at a step boundary, with a checkpoint. A run that diverges
+(DivergenceStop) ends as `diverged`, with its metrics and its last checkpoint, and is never resumed.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from repro.rundir import (
     identity_differences,
     legacy_identity,
     read_record,
+    rows_before,
 )
 from repro.runtime import allocator, distributed, preemption
 from repro.runtime.device import resolve_device
@@ -45,6 +47,55 @@ from repro.runtime.gpus import claim_device
 from repro.runtime.lock import hold
 from repro.runtime.progress import Progress
 from repro.step import eval_losses, learning_rate, train_step
+
+
+@dataclass
+class DivergenceStop:
+    """When a run has diverged (docs/runs.md, "When a run diverges").
+
+    At any step: a non-finite train loss, or one above the loss ceiling (RunConfig.loss_ceiling).
+    At an evaluation: a non-finite evaluation loss, or the `evaluations`-th consecutive validation
+    loss more than `margin` nats above the best one before it (margin None: never).
+    """
+
+    ceiling: float
+    margin: float | None
+    evaluations: int
+    best: float = math.inf  # the lowest validation loss so far
+    above: int = 0  # consecutive evaluations more than `margin` above `best`
+
+    @classmethod
+    def of(cls, run: RunConfig, kept_rows: list[dict]) -> "DivergenceStop":
+        """The stop of `run`, having seen the rows a resumed run keeps (rows_before's)."""
+        stop = cls(run.loss_ceiling, run.train.divergence_margin, run.train.divergence_evaluations)
+        for row in kept_rows:
+            if row["eval_val_loss"] != "":
+                stop.evaluated(float(row["eval_val_loss"]))
+        return stop
+
+    def reason(self, row: dict) -> str | None:
+        """Why the run diverged at this metrics row, or None."""
+        loss = row["train_loss"]
+        if loss > self.ceiling:
+            return f"train loss {loss:.4f}, above the ceiling {self.ceiling:.4f}"
+        for key in ("train_loss", "eval_train_loss", "eval_val_loss"):
+            if key in row and not math.isfinite(row[key]):
+                return f"{key} {row[key]}, not a finite number"
+        return self.evaluated(row["eval_val_loss"]) if "eval_val_loss" in row else None
+
+    def evaluated(self, val_loss: float) -> str | None:
+        """Take one evaluation's validation loss; why it ends the run, or None."""
+        if self.margin is not None and val_loss > self.best + self.margin:
+            self.above += 1
+            if self.above >= self.evaluations:
+                return (
+                    f"validation loss {val_loss:.4f}, more than {self.margin:g} above the best "
+                    f"{self.best:.4f} at {self.above} consecutive evaluations"
+                )
+            return None
+        self.above = 0
+        self.best = min(self.best, val_loss)
+        return None
 
 
 @dataclass
@@ -59,6 +110,7 @@ class Session:
     batches: Batches
     metrics: MetricsLog
     out_dir: Path
+    divergence: DivergenceStop
 
 
 def now() -> str:
@@ -81,11 +133,20 @@ def _train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path) -> 
     previous = read_record(out_dir) if (out_dir / "run.json").exists() else None
     if previous is not None:
         if previous.source != "repro":
+            whose = "authors'" if previous.source == "authors" else f"{previous.source}'s"
             raise RunError(
-                f"{out_dir / 'run.json'}: a run imported from the {previous.source}' "
-                f"artefacts, never trained over: use another --out"
+                f"{out_dir / 'run.json'}: a run imported from the {whose} artefacts, never "
+                f"trained over: use another --out"
             )
         _refuse_other_configuration(out_dir / "run.json", previous.identity, run)
+        if previous.status == "diverged":
+            print(
+                f"{out_dir}: diverged at step {previous.diverged_step} "
+                f"({previous.diverged_reason or 'loss not finite or above the ceiling'}); "
+                f"not resumed: train it into another --out",
+                flush=True,
+            )
+            return previous
         if previous.finished_training:
             print(f"{out_dir}: already {previous.status}; nothing to do", flush=True)
             return previous
@@ -152,7 +213,18 @@ def _train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path) -> 
     try:
         if main:
             record.write(out_dir)
-        session = Session(run, model, step_model, optimizer, autocast, batches, metrics, out_dir)
+        session = Session(
+            run,
+            model,
+            step_model,
+            optimizer,
+            autocast,
+            batches,
+            metrics,
+            out_dir,
+            # Every rank replays the kept rows (one file on one node): all decide alike.
+            DivergenceStop.of(run, rows_before(out_dir / METRICS_CSV, start)),
+        )
         record = run_steps(session, start, record)
     finally:
         metrics.close()
@@ -194,7 +266,7 @@ def run_steps(s: Session, start: int, record: RunRecord) -> RunRecord:
     for step in range(start, t.max_step + 1):
         if distributed.any_rank(preemption.requested()):
             return _stop(s, step, pending, began, record, checkpoint_config)
-        lr = learning_rate(step, opt.lr_max, opt.lr_min, t.warmup_steps, t.decay_steps)
+        lr = learning_rate(step, opt.lr_max, opt.lr_min, t.warmup_steps, t.decay_steps, t.schedule)
         for group in s.optimizer.param_groups:
             group["lr"] = lr
         row = {"step": step, "lr": lr}
@@ -229,11 +301,9 @@ def run_steps(s: Session, start: int, record: RunRecord) -> RunRecord:
             or step == start
         )
         if checkpoint or logged:
-            diverged = _flush(pending, s.metrics, began, s.run, progress)
+            diverged = _flush(pending, s, began, progress)
             if diverged is not None:
-                return replace(
-                    record, status="diverged", diverged_step=diverged, last_step=diverged
-                )
+                return _diverged_record(record, *diverged)
             record.last_step, pending = step, []
         if checkpoint and distributed.is_main():
             save_checkpoint(
@@ -247,26 +317,33 @@ def _stop(
 ) -> RunRecord:
     """On a stop signal: log the steps taken, checkpoint at `step`, raise Preempted."""
     if pending:
-        diverged = _flush(pending, s.metrics, began, s.run)
+        diverged = _flush(pending, s, began)
         if diverged is not None:  # a diverged run ends as diverged, signal or not
-            return replace(record, status="diverged", diverged_step=diverged, last_step=diverged)
+            return _diverged_record(record, *diverged)
     if distributed.is_main():
         save_checkpoint(s.out_dir / CHECKPOINT, s.model, s.optimizer, step, checkpoint_config)
         replace(record, last_step=step - 1).write(s.out_dir)
     raise preemption.Preempted(step)
 
 
+def _diverged_record(record: RunRecord, step: int, reason: str) -> RunRecord:
+    """The record of a run that diverged at `step`: its last row, never resumed."""
+    return replace(
+        record, status="diverged", diverged_step=step, diverged_reason=reason, last_step=step
+    )
+
+
 def _flush(
-    pending, metrics: MetricsLog, began: float, run: RunConfig, progress: Progress | None = None
-) -> int | None:
+    pending, s: Session, began: float, progress: Progress | None = None
+) -> tuple[int, str] | None:
     """Write the pending steps' rows and their progress line, waiting for the device once.
 
-    Returns the first diverged step (its row is the last one written), else None. Step times are
-    the interval's wall time shared equally: the device runs the steps back to back.
+    Returns the first diverged step (its row is the last one written) and why, else None. Step
+    times are the interval's wall time shared equally: the device runs the steps back to back.
     """
     losses = torch.stack([loss for _, loss in pending]).tolist()  # the one synchronisation
     step_time = (time.perf_counter() - began) / len(pending)
-    ceiling, per_step = run.loss_ceiling, run.tokens_per_step
+    per_step = s.run.tokens_per_step
     written = []
     for (row, _), loss in zip(pending, losses):
         written.append(
@@ -278,11 +355,12 @@ def _flush(
                 "tokens_per_s": per_step / step_time,
             }
         )
-        metrics.append(written[-1])
-        if not math.isfinite(loss) or loss > ceiling:
+        s.metrics.append(written[-1])
+        reason = s.divergence.reason(written[-1])
+        if reason is not None:
             if progress is not None:
-                progress.say(f"step {row['step']}: train loss {loss} — diverged; ending the run")
-            return row["step"]
+                progress.say(f"step {row['step']}: {reason} — diverged; ending the run")
+            return row["step"], reason
     if progress is not None:  # the main process only: one log line per interval
         progress.report(written)
     return None

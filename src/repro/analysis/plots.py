@@ -92,17 +92,25 @@ def _legend_beside(ax, **kwargs) -> None:
     )
 
 
+def _reference_runs(runs_dir, names: list[str]) -> dict:
+    """The imported runs (the authors', the audit's) among `names` in runs_dir, if a folder."""
+    if runs_dir is None or not Path(runs_dir).is_dir():
+        return {}
+    return results.read_runs(runs_dir, names)
+
+
 def _authors_runs(authors_runs_dir, names: list[str], baseline: str) -> dict:
     """The imported authors' runs among `names` (none without their baseline or a folder)."""
-    if authors_runs_dir is None or not Path(authors_runs_dir).is_dir():
-        return {}
-    runs = results.read_runs(authors_runs_dir, names)
+    runs = _reference_runs(authors_runs_dir, names)
     return runs if baseline in runs else {}
 
 
-def _draw_authors(top, bottom, runs: dict, baseline: str, colors: dict, window) -> None:
-    """The authors' runs in Figure 1: their losses on top, improvements over their baseline below,
-    in wide pale lines of our colours, labelled "(authors' run)"."""
+def _draw_authors(
+    top, bottom, runs: dict, baseline: str, colors: dict, window, whose: str = "authors'"
+) -> None:
+    """Imported runs in Figure 1 (the authors', or the audit's: `whose`): their losses on top,
+    improvements over their baseline below (where they have it), in wide pale lines of our
+    colours, labelled "(authors' run)" or "(audit's run)"."""
     if not runs:
         return
     losses = results.loss_curves(runs, first_step=window[0], last_step=window[1])
@@ -112,10 +120,10 @@ def _draw_authors(top, bottom, runs: dict, baseline: str, colors: dict, window) 
             curve["loss"],
             SPLIT_STYLE[split],
             color=colors[name],
-            label=f"{name} (authors' run)" if split == "val" else None,
+            label=f"{name} ({whose} run)" if split == "val" else None,
             **AUTHORS_STYLE,
         )
-    for split in ("val", "train"):
+    for split in ("val", "train") if baseline in runs else ():
         curves = results.relative_improvement_curves(
             runs, baseline, split=split, first_step=window[0], last_step=window[1]
         )
@@ -129,7 +137,9 @@ def _draw_authors(top, bottom, runs: dict, baseline: str, colors: dict, window) 
             )
 
 
-def _mark_off_course(top, losses: pd.DataFrame, by_seed: dict, theirs: dict) -> None:
+def _mark_off_course(
+    top, losses: pd.DataFrame, by_seed: dict, theirs: dict, whose: str = "authors'"
+) -> None:
     """Where our mean validation loss leaves the authors' band (their run's loss plus or minus
     the tolerance of repro.analysis.compare: our seeds' spread, else its fixed margin): a red
     cross on our curve at each such step."""
@@ -152,7 +162,7 @@ def _mark_off_course(top, losses: pd.DataFrame, by_seed: dict, theirs: dict) -> 
             markersize=9,
             mew=2,
             zorder=4,
-            label=None if marked or off.empty else "outside the authors' band",
+            label=None if marked or off.empty else f"outside the {whose} band",
         )
         marked |= not off.empty
 
@@ -163,13 +173,15 @@ def figure1(
     config_dir: str | Path | None = None,
     seeds: int = 1,
     authors_runs_dir: str | Path | None = None,
+    audit_runs_dir: str | Path | None = None,
 ):
     """Figure 1: training dynamics of the Table 1 runs. Top: evaluation losses (solid val, dashed
     train). Bottom: relative improvement over the baseline per evaluation step. Over several
     seeds: mean curves, with the 95% t-interval over seeds as a band around validation's (and
     the relative improvement paired with the baseline seed by seed, repro.analysis.seeds).
     Runs imported from the authors' artefacts (authors_runs_dir), if any, are drawn beside ours,
-    and a red cross marks each step where our validation loss leaves their band."""
+    and a red cross marks each step where our validation loss leaves their band; so are the
+    audit's logs imported as our experiments (audit_runs_dir, repro.authors.audit)."""
     _style()
     preset, experiments = load_config(preset, config_dir)
     names = [e.name for e in experiments.group("table1")]
@@ -205,6 +217,9 @@ def figure1(
     theirs = _authors_runs(authors_runs_dir, names, baseline)
     _draw_authors(top, bottom, theirs, baseline, colors, (first, last))
     _mark_off_course(top, losses, by_seed, theirs)
+    audit = _reference_runs(audit_runs_dir, names)
+    _draw_authors(top, bottom, audit, baseline, colors, (first, last), whose="audit's")
+    _mark_off_course(top, losses, by_seed, audit, whose="audit's")
     top.set_ylabel("loss (nats per token)")
     n = int(losses["n_seeds"].max())
     top.set_title(

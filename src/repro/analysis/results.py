@@ -300,6 +300,13 @@ def scale_caveat(preset: Preset, config_dir: str | Path | None = None) -> str:
             f"preset {preset.name} is the paper's model and data on a shorter schedule "
             f"({preset.train.max_step + 1} steps): a screen of the paper's claims, not its numbers"
         )
+    if preset.corpus == paper.corpus and preset.model.d_model > paper.model.d_model:
+        m = preset.model
+        return (
+            f"preset {preset.name} is a larger model than the paper's ({m.n_layer} layers, "
+            f"d_model {m.d_model}) on its data: whether its claims hold one size up, not its "
+            f"numbers"
+        )
     return (
         f"preset {preset.name} is not the paper's scale: these numbers show that the "
         f"pipeline runs, they cannot test the paper"

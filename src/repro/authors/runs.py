@@ -162,7 +162,9 @@ def metric_rows(train_losses: torch.Tensor, evals: dict, run: RunConfig) -> list
         row = {
             "step": step,
             "tokens_seen": (step + 1) * per_step,
-            "lr": learning_rate(step, opt.lr_max, opt.lr_min, t.warmup_steps, t.decay_steps),
+            "lr": learning_rate(
+                step, opt.lr_max, opt.lr_min, t.warmup_steps, t.decay_steps, t.schedule
+            ),
             "train_loss": loss if loss != 0 else None,
         }
         if step in evaluated:

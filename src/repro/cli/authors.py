@@ -1,6 +1,7 @@
 """The command line of the authors' artefacts (docs/specification.md §8): `repro evaluate`,
-`repro authors-runs`, `repro import-authors-run` and `repro authors-table`; repro.cli adds them to
-its subcommands."""
+`repro authors-runs`, `repro import-authors-run` and `repro authors-table`; and of the audit's
+logs (docs/authors.md): `repro import-audit-logs` and `repro import-audit-log`. repro.cli adds
+them to its subcommands."""
 
 from __future__ import annotations
 
@@ -32,6 +33,28 @@ def cmd_import_authors_run(args) -> None:
     print(
         f"{args.out}: the authors' {record.data['authors_config']} as {record.experiment} "
         f"({record.status}, last step {record.last_step})"
+    )
+
+
+def cmd_import_audit_logs(args) -> None:
+    from repro.authors import audit
+
+    records = audit.import_audit_logs(args.folder, args.out, args.config_dir)
+    for r in records:
+        print(f"{args.out / r.preset / r.experiment}: {r.status}, last step {r.last_step}")
+    print(f"{args.out}: {len(records)} runs of the audit imported from {args.folder}")
+
+
+def cmd_import_audit_log(args) -> None:
+    from repro.authors import audit
+
+    preset, experiments = config.load_config(
+        args.preset or audit.preset_of(args.log), args.config_dir
+    )
+    record = audit.import_audit_log(args.log, args.out, preset, experiments, args.experiment)
+    print(
+        f"{args.out}: the audit's {args.log.stem} as {record.experiment} at preset "
+        f"{record.preset} ({record.status}, last step {record.last_step})"
     )
 
 
@@ -75,6 +98,32 @@ def _import_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--experiment", help="default: the one whose `source` names the folder")
     options.add_config_dir(p)
     p.set_defaults(func=cmd_import_authors_run)
+
+
+def _audit_parsers(sub) -> None:
+    p = sub.add_parser(
+        "import-audit-logs",
+        help="the audit's loss logs (its neurreps_writeup/logs/ folder) -> run directories "
+        "OUT/<preset>/<log name> (never trained)",
+    )
+    p.add_argument("folder", type=Path, help="the audit's neurreps_writeup/logs/ folder")
+    p.add_argument("--out", type=Path, required=True, help="where to write the run directories")
+    options.add_config_dir(p)
+    p.set_defaults(func=cmd_import_audit_logs)
+    p = sub.add_parser(
+        "import-audit-log",
+        help="one of the audit's loss logs -> a run directory, as an experiment of ours",
+    )
+    p.add_argument("log", type=Path, help="one CSV of the audit's neurreps_writeup/logs/")
+    p.add_argument("--out", type=Path, required=True, help="the run directory to write")
+    p.add_argument("--preset", help="the scale it ran at (default: from its name's first word)")
+    p.add_argument(
+        "--experiment",
+        help="the experiment of ours it is (its configuration is recorded; Figure 1 draws it "
+        "beside ours); default: the log's name, no configuration",
+    )
+    options.add_config_dir(p)
+    p.set_defaults(func=cmd_import_audit_log)
 
 
 def _authors_runs_parser(p: argparse.ArgumentParser) -> None:
@@ -125,3 +174,4 @@ def add_commands(sub) -> None:
             help="Table 1 recomputed from the evaluations of the authors' checkpoints",
         )
     )
+    _audit_parsers(sub)

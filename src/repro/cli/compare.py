@@ -12,16 +12,22 @@ from repro.files import write_csv
 
 
 def reference_run(reference: Path, run, config_dir):
-    """REF as a run: a run directory as it is; one of the authors' out_config_* folders imported
-    (into a temporary folder) as the run's preset and experiment."""
+    """REF as a run: a run directory as it is; one of the authors' out_config_* folders, or one
+    of the audit's loss logs (a .csv file), imported (into a temporary folder) at the run's
+    preset, an authors' folder as the run's experiment."""
     from repro.analysis.results import read_run
+    from repro.authors import audit
     from repro.authors import runs as authors
 
-    if not (reference / authors.EVAL_TENSORS["val"]).exists():
+    is_log = reference.suffix == ".csv" and reference.is_file()
+    if not is_log and not (reference / authors.EVAL_TENSORS["val"]).exists():
         return read_run(reference)
     preset, experiments = config.load_config(run.record.preset, config_dir)
     with tempfile.TemporaryDirectory() as out:
-        authors.import_authors_run(reference, Path(out), preset, experiments, run.name)
+        if is_log:
+            audit.import_audit_log(reference, Path(out), preset)
+        else:
+            authors.import_authors_run(reference, Path(out), preset, experiments, run.name)
         return read_run(out)
 
 
@@ -56,8 +62,9 @@ def add_commands(sub) -> None:
         "--reference",
         type=Path,
         required=True,
-        help="another run directory, an imported authors' run (repro import-authors-run), or "
-        "one of the authors' out_config_* folders (imported on the fly)",
+        help="another run directory, an imported authors' run (repro import-authors-run) or "
+        "audit log (repro import-audit-logs), one of the authors' out_config_* folders or one "
+        "of the audit's loss logs, *.csv (imported on the fly)",
     )
     p.add_argument(
         "--tolerance",

@@ -45,7 +45,8 @@ def cmd_train(args) -> None:
         record = train.train(run, args.data, args.indices, args.out)
     if args.publish and distributed.first_process():
         rundir.publish(args.out, args.publish)
-    print(f"{args.out}: {record.status} at step {record.last_step}")
+    why = f" ({record.diverged_reason})" if record.diverged_reason else ""
+    print(f"{args.out}: {record.status} at step {record.last_step}{why}")
 
 
 def _indices_parser(p: argparse.ArgumentParser) -> None:

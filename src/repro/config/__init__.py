@@ -34,14 +34,22 @@ QUERY_MODES = (
 )
 # The modes whose query goes through the bottleneck MLP of eq. (3) (repro.model.QueryMLP).
 QUERY_MLP_MODES = ("residual_gelu", "residual_bottleneck_linear")
-# Model options added after runs were recorded: at these values a run's identity leaves them out,
-# so that the runs recorded before them keep theirs (and resume, and are not reported stale).
+# Model options and train settings added after runs had been recorded, at their defaults. A run's
+# identity leaves a setting out while it has this value, so that runs recorded before it existed
+# keep theirs (they resume, and the results do not call them stale).
 LATER_MODEL_OPTIONS = {"qk_norm": False}
+LATER_TRAIN_DEFAULTS = {"schedule": "cosine", "divergence_margin": 0.5, "divergence_evaluations": 2}
 CORPORA = ("openwebtext", "python-docs")
 # The default loss ceiling: a nat above a uniform guess (an untrained GPT-2: ln(50304) = 10.83).
 LOSS_MARGIN = 1.0
+SCHEDULES = ("cosine", "linear")
 # Seeds, shifted by --seed, stay in the range every generator takes (the schema's maximum).
 MAX_SEED = 2**32 - 1
+
+
+def _without_later_defaults(values: dict, later: dict) -> dict:
+    """`values` less the settings of `later` that still have their default there."""
+    return {k: v for k, v in values.items() if k not in later or v != later[k]}
 
 
 def config_dir(explicit: str | os.PathLike | None = None) -> Path:
@@ -128,6 +136,11 @@ class TrainSettings:
     loss_ceiling: float | None
     init_seed: int
     index_seed: int
+    schedule: str = "cosine"  # after the warm-up: cosine to lr_min, or linear to zero
+    # The divergence stop: this many consecutive evaluations more than the margin (nats) above
+    # the best validation loss end a run (a None margin: never).
+    divergence_margin: float | None = 0.5
+    divergence_evaluations: int = 2
 
     @property
     def eval_batches(self) -> int:
@@ -342,14 +355,10 @@ class RunConfig:
 
         In the layout run.json and checkpoints have always had (AdamW's constants under train)."""
         o = self.optimizer
-        model = {
-            k: v
-            for k, v in asdict(self.model).items()
-            if k not in LATER_MODEL_OPTIONS or v != LATER_MODEL_OPTIONS[k]
-        }
         return {
-            "model": model,
-            "train": asdict(self.train) | {"beta1": o.beta1, "beta2": o.beta2, "adam_eps": o.eps},
+            "model": _without_later_defaults(asdict(self.model), LATER_MODEL_OPTIONS),
+            "train": _without_later_defaults(asdict(self.train), LATER_TRAIN_DEFAULTS)
+            | {"beta1": o.beta1, "beta2": o.beta2, "adam_eps": o.eps},
             "optimizer": {
                 "lr_max": o.lr_max,
                 "lr_min": o.lr_min,

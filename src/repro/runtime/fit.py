@@ -25,6 +25,8 @@ from repro.model import GPT, ModelConfig, count_parameters
 
 LARGEST_PROBED = 96  # micro-batches of 32-96 are where an H100/H200 is expected to gain
 MEMORY_HEADROOM = 0.85  # of the GPU's memory a probe may use: the optimiser state comes later
+# What the optimiser state may take at most, beside the probe's peak: the rest is the allocator's.
+OPTIMIZER_HEADROOM = 0.95
 FIRST_PROBED = 12  # the paper's micro-batch: the line is drawn through it and the next size
 # What an allocation failure says, wherever it surfaces: torch's own OutOfMemoryError, cuBLAS or
 # cuDNN failing to allocate a workspace, or inductor wrapping either while it autotunes.
@@ -159,6 +161,13 @@ def peak_memory(model, micro_batch: int, block_size: int, autocast) -> int | Non
     return peak
 
 
+def probe_limit(total: int, weight_bytes: int) -> float:
+    """The peak bytes a probe may reach on a GPU of `total` bytes: MEMORY_HEADROOM of it, and
+    less where AdamW's two moments (twice the weights' bytes, allocated at the first step, after
+    the probe) would not fit in the rest: a model of billions of weights on a smaller GPU."""
+    return min(MEMORY_HEADROOM * total, OPTIMIZER_HEADROOM * total - 2 * weight_bytes)
+
+
 def auto_micro_batch(model, batch_size: int, block_size: int, autocast, ranks: int = 1) -> int:
     """The largest micro-batch for `model` (the model the steps call) on its GPU, printing each
     probe; the peak-memory statistics are reset afterwards, so that a later peak is training's."""
@@ -171,6 +180,7 @@ def auto_micro_batch(model, batch_size: int, block_size: int, autocast, ranks: i
         print(f"micro-batch probe: {n} sequences, peak {said}", flush=True)
         return peak
 
-    chosen = largest_fitting(batch_size, measure, MEMORY_HEADROOM * total, ranks)
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    chosen = largest_fitting(batch_size, measure, probe_limit(total, weights), ranks)
     torch.cuda.reset_peak_memory_stats(device)
     return chosen

@@ -1,0 +1,121 @@
+"""The divergence stop (repro.train.DivergenceStop): a non-finite loss, or a validation loss more
+than a margin above the best for consecutive evaluations, ends a run as diverged, with its metrics
+and last checkpoint, and `repro train` does not resume it."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import REPO, write_experiments
+
+from repro.cli import main
+from repro.config import load_run
+from repro.config.schema import ConfigError
+from repro.train import DivergenceStop
+
+
+def tiny_preset(tmp_path, **train) -> str:
+    """The tiny preset with `train` settings changed, as a YAML file `repro train` reads."""
+    preset = yaml.safe_load((REPO / "config" / "presets" / "tiny.yaml").read_text())
+    preset["train"] |= train
+    path = tmp_path / "tiny-changed.yaml"
+    path.write_text(yaml.safe_dump(preset))
+    return str(path)
+
+
+def repro_train(tmp_path, token_dir, tiny_indices, preset: str, out: str, lr_max: float) -> int:
+    """`repro train` of a linear-query experiment at `lr_max` (0.1 makes the tiny model's
+    validation loss 10.84, 10.81, 10.98, 10.92 at steps 0, 4, 8, 12)."""
+    experiments = write_experiments(
+        tmp_path / "experiments.yaml", "hot", lr_max=lr_max, lr_min=lr_max / 10
+    )
+    return main(
+        [
+            "train",
+            *("--preset", preset, "--experiment", "hot"),
+            *("--experiments-file", str(experiments)),
+            *("--data", str(token_dir), "--indices", str(tiny_indices)),
+            *("--out", str(tmp_path / out)),
+        ]
+    )
+
+
+def test_a_validation_loss_past_the_best_by_the_margin_ends_the_run(
+    token_dir, tiny_indices, tmp_path, capsys
+):
+    preset = tiny_preset(tmp_path, divergence_margin=0.1, divergence_evaluations=1)
+    assert repro_train(tmp_path, token_dir, tiny_indices, preset, "run", 0.1) == 0
+    out = capsys.readouterr().out
+    assert "step 8: validation loss 10.9775, more than 0.1 above the best 10.8138" in out
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert (record["status"], record["diverged_step"], record["last_step"]) == ("diverged", 8, 8)
+    assert record["diverged_reason"].startswith("validation loss 10.9775")
+    metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
+    assert metrics["step"].tolist() == list(range(9))  # every step taken, up to the stop's
+    assert (tmp_path / "run" / "ckpt.pt").exists()  # the checkpoint before it, kept
+
+    # Asked again, the run is not resumed: nothing is trained or written.
+    before = (tmp_path / "run" / "metrics.csv").read_bytes()
+    assert repro_train(tmp_path, token_dir, tiny_indices, preset, "run", 0.1) == 0
+    again = capsys.readouterr().out
+    assert "diverged at step 8 (validation loss 10.9775" in again and "not resumed" in again
+    assert (tmp_path / "run" / "metrics.csv").read_bytes() == before
+
+
+def test_the_stop_counts_consecutive_evaluations(token_dir, tiny_indices, tmp_path, capsys):
+    preset = tiny_preset(tmp_path, divergence_margin=0.1, divergence_evaluations=2)
+    assert repro_train(tmp_path, token_dir, tiny_indices, preset, "run", 0.1) == 0
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert (record["status"], record["diverged_step"]) == ("diverged", 12)  # steps 8 and 12
+    assert "at 2 consecutive evaluations" in record["diverged_reason"]
+
+
+def test_within_the_default_margin_the_run_completes(token_dir, tiny_indices, tmp_path):
+    run = load_run("tiny", "baseline")
+    assert (run.train.divergence_margin, run.train.divergence_evaluations) == (0.5, 2)
+    preset = str(REPO / "config" / "presets" / "tiny.yaml")
+    assert repro_train(tmp_path, token_dir, tiny_indices, preset, "run", 0.1) == 0
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert (record["status"], record["diverged_step"]) == ("completed", None)
+
+
+def test_a_non_finite_loss_ends_the_run():
+    stop = DivergenceStop(ceiling=11.8, margin=None, evaluations=2)
+    assert stop.reason({"train_loss": 3.0}) is None
+    assert stop.reason({"train_loss": math.nan}) == "train_loss nan, not a finite number"
+    evaluated = {"train_loss": 3.0, "eval_train_loss": 3.0, "eval_val_loss": math.inf}
+    assert stop.reason(evaluated) == "eval_val_loss inf, not a finite number"
+    assert stop.reason({"train_loss": 12.0}).startswith("train loss 12.0000, above the ceiling")
+
+
+def test_a_resumed_run_remembers_its_best_and_its_evaluations_above_it():
+    run = load_run("tiny", "baseline")
+    kept = [
+        {"eval_val_loss": "5.0"},
+        {"eval_val_loss": ""},  # a step without evaluation
+        {"eval_val_loss": "5.6"},  # above 5.0 + 0.5: one
+    ]
+    stop = DivergenceStop.of(run, kept)
+    assert (stop.best, stop.above) == (5.0, 1)
+    assert stop.reason({"train_loss": 4.0, "eval_val_loss": 5.7}).endswith(
+        "at 2 consecutive evaluations"
+    )
+    recovered = DivergenceStop.of(run, [*kept, {"eval_val_loss": "5.4"}])
+    assert (recovered.best, recovered.above) == (5.0, 0)  # not consecutive any more
+
+
+@pytest.mark.parametrize(
+    "train,message",
+    [
+        ({"divergence_margin": 0}, r"train\.divergence_margin: 0"),
+        ({"divergence_evaluations": 0}, r"train\.divergence_evaluations: 0"),
+        ({"schedule": "step"}, r"train\.schedule: 'step'"),
+    ],
+)
+def test_the_stop_and_schedule_settings_are_validated(tmp_path, train, message):
+    from repro.config import load_preset
+
+    with pytest.raises(ConfigError, match=message):
+        load_preset(tiny_preset(tmp_path, **train))
