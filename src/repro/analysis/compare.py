@@ -109,7 +109,10 @@ def compare_runs(
 
 def configuration_differences(run: Run, reference: Run) -> list[str]:
     """What the runs' configurations differ in, "key: reference's -> run's", the seed and the
-    number of steps aside (SAME_CONFIGURATION)."""
+    number of steps aside (SAME_CONFIGURATION). A reference that records no configuration (one of
+    the audit's logs, which hold losses alone) differs in an unknown way, and says so."""
+    if not reference.record.identity:
+        return ["the reference records no configuration"]
     return [
         d
         for d in identity_differences(reference.record.identity, run.record.identity)
