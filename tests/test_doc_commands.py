@@ -29,9 +29,9 @@ from repro.cli import build_parser
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 MARKERS = ("GPU", "cluster", "download")
-PRESETS = re.compile(r"\b(smoke|screen|paper)\b")
+PRESETS = re.compile(r"\b(smoke|screen|paper|large)\b")
 # Programs the blocks run that these tests leave alone: set-up, lint, viewers, uploads, scripts.
-OTHER_PROGRAMS = {"pip", "ruff", "tensorboard", "hf", "huggingface-cli", "jupyter", "python"}
+OTHER_PROGRAMS = {"git", "pip", "ruff", "tensorboard", "hf", "huggingface-cli", "jupyter", "python"}
 
 
 @dataclass(frozen=True)
