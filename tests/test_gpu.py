@@ -4,7 +4,11 @@ every test run, so that a broken GPU test is found before a GPU runs it."""
 
 import json
 import math
+import os
+import subprocess
+import sys
 import weakref
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -18,9 +22,7 @@ from repro.config import load_run
 from repro.data.batches import DeviceBatches, inputs_targets
 from repro.model import chunked_cross_entropy, cross_entropy
 from repro.perf.bench import random_batches
-from repro.runtime import device as device_module
 from repro.runtime import fit
-from repro.runtime.device import precision
 from repro.step import train_step
 from repro.train import train
 
@@ -197,27 +199,19 @@ def test_the_loss_is_right_past_2_31_logits(device, size, compiled):
     assert (grad - reference).norm() / reference.norm() < 1e-2
 
 
-def test_precision_uses_the_fp32_precision_settings_only(monkeypatch):
-    """The legacy allow_tf32 switches, mixed with fp32_precision, make inductor raise."""
-    written = []
-
-    class Settings:  # records what is set on torch.backends.cuda.matmul, .cudnn, .cudnn.conv
-        def __init__(self, name):
-            object.__setattr__(self, "name", name)
-
-        def __getattr__(self, attribute):
-            return Settings(f"{self.name}.{attribute}")
-
-        def __setattr__(self, attribute, value):
-            written.append((f"{self.name}.{attribute}", value))
-
-    monkeypatch.setattr(device_module.torch.backends.cuda, "matmul", Settings("cuda.matmul"))
-    monkeypatch.setattr(device_module.torch.backends, "cudnn", Settings("cudnn"))
-    precision(torch.device("cuda"))
-    assert sorted(written) == [
-        ("cuda.matmul.fp32_precision", "tf32"),
-        ("cudnn.conv.fp32_precision", "tf32"),
-    ]
+def test_after_the_precision_set_up_both_precision_getters_answer():
+    """inductor's max-autotune reads torch.get_float32_matmul_precision(), which raises where the
+    legacy and the new TF32 settings were mixed. In a process of its own: the setting is global."""
+    script = (
+        "import torch; from repro.runtime.device import precision; "
+        "precision(torch.device('cuda')); "
+        "print(torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.fp32_precision, "
+        "torch.backends.cuda.matmul.allow_tf32)"
+    )
+    env = os.environ | {"PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["high", "tf32", "True"]  # TF32 matmuls, by either API
 
 
 # The auto micro-batch, with fake memory: one GiB per sequence over 2 GiB of weights.
