@@ -259,7 +259,7 @@ def test_auto_micro_batch_edges():
 def fake_cuda_memory(monkeypatch):
     """torch.cuda's memory calls, logged, with 1 GiB peaks and an 80 GiB device."""
     log, collect = [], fit.gc.collect
-    monkeypatch.setattr(fit.gc, "collect", lambda: log.append("gc.collect") or collect())
+    monkeypatch.setattr(fit.gc, "collect", lambda *a: log.append("gc.collect") or collect(*a))
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: log.append("empty_cache"))
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda d=None: log.append("reset"))
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda d=None: GiB)
@@ -324,3 +324,40 @@ def test_the_probe_resets_the_peak_memory_statistics(fake_cuda_memory, capsys):
     assert fit.auto_micro_batch(model, 4, 32, autocast) == 4
     assert fake_cuda_memory[-1] == "reset"  # a peak read later is training's, not the probe's
     assert "micro-batch probe: 4 sequences, peak 1.0 GiB" in capsys.readouterr().out
+
+
+def test_the_probe_compiles_the_graph_training_runs(fake_cuda_memory, capsys):
+    """The probe's pass at the chosen micro-batch is training's step (the same overlapping views
+    of a token window): one graph, not a second one for other strides. Then the probe drops its
+    graphs, which else count towards dynamo's recompile limit."""
+    from torch._dynamo.testing import CompileCounter
+
+    run = load_run("tiny", "resgelu-lr3e-3", train_micro_batch=4)
+    model, _, optimizer, autocast = build(run, torch.device("cpu"))
+    graphs = CompileCounter()  # compiles nothing, counts what dynamo hands a backend
+    compiled = torch.compile(model, backend=graphs, dynamic=False)
+    torch._dynamo.reset()
+    assert fit.peak_memory(compiled, 4, run.model.block_size, autocast) == GiB
+    batches = DeviceBatches(random_batches(run, 1), torch.device("cpu"))
+    train_step(compiled, optimizer, batches, 0, run.accumulation, 1.0, autocast)
+    assert graphs.frame_count == 1
+    assert fit.auto_micro_batch(compiled, 4, run.model.block_size, autocast) == 4
+    assert graphs.frame_count == 1  # its pass ran the graph compiled above, and then ...
+    train_step(compiled, optimizer, batches, 0, run.accumulation, 1.0, autocast)
+    assert graphs.frame_count == 2  # ... dropped it: training compiles its graph anew
+
+
+def test_one_training_process_compiles_the_train_and_eval_graphs_once_each(
+    token_dir, tiny_indices, tmp_path, monkeypatch
+):
+    """As on a GPU: a training micro-batch other than evaluation's (the paper's 12), 12 steps
+    with evaluations and a checkpoint between them. A third graph would be a recompilation."""
+    from torch._dynamo.testing import CompileCounter
+
+    graphs, compile = CompileCounter(), torch.compile
+    monkeypatch.setattr(torch, "compile", lambda m, **kw: compile(m, backend=graphs, **kw))
+    torch._dynamo.reset()
+    run = load_run("tiny", "resgelu-lr3e-3", compile=True, train_micro_batch=4)
+    record = train(run, token_dir, tiny_indices, tmp_path)
+    assert record.compile and record.status == "completed"
+    assert graphs.frame_count == 2
