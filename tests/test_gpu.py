@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from test_train import read_metrics
 
-from repro.build import build
+from repro.build import build, make_optimizer
 from repro.cli import main
 from repro.config import load_run
 from repro.data.batches import DeviceBatches, inputs_targets
@@ -28,6 +28,9 @@ from repro.train import train
 
 GiB = 2**30
 ON_GPU = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")]
+# The GPU's compiled path on CPU (inductor's C++ kernels), where no GPU is. Compiling takes minutes
+# here: run where REPRO_TEST_COMPILED_CPU=1 (benchmarks/gpu/ci.sh, under the GPU node's torch).
+COMPILED_ON_CPU = os.environ.get("REPRO_TEST_COMPILED_CPU") == "1"
 
 
 @pytest.fixture(params=["cpu", pytest.param("cuda", marks=ON_GPU)])
@@ -180,8 +183,8 @@ SMALL = SimpleNamespace(rows=2 * 64, vocab=512, width=32)  # the same check, CPU
 )
 @pytest.mark.parametrize("compiled", [False, True])
 def test_the_loss_is_right_past_2_31_logits(device, size, compiled):
-    if compiled and device == "cpu":
-        pytest.skip("inductor's CPU code indexes in 64 bits; compiling takes minutes here")
+    if compiled and device == "cpu" and not COMPILED_ON_CPU:
+        pytest.skip("compiling takes minutes here: REPRO_TEST_COMPILED_CPU=1 runs it")
     torch.manual_seed(0)
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     x = torch.randn(size.rows, size.width, device=device, dtype=dtype, requires_grad=True)
@@ -361,3 +364,30 @@ def test_one_training_process_compiles_the_train_and_eval_graphs_once_each(
     record = train(run, token_dir, tiny_indices, tmp_path)
     assert record.compile and record.status == "completed"
     assert graphs.frame_count == 2
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(
+    not COMPILED_ON_CPU, reason="compiling takes minutes: REPRO_TEST_COMPILED_CPU=1"
+)
+def test_the_gpu_path_compiled_on_cpu(fake_cuda_memory):
+    """What a GPU runs, on CPU: inductor's compiled model with the fused projection and the
+    chunked loss, bf16 autocast, the fused AdamW; the probe's pass, then training's steps on the
+    one graph the probe compiled."""
+    from torch._dynamo.utils import counters
+
+    cpu = torch.device("cpu")
+    run = load_run("tiny", "resgelu-lr3e-3", compile=True, fused_projection=True, loss_chunks=2)
+    run = run.with_runtime(train_micro_batch=4)
+    model, step_model, _, _ = build(run, cpu)
+    assert step_model is not model and model.transformer.h[0].attn.fused
+    optimizer = make_optimizer(model, run.optimizer, fused_kernel=True)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16)
+    torch._dynamo.reset()
+    counters.clear()
+    assert fit.peak_memory(step_model, 4, run.model.block_size, autocast) == GiB
+    batches = DeviceBatches(random_batches(run, 3), cpu)
+    step = lambda i: train_step(step_model, optimizer, batches, i, run.accumulation, 1.0, autocast)
+    losses = [step(i).item() for i in range(3)]
+    assert all(math.isfinite(loss) for loss in losses) and losses[2] < losses[0]
+    assert counters["stats"]["unique_graphs"] == 1
