@@ -65,6 +65,19 @@ def test_a_step_within_its_deadline_is_ok_or_failed_by_its_exit_status(tmp_path)
     assert record["failed_steps"] == ["fails"] and "hello" in (tmp_path / "X.log").read_text()
 
 
+def test_a_second_run_keeps_the_steps_it_skips_and_starts_none_past_the_budget(tmp_path):
+    first = Stage("X", tmp_path, budget=600)
+    first.run("done", [sys.executable, "-c", "print('measured')"])
+    first.finish()
+    again = Stage("X", tmp_path, budget=10, skip=["done"])
+    again.run("done", [sys.executable, "-c", "raise SystemExit(1)"])
+    again.run("late", [sys.executable, "-c", "pass"], minimum=60)
+    assert again.finish() == 0
+    steps = json.loads((tmp_path / "X.json").read_text())["steps"]
+    assert steps["done"]["status"] == "ok" and steps["done"]["exit"] == 0  # the first run's
+    assert steps["late"] == {"status": "skipped", "reason": "stage time budget spent"}
+
+
 @pytest.mark.slow
 def test_killing_validate_sh_mid_stage_keeps_the_finished_steps(tmp_path):
     """The whole command killed, as a GPU window's time limit does, while its second step runs."""
