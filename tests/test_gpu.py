@@ -4,7 +4,11 @@ every test run, so that a broken GPU test is found before a GPU runs it."""
 
 import json
 import math
+import os
+import subprocess
+import sys
 import weakref
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -12,20 +16,21 @@ import torch
 import torch.nn.functional as F
 from test_train import read_metrics
 
-from repro.build import build
+from repro.build import build, make_optimizer
 from repro.cli import main
 from repro.config import load_run
 from repro.data.batches import DeviceBatches, inputs_targets
 from repro.model import chunked_cross_entropy, cross_entropy
 from repro.perf.bench import random_batches
-from repro.runtime import device as device_module
 from repro.runtime import fit
-from repro.runtime.device import precision
 from repro.step import train_step
 from repro.train import train
 
 GiB = 2**30
 ON_GPU = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")]
+# The GPU's compiled path on CPU (inductor's C++ kernels), where no GPU is. Compiling takes minutes
+# here: run where REPRO_TEST_COMPILED_CPU=1 (benchmarks/gpu/ci.sh, under the GPU node's torch).
+COMPILED_ON_CPU = os.environ.get("REPRO_TEST_COMPILED_CPU") == "1"
 
 
 @pytest.fixture(params=["cpu", pytest.param("cuda", marks=ON_GPU)])
@@ -178,8 +183,8 @@ SMALL = SimpleNamespace(rows=2 * 64, vocab=512, width=32)  # the same check, CPU
 )
 @pytest.mark.parametrize("compiled", [False, True])
 def test_the_loss_is_right_past_2_31_logits(device, size, compiled):
-    if compiled and device == "cpu":
-        pytest.skip("inductor's CPU code indexes in 64 bits; compiling takes minutes here")
+    if compiled and device == "cpu" and not COMPILED_ON_CPU:
+        pytest.skip("compiling takes minutes here: REPRO_TEST_COMPILED_CPU=1 runs it")
     torch.manual_seed(0)
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     x = torch.randn(size.rows, size.width, device=device, dtype=dtype, requires_grad=True)
@@ -197,27 +202,19 @@ def test_the_loss_is_right_past_2_31_logits(device, size, compiled):
     assert (grad - reference).norm() / reference.norm() < 1e-2
 
 
-def test_precision_uses_the_fp32_precision_settings_only(monkeypatch):
-    """The legacy allow_tf32 switches, mixed with fp32_precision, make inductor raise."""
-    written = []
-
-    class Settings:  # records what is set on torch.backends.cuda.matmul, .cudnn, .cudnn.conv
-        def __init__(self, name):
-            object.__setattr__(self, "name", name)
-
-        def __getattr__(self, attribute):
-            return Settings(f"{self.name}.{attribute}")
-
-        def __setattr__(self, attribute, value):
-            written.append((f"{self.name}.{attribute}", value))
-
-    monkeypatch.setattr(device_module.torch.backends.cuda, "matmul", Settings("cuda.matmul"))
-    monkeypatch.setattr(device_module.torch.backends, "cudnn", Settings("cudnn"))
-    precision(torch.device("cuda"))
-    assert sorted(written) == [
-        ("cuda.matmul.fp32_precision", "tf32"),
-        ("cudnn.conv.fp32_precision", "tf32"),
-    ]
+def test_after_the_precision_set_up_both_precision_getters_answer():
+    """inductor's max-autotune reads torch.get_float32_matmul_precision(), which raises where the
+    legacy and the new TF32 settings were mixed. In a process of its own: the setting is global."""
+    script = (
+        "import torch; from repro.runtime.device import precision; "
+        "precision(torch.device('cuda')); "
+        "print(torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.fp32_precision, "
+        "torch.backends.cuda.matmul.allow_tf32)"
+    )
+    env = os.environ | {"PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["high", "tf32", "True"]  # TF32 matmuls, by either API
 
 
 # The auto micro-batch, with fake memory: one GiB per sequence over 2 GiB of weights.
@@ -265,7 +262,7 @@ def test_auto_micro_batch_edges():
 def fake_cuda_memory(monkeypatch):
     """torch.cuda's memory calls, logged, with 1 GiB peaks and an 80 GiB device."""
     log, collect = [], fit.gc.collect
-    monkeypatch.setattr(fit.gc, "collect", lambda: log.append("gc.collect") or collect())
+    monkeypatch.setattr(fit.gc, "collect", lambda *a: log.append("gc.collect") or collect(*a))
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: log.append("empty_cache"))
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda d=None: log.append("reset"))
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda d=None: GiB)
@@ -342,3 +339,67 @@ def test_the_probe_leaves_room_for_the_optimiser_state():
     ):
         weights = fit.weight_bytes(load_run(preset, "baseline").model)
         assert fit.probe_limit(gpu * GiB, weights) / GiB == pytest.approx(limit, abs=0.1)
+
+
+def test_the_probe_compiles_the_graph_training_runs(fake_cuda_memory, capsys):
+    """The probe's pass at the chosen micro-batch is training's step (the same overlapping views
+    of a token window): one graph, not a second one for other strides. Then the probe drops its
+    graphs, which else count towards dynamo's recompile limit."""
+    from torch._dynamo.testing import CompileCounter
+
+    run = load_run("tiny", "resgelu-lr3e-3", train_micro_batch=4)
+    model, _, optimizer, autocast = build(run, torch.device("cpu"))
+    graphs = CompileCounter()  # compiles nothing, counts what dynamo hands a backend
+    compiled = torch.compile(model, backend=graphs, dynamic=False)
+    torch._dynamo.reset()
+    assert fit.peak_memory(compiled, 4, run.model.block_size, autocast) == GiB
+    batches = DeviceBatches(random_batches(run, 1), torch.device("cpu"))
+    train_step(compiled, optimizer, batches, 0, run.accumulation, 1.0, autocast)
+    assert graphs.frame_count == 1
+    assert fit.auto_micro_batch(compiled, 4, run.model.block_size, autocast) == 4
+    assert graphs.frame_count == 1  # its pass ran the graph compiled above, and then ...
+    train_step(compiled, optimizer, batches, 0, run.accumulation, 1.0, autocast)
+    assert graphs.frame_count == 2  # ... dropped it: training compiles its graph anew
+
+
+def test_one_training_process_compiles_the_train_and_eval_graphs_once_each(
+    token_dir, tiny_indices, tmp_path, monkeypatch
+):
+    """As on a GPU: a training micro-batch other than evaluation's (the paper's 12), 12 steps
+    with evaluations and a checkpoint between them. A third graph would be a recompilation."""
+    from torch._dynamo.testing import CompileCounter
+
+    graphs, compile = CompileCounter(), torch.compile
+    monkeypatch.setattr(torch, "compile", lambda m, **kw: compile(m, backend=graphs, **kw))
+    torch._dynamo.reset()
+    run = load_run("tiny", "resgelu-lr3e-3", compile=True, train_micro_batch=4)
+    record = train(run, token_dir, tiny_indices, tmp_path)
+    assert record.compile and record.status == "completed"
+    assert graphs.frame_count == 2
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(
+    not COMPILED_ON_CPU, reason="compiling takes minutes: REPRO_TEST_COMPILED_CPU=1"
+)
+def test_the_gpu_path_compiled_on_cpu(fake_cuda_memory):
+    """What a GPU runs, on CPU: inductor's compiled model with the fused projection and the
+    chunked loss, bf16 autocast, the fused AdamW; the probe's pass, then training's steps on the
+    one graph the probe compiled."""
+    from torch._dynamo.utils import counters
+
+    cpu = torch.device("cpu")
+    run = load_run("tiny", "resgelu-lr3e-3", compile=True, fused_projection=True, loss_chunks=2)
+    run = run.with_runtime(train_micro_batch=4)
+    model, step_model, _, _ = build(run, cpu)
+    assert step_model is not model and model.transformer.h[0].attn.fused
+    optimizer = make_optimizer(model, run.optimizer, fused_kernel=True)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16)
+    torch._dynamo.reset()
+    counters.clear()
+    assert fit.peak_memory(step_model, 4, run.model.block_size, autocast) == GiB
+    batches = DeviceBatches(random_batches(run, 3), cpu)
+    step = lambda i: train_step(step_model, optimizer, batches, i, run.accumulation, 1.0, autocast)
+    losses = [step(i).item() for i in range(3)]
+    assert all(math.isfinite(loss) for loss in losses) and losses[2] < losses[0]
+    assert counters["stats"]["unique_graphs"] == 1

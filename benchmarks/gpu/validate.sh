@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Validate and measure the paper's training on this machine, one stage per command (docs/gpu.md):
+# Validate and measure the paper's training on this machine, one stage per command (docs/gpu.md);
+# each stage runs on a fresh node from the repository alone and fits one 10-minute command:
 #
-#   benchmarks/gpu/validate.sh A      environment, GPU tests, micro-batch sweep
-#   benchmarks/gpu/validate.sh B      Table 1 at the sweep's micro-batch, the before/after pairs
-#   benchmarks/gpu/validate.sh C      a paper-size run stopped by a signal and resumed
+#   benchmarks/gpu/validate.sh A      environment, the compiled probe's micro-batch, baseline and
+#                                     residual_gelu timed (tokens/s, MFU, ratio, peak memory)
+#   benchmarks/gpu/validate.sh B      the before/after pairs that decide the defaults
+#   benchmarks/gpu/validate.sh C      a paper-size run stopped by a signal and resumed; pytest -m gpu
+#   benchmarks/gpu/validate.sh D      optional, slow: every Table 1 row, max-autotune, the probe test
 #
-# Options after the stage: --device cpu (every stage at the tiny preset's size, as CI runs it),
-# --out DIR (default results/bench/<device>), --budget SECONDS (per stage, default 510).
+# Options after the stage: --out DIR (default results/bench/<gpu>; the stage writes DIR/<stage>.json
+# and DIR/<stage>.log only), --micro-batch N (else the stage probes), --device cpu (every stage at
+# the tiny preset's size, as CI runs it), --budget SECONDS (per stage, default 510).
 # Needs no internet: what the node lacks comes from benchmarks/gpu/wheelhouse/ (wheelhouse.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

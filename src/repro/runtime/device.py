@@ -30,10 +30,10 @@ def resolve_device(name: str) -> torch.device:
 def precision(device: torch.device):
     """Training's precision (§2.3): on CUDA TF32 matmuls and a bf16 autocast context; fp32 else.
 
-    Through torch's `fp32_precision` settings only: inductor reads those, and raises where the
-    legacy `allow_tf32` switches were mixed with them."""
+    TF32 through set_float32_matmul_precision, which sets every backend's new `fp32_precision`
+    alike: both it and the legacy getter that inductor's max-autotune reads stay valid (setting
+    only cuBLAS's `fp32_precision` makes the legacy getter raise)."""
     if device.type != "cuda":
         return nullcontext()
-    torch.backends.cuda.matmul.fp32_precision = "tf32"
-    torch.backends.cudnn.conv.fp32_precision = "tf32"
+    torch.set_float32_matmul_precision("high")
     return torch.autocast("cuda", dtype=torch.bfloat16)

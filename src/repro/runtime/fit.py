@@ -9,7 +9,10 @@ A larger micro-batch means fewer micro-steps per optimiser step, so fewer of the
 runs one forward and backward pass of the model the steps call (compiled where compile is on, so
 that it measures the compiled graph's memory, not eager's) at a few sizes, smallest first, and
 extrapolates the rest: memory grows linearly with the micro-batch, so at most the one size the
-line overestimates runs out of memory.
+line overestimates runs out of memory. Its passes take the inputs training takes (overlapping views
+of one window of tokens), so that its graph at the chosen size is training's own, not one that
+dynamo compiles again for other strides; its graphs are dropped afterwards (one per size probed,
+they would count towards dynamo's recompile limit, past which it runs eagerly).
 """
 
 from __future__ import annotations
@@ -141,21 +144,25 @@ def free_device_memory() -> None:
 
 def peak_memory(model, micro_batch: int, block_size: int, autocast) -> int | None:
     """Peak bytes of one forward and backward pass of `micro_batch` sequences, or None when it
-    ran out of memory. Leaves no gradients, graph or cached blocks behind."""
+    ran out of memory. Leaves no gradients, graph or cached blocks behind. The inputs and targets
+    are training's: the two overlapping views of a (micro_batch, block_size + 1) window."""
+    from repro.data.batches import inputs_targets  # here: repro.data imports this module
+
     device = next(model.parameters()).device
     free_device_memory()
     torch.cuda.reset_peak_memory_stats(device)
-    x = loss = peak = None
+    window = loss = peak = None
     try:
-        x = torch.randint(model.config.vocab_size, (micro_batch, block_size), device=device)
+        shape = (micro_batch, block_size + 1)
+        window = torch.randint(model.config.vocab_size, shape, device=device)
         with autocast:
-            loss = model(x, x)
+            loss = model(*inputs_targets(window))
         loss.backward()
         peak = torch.cuda.max_memory_allocated(device)
     except RuntimeError as error:  # OutOfMemoryError, cuBLAS's, inductor's: all RuntimeErrors
         if not out_of_memory(error):
             raise
-    x = loss = None  # the pass's graph, before its memory is freed
+    window = loss = None  # the pass's graph, before its memory is freed
     model.zero_grad(set_to_none=True)
     free_device_memory()
     return peak
@@ -170,7 +177,8 @@ def probe_limit(total: int, weight_bytes: int) -> float:
 
 def auto_micro_batch(model, batch_size: int, block_size: int, autocast, ranks: int = 1) -> int:
     """The largest micro-batch for `model` (the model the steps call) on its GPU, printing each
-    probe; the peak-memory statistics are reset afterwards, so that a later peak is training's."""
+    probe; the peak-memory statistics and dynamo's compiled graphs are reset afterwards, so that a
+    later peak is training's and training compiles its graphs anew (from inductor's cache)."""
     device = next(model.parameters()).device
     total = torch.cuda.get_device_properties(device).total_memory
 
@@ -182,5 +190,6 @@ def auto_micro_batch(model, batch_size: int, block_size: int, autocast, ranks: i
 
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     chosen = largest_fitting(batch_size, measure, probe_limit(total, weights), ranks)
+    torch._dynamo.reset()
     torch.cuda.reset_peak_memory_stats(device)
     return chosen

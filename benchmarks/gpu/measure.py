@@ -1,0 +1,156 @@
+"""The GPU validation's measurements that run inside a step's own process (benchmarks/gpu/stages.py
+runs each as a step with a deadline), each writing its REPORT.json for the stage's record:
+
+  measure.py environment REPORT.json
+      versions of what the GPU path runs on, the GPU, and whether each training module imports
+  measure.py pair NAME REPORT.json --preset P --device D --micro-batch N --steps S --warmup W
+      a before/after pair that decides a default (PAIRS), both sides timed in this one process
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+# Every module the training path imports: one that fails to import is found before any timing.
+GPU_PATH = [
+    "repro.cli",
+    "repro.config",
+    "repro.train",
+    "repro.step",
+    "repro.model",
+    "repro.checkpoint",
+    "repro.evaluate",
+    "repro.data.batches",
+    "repro.data.indices",
+    "repro.data.tokens",
+    "repro.perf.bench",
+    "repro.perf.cost",
+    "repro.runtime.device",
+    "repro.runtime.distributed",
+    "repro.runtime.fit",
+    "repro.runtime.gpus",
+    "repro.runtime.lock",
+    "repro.runtime.preemption",
+]
+PAIRED = "resgelu-lr3e-3"  # the pairs time the paper's model
+
+
+def environment() -> dict:
+    """Versions of what the GPU path runs on, and whether each of its modules imports."""
+    env = {
+        "status": "ok",
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.cuda.is_available() else None,
+        "numpy": np.__version__,
+    }
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except ImportError:
+        env["triton"] = None
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        env |= {
+            "gpu": props.name,
+            "gpu_memory_bytes": props.total_memory,
+            "capability": f"{props.major}.{props.minor}",
+            "gpus": torch.cuda.device_count(),
+        }
+        try:
+            query = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
+            env["driver"] = subprocess.run(query, capture_output=True, text=True).stdout.strip()
+        except OSError:
+            env["driver"] = None
+    imports = {}
+    for module in GPU_PATH:
+        try:
+            __import__(module)
+            imports[module] = "ok"
+        except Exception as e:  # noqa: BLE001 (each failure is recorded, not raised)
+            imports[module] = f"{type(e).__name__}: {e}"
+        print(f"import {module}: {imports[module]}", flush=True)
+    env["imports"] = imports
+    if any(v != "ok" for v in imports.values()):
+        env["status"] = "failed"
+    return env
+
+
+def pairs(device: str) -> dict[str, tuple[dict, dict]]:
+    """The before/after pairs that decide the defaults: name -> (before, after)."""
+    attention = "CUDNN_ATTENTION" if device.startswith("cuda") else "MATH"  # CPU has no cuDNN
+    return {
+        "loss_chunks": ({"loss_chunks": 1}, {"loss_chunks": 8}),
+        "fused_projection": ({"fused": True}, {"fused": False}),
+        "attention": ({"attention": ["FLASH_ATTENTION"]}, {"attention": [attention]}),
+        # max-autotune without CUDA graphs: inductor tries Triton templates for every matmul.
+        "inductor_mode": ({"inductor": None}, {"inductor": {"max_autotune": True}}),
+    }
+
+
+def pair(name: str, preset: str, device_name: str, micro_batch: int, steps: int, warmup: int):
+    """Both sides of pair `name`, one after the other; the ratio of their step times."""
+    from repro.config import load_run
+    from repro.perf import bench
+    from repro.runtime.device import resolve_device
+    from repro.runtime.fit import out_of_memory
+
+    device = resolve_device(device_name)
+    run = load_run(preset, PAIRED).with_runtime(train_micro_batch=micro_batch)
+    if name == "inductor_mode" and not run.runtime.enabled("compile", device.type):
+        return {"status": "skipped", "reason": "compile is off here"}
+    rows = []
+    for side in pairs(device_name)[name]:
+        options = dict(side)
+        # Runtime settings change the run; the others are time_steps' own options.
+        sized = run.with_runtime(
+            loss_chunks=options.pop("loss_chunks", None),
+            fused_projection=options.pop("fused", None),
+        )
+        try:
+            rows.append(bench.time_steps(sized, device, steps, warmup, **options))
+        except RuntimeError as error:
+            if not out_of_memory(error):
+                raise
+            rows.append({"out_of_memory": True, "options": side})
+        print(f"{name} {side}: {rows[-1].get('step_s')} s/step", flush=True)
+    ratio = None
+    if all("step_s" in r for r in rows):
+        ratio = rows[1]["step_s"] / rows[0]["step_s"]
+    print(f"{name}: after / before = {ratio}", flush=True)
+    return {"before": rows[0], "after": rows[1], "after_over_before": ratio}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", choices=["environment", "pair"])
+    parser.add_argument("name", nargs="?", help="the pair's name (pair)")
+    parser.add_argument("report", help="where the JSON goes")
+    for option in ("--preset", "--device"):
+        parser.add_argument(option)
+    for option in ("--micro-batch", "--steps", "--warmup"):
+        parser.add_argument(option, type=int)
+    args = parser.parse_args(argv)
+    if args.what == "environment":
+        result = environment()
+    else:
+        result = pair(
+            args.name, args.preset, args.device, args.micro_batch, args.steps, args.warmup
+        )
+    with open(args.report, "w") as f:
+        json.dump(result, f, indent=2)
+    return 0 if result.get("status", "ok") != "failed" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
