@@ -22,7 +22,7 @@ from repro.cli import downstream as cli_downstream
 from repro.cli import export as cli_export
 from repro.errors import ReproError
 from repro.files import read_json, write_json
-from repro.runtime import lock, preemption
+from repro.runtime import allocator, lock, preemption
 
 DECODE_TOKENS = 32  # `bench --inference`'s default, where the context holds twice as many
 
@@ -329,7 +329,7 @@ def _train_parser(p: argparse.ArgumentParser) -> None:
         help="stop (with a checkpoint) when the parent process dies (Linux; the "
         "workflow's train rule)",
     )
-    p.set_defaults(func=cmd_train)
+    p.set_defaults(func=cmd_train, tcmalloc=True)
 
 
 def _bench_parser(p: argparse.ArgumentParser) -> None:
@@ -517,6 +517,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parent = os.getppid()  # first: the process that started this one, before anything slow
     args = build_parser().parse_args(argv)
+    if argv is None and getattr(args, "tcmalloc", False):
+        # The command as it was started, again under TCMalloc (repro.runtime.allocator): before
+        # torch is imported, so that the restart costs only Python's start.
+        allocator.restart_under_tcmalloc()
     if getattr(args, "exit_with_parent", False):
         # Armed before torch is imported (seconds): a parent killed meanwhile is caught too.
         lock.exit_with_parent(parent)

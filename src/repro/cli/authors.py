@@ -69,7 +69,7 @@ def _evaluate_parser(p: argparse.ArgumentParser, add_config_arguments) -> None:
     )
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a line")
-    p.set_defaults(func=cmd_evaluate)
+    p.set_defaults(func=cmd_evaluate, tcmalloc=True)
 
 
 def _import_parser(p: argparse.ArgumentParser) -> None:
