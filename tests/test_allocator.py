@@ -2,6 +2,7 @@
 starts itself again under TCMalloc where it is installed; elsewhere it runs under glibc's malloc
 as it is, saying so in one line; either way an evaluation's memory stays bounded."""
 
+import csv
 import ctypes.util
 import json
 import os
@@ -30,12 +31,12 @@ PRESET = {
     "corpus": "python-docs",
     "model": {"n_layer": 1, "n_head": 2, "d_model": 32, "block_size": 64, "vocab_size": 50304},
     "train": {
-        "max_step": 0,
+        "max_step": 2,
         "batch_size": 8,
         "eval_micro_batch": 8,
         "warmup_steps": 1,
-        "decay_steps": 1,
-        "eval_interval": 1,
+        "decay_steps": 2,
+        "eval_interval": 3,  # at step 0
         "eval_sequences": 16,
         "eval_rows": 1,
     },
@@ -78,17 +79,26 @@ def repro_train(tmp_path, name: str, eval_batches: int, **env) -> tuple[str, int
     return output, usage.ru_maxrss // 1024
 
 
+def logged(run_dir) -> tuple[str, list[dict]]:
+    """run.json's allocator, and metrics.csv's rows without their times."""
+    with open(run_dir / "metrics.csv", newline="") as f:
+        rows = [
+            {k: v for k, v in row.items() if k not in ("step_time_s", "tokens_per_s")}
+            for row in csv.DictReader(f)
+        ]
+    return json.loads((run_dir / "run.json").read_text())["malloc"], rows
+
+
 @tcmalloc
-def test_repro_train_runs_under_tcmalloc(tmp_path):
-    output, _ = repro_train(tmp_path, "run", eval_batches=2)
-    assert json.loads((tmp_path / "run" / "run.json").read_text())["malloc"] == "tcmalloc"
+def test_repro_train_runs_under_tcmalloc_with_glibcs_numbers(tmp_path):
+    output, _ = repro_train(tmp_path, "tcmalloc", eval_batches=2)
+    repro_train(tmp_path, "glibc", eval_batches=2, REPRO_MALLOC="glibc")
     assert output.count("config: ") == 1, output  # started again before it printed anything
     assert "TCMalloc" not in output
-
-
-def test_repro_malloc_glibc_keeps_glibc(tmp_path):
-    repro_train(tmp_path, "run", eval_batches=2, REPRO_MALLOC="glibc")
-    assert json.loads((tmp_path / "run" / "run.json").read_text())["malloc"] == "glibc"
+    malloc, rows = logged(tmp_path / "tcmalloc")
+    assert malloc == "tcmalloc"
+    assert logged(tmp_path / "glibc") == ("glibc", rows)  # every loss, bit for bit
+    assert len(rows) == 3
 
 
 def test_without_tcmalloc_training_says_so_in_one_line(tmp_path, monkeypatch, capsys):
@@ -101,7 +111,7 @@ def test_without_tcmalloc_training_says_so_in_one_line(tmp_path, monkeypatch, ca
     notices = [line for line in capsys.readouterr().out.splitlines() if "TCMalloc" in line]
     assert notices == [
         "repro: TCMalloc not found (apt-get install libtcmalloc-minimal4): training under "
-        "glibc's malloc, whose page faults can take half of a CPU run's time"
+        "glibc's malloc, whose page faults can take a third of a CPU run's time"
     ]
     assert record.malloc == "glibc" and record.status == "completed"
 

@@ -2,13 +2,12 @@
 
 glibc's malloc serves every allocation above 32 MiB (a micro-batch's logits, their gradients) with
 a fresh mmap and unmaps it on free, so each micro-batch faults those pages in again: on a CPU run
-with many micro-batches, half of its CPU time goes to the kernel. Keeping glibc's freed memory
-instead (mallopt) fragments its heap without bound: gigabytes in one evaluation of 200
+with many micro-batches, up to a third of its CPU time goes to the kernel. Keeping glibc's freed
+memory instead (mallopt) fragments its heap without bound: gigabytes in one evaluation of many
 micro-batches. TCMalloc (gperftools) keeps freed pages in its page heap, reuses them for blocks of
-any size and returns them to the kernel gradually: a run keeps glibc's footprint within 1.2 times
-at a fraction of its page faults and CPU time (docs/performance.md, "CPU memory";
-benchmarks/bench_allocator.py measures both). jemalloc, as Debian configures it, unmaps blocks
-above 8 MiB at once, as glibc does.
+any size and returns them to the kernel gradually: a run keeps glibc's footprint at a fraction of
+its page faults (docs/performance.md, "CPU memory"; benchmarks/bench_allocator.py measures both).
+jemalloc, as Debian builds it, unmaps blocks above 8 MiB at once, as glibc does.
 
 An allocator is chosen before a process starts (LD_PRELOAD), so these commands start themselves
 again once, under TCMalloc, where the system has it (Debian: libtcmalloc-minimal4); where it has
@@ -54,5 +53,5 @@ def notice() -> str | None:
         return None
     return (
         f"repro: TCMalloc not found ({INSTALL}): training under glibc's malloc, whose page "
-        f"faults can take half of a CPU run's time"
+        f"faults can take a third of a CPU run's time"
     )
