@@ -11,8 +11,9 @@ jemalloc, as Debian builds it, unmaps blocks above 8 MiB at once, as glibc does.
 
 An allocator is chosen before a process starts (LD_PRELOAD), so these commands start themselves
 again once, under TCMalloc, where the system has it (Debian: libtcmalloc-minimal4); where it has
-not, they run under glibc's malloc as it is and a CPU run says so in one line. REPRO_MALLOC=glibc
-keeps glibc's malloc. Nothing else (an import, a test, a notebook) changes the allocator.
+not, they run under glibc's malloc as it is, and training on the CPU says so in one line.
+REPRO_MALLOC=glibc keeps glibc's malloc. Nothing else (an import, a test, a notebook) changes the
+allocator.
 """
 
 from __future__ import annotations
