@@ -34,6 +34,7 @@ import numpy as np
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))  # this checkout's repro, as the runs' processes have it
 SETTINGS = ("glibc", "repro")
 
 
@@ -51,7 +52,7 @@ def run_presets(smoke_steps: int, eval_heavy_steps: int, eval_batches: int) -> d
         eval_micro_batch=12,
         eval_sequences=12 * eval_batches,
         warmup_steps=1,
-        decay_steps=last + 1,
+        decay_steps=last + 2,
         eval_interval=last + 1,  # the step-0 evaluation only
         eval_rows=1,
     )
