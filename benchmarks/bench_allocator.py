@@ -1,61 +1,63 @@
-"""Time and resident memory of CPU training under glibc's default malloc and under repro's
-(repro.runtime.allocator: freed memory kept within a step, trimmed at its end), side by side.
+"""Peak resident memory and CPU time of CPU training under glibc's malloc as it is and under the
+allocator `repro train` runs with (repro.runtime.allocator: TCMalloc where installed), side by side.
 
-    python benchmarks/bench_allocator.py [--runs smoke large] [--smoke-steps 101] [--large-steps 4]
-                                         [--untrimmed]
+    python benchmarks/bench_allocator.py [--runs smoke eval-heavy] [--smoke-steps 21]
+                                         [--eval-heavy-steps 2] [--eval-batches 200]
 
 Each (run, setting) is one `repro.train.train` in its own process, on random tokens (the allocator
-does not care what the tokens are): "smoke" is the smoke preset (101 steps of 2 x 4 sequences of
-64 tokens, or its first --smoke-steps); "large" is the smoke model (1.7M parameters, GPT-2's
-vocabulary) with the paper's batch of 480 sequences as 40 micro-batches of 12, an evaluation every
-second step. The settings of a run train at the same time, so that the machine's load falls on
-each alike. Printed per setting: wall seconds per step (metrics.csv's step_time_s), CPU and system
-seconds and minor page faults per step (after the first), the peak resident memory (VmHWM) and
-the resident memory after the first and last steps' training, then the ratios of repro's setting
-to glibc's. --untrimmed adds the setting without the trim at each step's end (to compare).
+does not care what the tokens are). "smoke" is the smoke preset (2 x 4 sequences of 64 tokens a
+step, an evaluation of 4 x 4 sequences per split every 20 steps), its first --smoke-steps steps.
+"eval-heavy" is the smoke model (2 layers, d = 32, GPT-2's vocabulary, 1.7M parameters) at the
+paper's batch structure: 480 sequences a step as 40 micro-batches of 12, and at step 0 an
+evaluation of --eval-batches micro-batches of 12 sequences per split (the paper's 200).
+The settings: "glibc", the process as started (REPRO_MALLOC=glibc); "repro", the process
+restarted as `repro train` restarts itself (allocator.restart_under_tcmalloc). The settings of a
+run train at the same time, so that the machine's load falls on each alike. Printed per setting:
+the allocator in use, CPU seconds and minor page faults per training step (the steps after the
+first, or the one step), CPU seconds of the step-0 evaluation, peak resident memory (VmHWM), then
+repro's figures over glibc's.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import hashlib
 import json
+import os
 import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-SETTINGS = {
-    "glibc": "glibc's defaults",
-    "repro": "repro (kept, trimmed each step)",  # repro.runtime.allocator as training applies it
-    "untrimmed": "kept, never trimmed",
-}
+sys.path.insert(0, str(REPO / "src"))  # this checkout's repro, as the runs' processes have it
+SETTINGS = ("glibc", "repro")
 
 
-def run_presets(smoke_steps: int, large_steps: int) -> dict[str, dict]:
-    """The preset YAML of each run: the smoke preset (cut short), and scaled up."""
+def run_presets(smoke_steps: int, eval_heavy_steps: int, eval_batches: int) -> dict[str, dict]:
+    """The preset YAML of each run: the smoke preset (cut short), and at the paper's batches."""
     smoke = yaml.safe_load((REPO / "config" / "presets" / "smoke.yaml").read_text())
     smoke["train"]["max_step"] = smoke_steps - 1
-    smoke["report"]["table_step"] = min(smoke["report"]["table_step"], smoke_steps - 1)
-    last = large_steps - 1
-    large = yaml.safe_load(yaml.safe_dump(smoke))
-    large["train"].update(
+    smoke["report"]["table_step"] = 0
+    smoke["runtime"]["device"] = "cpu"
+    last = eval_heavy_steps - 1
+    heavy = yaml.safe_load(yaml.safe_dump(smoke))
+    heavy["train"].update(
         max_step=last,
         batch_size=480,
+        eval_micro_batch=12,
+        eval_sequences=12 * eval_batches,
         warmup_steps=1,
-        decay_steps=last,
-        eval_interval=2,
+        decay_steps=last + 2,
+        eval_interval=last + 1,  # the step-0 evaluation only
+        eval_rows=1,
     )
-    large["runtime"].update(train_micro_batch=12, checkpoint_interval=last + 1)
-    large["report"]["table_step"] = last - last % 2
-    return {"smoke": smoke, "large": large}
+    heavy["runtime"].update(train_micro_batch=12, checkpoint_interval=last + 1)
+    return {"smoke": smoke, "eval-heavy": heavy}
 
 
 def write_tokens(data_dir: Path, tokens: int) -> None:
@@ -76,44 +78,45 @@ def write_tokens(data_dir: Path, tokens: int) -> None:
     (data_dir / "manifest.json").write_text(json.dumps(manifest))
 
 
+def cpu_faults() -> tuple[float, int]:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime, usage.ru_minflt
+
+
 def child(setting: str, preset: str, data: str, indices: str, out: str) -> None:
     """One training run under `setting`; prints its figures as JSON."""
-    import repro.train
-    from repro.config import RunConfig, load_experiments, load_preset
     from repro.runtime import allocator
 
-    if setting == "glibc":
-        allocator.keep_freed_memory = lambda: False
-    if setting == "untrimmed":
-        allocator.release_freed_memory = lambda: None
-    after_step, usage, train_step = [], [], repro.train.train_step
+    if setting == "repro":
+        allocator.restart_under_tcmalloc()  # as `repro train` does: this process, once more
+    import repro.train
+    from repro.config import load_experiments, load_preset, resolve_run
 
-    def measured_step(*args, **kwargs):
-        loss = train_step(*args, **kwargs)  # on the CPU the step has run when this returns
-        after_step.append(status_mb("VmRSS"))
-        usage.append(resource.getrusage(resource.RUSAGE_SELF))
-        return loss
+    steps, evaluations = [], []
 
-    repro.train.train_step = measured_step
-    run = RunConfig(load_preset(preset), load_experiments()["baseline"])
-    began = time.perf_counter()
-    repro.train.train(run, Path(data), Path(indices), Path(out), device="cpu")
-    seconds = time.perf_counter() - began
-    with open(Path(out) / "metrics.csv", newline="") as f:
-        step_times = [float(row["step_time_s"]) for row in csv.DictReader(f)]
-    steps = len(usage) - 1  # from the end of the first step (allocator warm) to the last
-    first, last = usage[0], usage[-1]
+    def measured(function, into):
+        def call(*args, **kwargs):
+            cpu, faults = cpu_faults()
+            result = function(*args, **kwargs)  # on the CPU it has run when this returns
+            after = cpu_faults()
+            into.append((after[0] - cpu, after[1] - faults))
+            return result
+
+        return call
+
+    repro.train.train_step = measured(repro.train.train_step, steps)
+    repro.train.eval_losses = measured(repro.train.eval_losses, evaluations)
+    run = resolve_run(load_preset(preset), load_experiments()["baseline"])
+    repro.train.train(run, Path(data), Path(indices), Path(out))
+    timed = steps[1:] or steps  # after the first (the allocator warm), where there are more
     print(
         json.dumps(
             {
-                "s_per_step": sum(step_times) / len(step_times),
-                "cpu_s_per_step": (last.ru_utime + last.ru_stime - first.ru_utime - first.ru_stime)
-                / steps,
-                "sys_s_per_step": (last.ru_stime - first.ru_stime) / steps,
-                "faults_per_step": (last.ru_minflt - first.ru_minflt) / steps,
-                "train_s": seconds,
+                "allocator": "tcmalloc" if allocator.active() else "glibc",
+                "cpu_s_per_step": sum(cpu for cpu, _ in timed) / len(timed),
+                "faults_per_step": sum(faults for _, faults in timed) / len(timed),
+                "eval_cpu_s": evaluations[0][0],
                 "peak_mb": status_mb("VmHWM"),
-                "rss_after_step_mb": after_step,
             }
         )
     )
@@ -126,7 +129,7 @@ def status_mb(field: str) -> int:
     raise RuntimeError(f"/proc/self/status has no {field}")
 
 
-def measure(work: Path, name: str, preset: dict, settings: list[str]) -> list[dict]:
+def measure(work: Path, name: str, preset: dict) -> list[dict]:
     from repro.config import load_preset
     from repro.data.indices import write_indices
 
@@ -134,73 +137,73 @@ def measure(work: Path, name: str, preset: dict, settings: list[str]) -> list[di
     preset_path.write_text(yaml.safe_dump(preset))
     data, indices = work / "data", work / f"indices-{name}"
     write_indices(load_preset(str(preset_path)), data, indices)
-    # The settings run at the same time, so that a machine's load (shared, or busy with
-    # anything else) falls on each of them alike.
+    path = os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])
+    env = {k: v for k, v in os.environ.items() if k != "REPRO_MALLOC"} | {"PYTHONPATH": path}
     children = {
         setting: subprocess.Popen(
             [sys.executable, __file__, "--child", setting, str(preset_path), str(data)]
             + [str(indices), str(work / f"run-{name}-{setting}")],
             stdout=subprocess.PIPE,
             text=True,
+            env=env | {"REPRO_MALLOC": "glibc"} if setting == "glibc" else env,
         )
-        for setting in settings
+        for setting in SETTINGS
     }
     results = []
-    for setting, child in children.items():
-        out, _ = child.communicate()
-        if child.returncode:
-            raise SystemExit(f"{name} under {setting}: exit status {child.returncode}")
+    for setting, process in children.items():
+        out, _ = process.communicate()
+        if process.returncode:
+            raise SystemExit(f"{name} under {setting}: exit status {process.returncode}")
         results.append({"run": name, "setting": setting} | json.loads(out.splitlines()[-1]))
         print(format_row(results[-1]), flush=True)
     return results
 
 
 HEADER = (
-    f"{'run':<6} {'malloc':<33} {'s/step':>7} {'CPU s':>7} {'sys s':>7} {'faults':>8} "
-    f"{'peak MB':>8} {'step 1':>7} {'last':>7}"
+    f"{'run':<10} {'setting':<8} {'malloc':<9} {'CPU s/step':>10} {'faults/step':>12} "
+    f"{'eval CPU s':>10} {'peak MB':>8}"
 )
 
 
 def format_row(r: dict) -> str:
-    rss = r["rss_after_step_mb"]
     return (
-        f"{r['run']:<6} {SETTINGS[r['setting']]:<33} {r['s_per_step']:>7.3f} "
-        f"{r['cpu_s_per_step']:>7.3f} {r['sys_s_per_step']:>7.3f} {r['faults_per_step']:>8,.0f} "
-        f"{r['peak_mb']:>8,} {rss[0]:>7,} {rss[-1]:>7,}"
+        f"{r['run']:<10} {r['setting']:<8} {r['allocator']:<9} {r['cpu_s_per_step']:>10.2f} "
+        f"{r['faults_per_step']:>12,.0f} {r['eval_cpu_s']:>10.2f} {r['peak_mb']:>8,}"
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", nargs="+", choices=["smoke", "large"], default=["smoke", "large"])
-    parser.add_argument("--smoke-steps", type=int, default=101, help="steps of the smoke run")
-    parser.add_argument("--large-steps", type=int, default=4, help="steps of the large run")
-    parser.add_argument("--untrimmed", action="store_true", help="also the untrimmed setting")
+    parser.add_argument(
+        "--runs", nargs="+", choices=["smoke", "eval-heavy"], default=["smoke", "eval-heavy"]
+    )
+    parser.add_argument("--smoke-steps", type=int, default=21, help="steps of the smoke run")
+    parser.add_argument("--eval-heavy-steps", type=int, default=2, help="steps of eval-heavy")
+    parser.add_argument(
+        "--eval-batches", type=int, default=200, help="eval-heavy's evaluation micro-batches"
+    )
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return child(*args.child)
-    settings = ["glibc", "repro"] + ["untrimmed"] * args.untrimmed
-    presets = run_presets(args.smoke_steps, args.large_steps)
-    print(
-        "per step: wall seconds (metrics.csv), CPU and system seconds and minor page faults "
-        "(after the first step); peak resident memory; resident memory after the first and "
-        "last steps' training (before the trim), MB"
-    )
-    print(HEADER)
+    presets = run_presets(args.smoke_steps, args.eval_heavy_steps, args.eval_batches)
+    print(f"load average at the start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(HEADER, flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         write_tokens(work / "data", 300_000)
-        results = [r for name in args.runs for r in measure(work, name, presets[name], settings)]
+        results = [r for name in args.runs for r in measure(work, name, presets[name])]
     for name in args.runs:
-        by = {r["setting"]: r for r in results if r["run"] == name}
-        glibc, repro = by["glibc"], by["repro"]
-        time_ratio = repro["s_per_step"] / glibc["s_per_step"]
-        cpu_ratio = repro["cpu_s_per_step"] / glibc["cpu_s_per_step"]
+        glibc, repro = ({r["setting"]: r for r in results if r["run"] == name}[s] for s in SETTINGS)
+        ratio = {
+            key: repro[key] / glibc[key] for key in ("cpu_s_per_step", "eval_cpu_s", "peak_mb")
+        }
         print(
-            f"{name}: repro / glibc: wall time per step {time_ratio:.2f}, CPU time per step "
-            f"{cpu_ratio:.2f}, peak resident memory {repro['peak_mb'] / glibc['peak_mb']:.2f}"
+            f"{name}: repro / glibc: CPU time per step {ratio['cpu_s_per_step']:.2f}, "
+            f"evaluation CPU time {ratio['eval_cpu_s']:.2f}, "
+            f"peak resident memory {ratio['peak_mb']:.2f}"
         )
+    print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-"""malloc for CPU training (repro.runtime.allocator): freed memory kept within a step and trimmed
-at its end, set where training starts, never by an import."""
+"""The C allocator of the commands that run the model (repro.runtime.allocator): `repro train`
+starts itself again under TCMalloc where it is installed; elsewhere it runs under glibc's malloc
+as it is, saying so in one line; either way an evaluation's memory stays bounded."""
 
-import ctypes
+import csv
 import ctypes.util
 import json
 import os
@@ -13,92 +14,31 @@ import yaml
 from conftest import write_token_files
 from workflow_helpers import REPO
 
-from repro.config import load_preset
-from repro.data.indices import write_indices
-
-PROBE = """
-import ctypes
-{setup}
-libc = ctypes.CDLL("libc.so.6")
-libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
-
-class MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in
-                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
-                 "uordblks", "fordblks", "keepcost")]
-
-libc.mallinfo2.restype = MallInfo2
-before = libc.mallinfo2().hblkhd  # bytes in mmap'd chunks: handed back to the kernel on free
-buffer = libc.malloc(200 * 2**20)  # larger than a smoke run's logits
-print(libc.mallinfo2().hblkhd - before)
-"""
-
-
-def mmapped_bytes(setup: str) -> int:
-    env = {"PYTHONPATH": str(REPO / "src")}
-    out = subprocess.run(
-        [sys.executable, "-c", PROBE.format(setup=setup)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return int(out)
-
-
-glibc = pytest.mark.skipif(
-    not hasattr(ctypes.CDLL(ctypes.util.find_library("c")), "mallinfo2"),
-    reason="glibc >= 2.33 only",
-)
-
-
-@glibc
-def test_importing_train_leaves_malloc_alone():
-    assert mmapped_bytes("") >= 200 * 2**20  # glibc's default: a fresh mmap
-    assert mmapped_bytes("import repro.train") >= 200 * 2**20
-
-
-@glibc
-def test_keeping_freed_memory_serves_large_allocations_from_the_heap():
-    setup = "from repro.runtime.allocator import keep_freed_memory; assert keep_freed_memory()"
-    assert mmapped_bytes(setup) == 0
-
-
-TRAIN = """
-import json, sys
-from pathlib import Path
 import repro.train
 from repro.config import load_experiments, load_preset, resolve_run
+from repro.data.indices import write_indices
+from repro.runtime import allocator
 
-def resident_mb():
-    status = Path("/proc/self/status").read_text()
-    return int(next(l for l in status.splitlines() if l.startswith("VmRSS:")).split()[1]) // 1024
+tcmalloc = pytest.mark.skipif(
+    ctypes.util.find_library(allocator.LIBRARY) is None,
+    reason=f"TCMalloc is not installed ({allocator.INSTALL})",
+)
 
-at_start, train_step = [], repro.train.train_step
-def measured(*args, **kwargs):
-    at_start.append(resident_mb())
-    return train_step(*args, **kwargs)
-repro.train.train_step = measured
-run = resolve_run(load_preset(sys.argv[1]), load_experiments()["baseline"], device="cpu")
-repro.train.train(run, *map(Path, sys.argv[2:]))
-print(json.dumps(at_start))
-"""
-
-# The smoke model (GPT-2's vocabulary: 51 MB of logits per micro-batch of 4 x 64 tokens), two
-# micro-batches a step, one evaluation (step 0).
+# GPT-2's vocabulary at d = 32: the logits of an evaluation micro-batch of 8 x 64 tokens are
+# 103 MB, as large as the weights and activations together.
 PRESET = {
-    "description": "resident memory probe",
+    "description": "allocator probe",
     "corpus": "python-docs",
-    "model": {"n_layer": 2, "n_head": 2, "d_model": 32, "block_size": 64, "vocab_size": 50304},
+    "model": {"n_layer": 1, "n_head": 2, "d_model": 32, "block_size": 64, "vocab_size": 50304},
     "train": {
-        "max_step": 4,
+        "max_step": 2,
         "batch_size": 8,
-        "eval_micro_batch": 4,
+        "eval_micro_batch": 8,
         "warmup_steps": 1,
-        "decay_steps": 4,
-        "eval_interval": 5,
-        "eval_sequences": 4,
-        "eval_rows": 600,
+        "decay_steps": 2,
+        "eval_interval": 3,  # at step 0
+        "eval_sequences": 16,
+        "eval_rows": 1,
     },
     "runtime": {"device": "cpu", "compile": False, "checkpoint_interval": 100},
     "report": {"table_step": 0},
@@ -106,24 +46,79 @@ PRESET = {
 }
 
 
-@glibc
-def test_resident_memory_does_not_grow_across_steps(tmp_path):
-    """Each step's freed memory is handed back at its end: resident memory at the start of every
-    step stays at the first step's (which follows the evaluation), not growing by the logits
-    and gradients of the steps before."""
-    data = write_token_files(tmp_path / "data")
-    preset = tmp_path / "probe.yaml"
-    preset.write_text(yaml.safe_dump(PRESET))
-    write_indices(load_preset(str(preset)), data, tmp_path / "indices")
+def prepared(tmp_path, name: str, eval_batches: int):
+    """(preset path, data dir, indices dir) of the probe with `eval_batches` per split."""
+    preset = yaml.safe_load(yaml.safe_dump(PRESET))
+    preset["train"]["eval_sequences"] = 8 * eval_batches
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(preset))
+    data = tmp_path / "data"
+    if not data.exists():
+        write_token_files(data)
+    write_indices(load_preset(str(path)), data, tmp_path / f"indices-{name}")
+    return path, data, tmp_path / f"indices-{name}"
+
+
+def repro_train(tmp_path, name: str, eval_batches: int, **env) -> tuple[str, int]:
+    """`repro train` of the probe, as a user starts it: (its output, its peak resident MB)."""
+    preset, data, indices = prepared(tmp_path, name, eval_batches)
     path = os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])
-    out = subprocess.run(
-        [sys.executable, "-c", TRAIN, str(preset), str(data), str(tmp_path / "indices")]
-        + [str(tmp_path / "run")],
-        env=os.environ | {"PYTHONPATH": path},
-        capture_output=True,
+    environ = {k: v for k, v in os.environ.items() if k != allocator.ENV}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "repro", "train", "--preset", str(preset)]
+        + ["--experiment", "baseline", "--data", str(data), "--indices", str(indices)]
+        + ["--out", str(tmp_path / name)],
+        env=environ | {"PYTHONPATH": path} | env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-        check=True,
-    ).stdout
-    at_start = json.loads(out.splitlines()[-1])
-    assert len(at_start) == 5
-    assert max(at_start[1:]) <= at_start[0] + 30, at_start  # MB
+    )
+    output = process.stdout.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, output
+    return output, usage.ru_maxrss // 1024
+
+
+def logged(run_dir) -> tuple[str, list[dict]]:
+    """run.json's allocator, and metrics.csv's rows without their times."""
+    with open(run_dir / "metrics.csv", newline="") as f:
+        rows = [
+            {k: v for k, v in row.items() if k not in ("step_time_s", "tokens_per_s")}
+            for row in csv.DictReader(f)
+        ]
+    return json.loads((run_dir / "run.json").read_text())["malloc"], rows
+
+
+@tcmalloc
+def test_repro_train_runs_under_tcmalloc_with_glibcs_numbers(tmp_path):
+    output, _ = repro_train(tmp_path, "tcmalloc", eval_batches=2)
+    repro_train(tmp_path, "glibc", eval_batches=2, REPRO_MALLOC="glibc")
+    assert output.count("config: ") == 1, output  # started again before it printed anything
+    assert "TCMalloc" not in output
+    malloc, rows = logged(tmp_path / "tcmalloc")
+    assert malloc == "tcmalloc"
+    assert logged(tmp_path / "glibc") == ("glibc", rows)  # every loss, bit for bit
+    assert len(rows) == 3
+
+
+def test_without_tcmalloc_training_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+    monkeypatch.delenv(allocator.ENV, raising=False)
+    allocator.restart_under_tcmalloc()  # nothing to start: this process goes on
+    preset, data, indices = prepared(tmp_path, "run", eval_batches=2)
+    run = resolve_run(load_preset(str(preset)), load_experiments()["baseline"])
+    record = repro.train.train(run, data, indices, tmp_path / "run")
+    notices = [line for line in capsys.readouterr().out.splitlines() if "TCMalloc" in line]
+    assert notices == [
+        "repro: TCMalloc not found (apt-get install libtcmalloc-minimal4): training under "
+        "glibc's malloc, whose page faults can take a third of a CPU run's time"
+    ]
+    assert record.malloc == "glibc" and record.status == "completed"
+
+
+def test_evaluation_memory_does_not_grow_with_its_micro_batches(tmp_path):
+    """An evaluation of 16 micro-batches per split peaks where one of 2 does: each micro-batch's
+    freed logits are reused by the next, not left behind in a fragmented heap."""
+    _, few = repro_train(tmp_path, "few", eval_batches=2)
+    _, many = repro_train(tmp_path, "many", eval_batches=16)
+    assert many <= few + 100, (few, many)  # MB

@@ -155,8 +155,8 @@ def _train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path) -> 
     if dev.type == "cuda" and dev.index is None:  # a GPU no other job on this node holds
         dev = claim_device(wait=not distributed.launched())
     distributed.init(dev)
-    if dev.type == "cpu":
-        allocator.keep_freed_memory()  # trimmed at each step's end (run_steps)
+    if dev.type == "cpu" and distributed.is_main() and (line := allocator.notice()):
+        print(line, flush=True)
     model, step_model, optimizer, autocast = build(run, dev)
     check_checkpoint_space(out_dir / CHECKPOINT, model)
     if run.runtime.train_micro_batch == "auto" and dev.type == "cuda":
@@ -204,6 +204,7 @@ def _train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path) -> 
         fused_projection=model.transformer.h[0].attn.fused,
         train_micro_batch=run.resolved_train_micro_batch,
         torch_threads=torch.get_num_threads(),
+        malloc="tcmalloc" if allocator.active() else "glibc",
         started=previous.started if previous else now(),
     )
     record.sessions = [*(previous.sessions if previous else []), record.session()]
@@ -290,7 +291,6 @@ def run_steps(s: Session, start: int, record: RunRecord) -> RunRecord:
                 ),
             )
         )
-        allocator.release_freed_memory()  # resident memory back to what is live
         checkpoint = (step + 1) % runtime.checkpoint_interval == 0 or step == t.max_step
         # Flush before an evaluation (so that its time stays out of the step times), before a
         # checkpoint (so that metrics.csv holds every step the checkpoint has taken), and after

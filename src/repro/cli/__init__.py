@@ -14,7 +14,7 @@ import sys
 import repro
 from repro.cli import authors, compare, data, downstream, models, perf, status, training
 from repro.errors import ReproError
-from repro.runtime import lock, preemption
+from repro.runtime import allocator, lock, preemption
 
 # In the order `repro --help` lists them: the pipeline's own commands first.
 FAMILIES = (data, training, perf, status, compare, models, authors, downstream)
@@ -37,6 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parent = os.getppid()  # first: the process that started this one, before anything slow
     args = build_parser().parse_args(argv)
+    if argv is None and getattr(args, "tcmalloc", False):
+        # The command as it was started, again under TCMalloc (repro.runtime.allocator): before
+        # torch is imported, so that the restart costs only Python's start.
+        allocator.restart_under_tcmalloc()
     if getattr(args, "exit_with_parent", False):
         # Armed before torch is imported (seconds): a parent killed meanwhile is caught too.
         lock.exit_with_parent(parent)

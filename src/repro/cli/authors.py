@@ -88,7 +88,7 @@ def _evaluate_parser(p: argparse.ArgumentParser) -> None:
     )
     options.add_device(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a line")
-    p.set_defaults(func=cmd_evaluate)
+    p.set_defaults(func=cmd_evaluate, tcmalloc=True)
 
 
 def _import_parser(p: argparse.ArgumentParser) -> None:

@@ -109,7 +109,7 @@ def _train_parser(p: argparse.ArgumentParser) -> None:
         help="stop (with a checkpoint) when the parent process dies (Linux; the "
         "workflow's train rule)",
     )
-    p.set_defaults(func=cmd_train)
+    p.set_defaults(func=cmd_train, tcmalloc=True)
 
 
 def add_commands(sub) -> None:

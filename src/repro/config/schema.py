@@ -22,7 +22,6 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-import jsonschema
 import yaml
 
 from repro.errors import ReproError
@@ -143,6 +142,8 @@ def schema(name: str) -> dict:
 
 def _fill_defaults(validator, properties, instance, subschema):
     # The jsonschema FAQ's recipe: validate, and fill each missing property's default.
+    import jsonschema
+
     for prop, prop_schema in properties.items():
         if isinstance(instance, dict) and "default" in prop_schema:
             instance.setdefault(prop, prop_schema["default"])
@@ -163,19 +164,27 @@ def _is_finite_number(checker, instance) -> bool:
     return _is_integer(checker, instance)
 
 
-_DefaultFillingValidator = jsonschema.validators.extend(
-    jsonschema.Draft202012Validator,
-    {"properties": _fill_defaults},
-    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many(
-        {"integer": _is_integer, "number": _is_finite_number}
-    ),
-)
+@cache
+def _default_filling_validator():
+    """The validator class; jsonschema is imported at the first validation, not with the package
+    (its format checkers take seconds to import, which `repro train`'s restart would pay twice)."""
+    import jsonschema
+
+    return jsonschema.validators.extend(
+        jsonschema.Draft202012Validator,
+        {"properties": _fill_defaults},
+        type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many(
+            {"integer": _is_integer, "number": _is_finite_number}
+        ),
+    )
 
 
 def validate(data, schema_name: str, source: str | os.PathLike) -> dict:
     """Validate `data`, filling defaults in place; a one-line ConfigError names source and key."""
+    import jsonschema
+
     error = jsonschema.exceptions.best_match(
-        _DefaultFillingValidator(schema(schema_name)).iter_errors(data)
+        _default_filling_validator()(schema(schema_name)).iter_errors(data)
     )
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path) or "(top level)"

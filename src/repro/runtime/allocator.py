@@ -1,59 +1,58 @@
-"""glibc malloc tuned for CPU training: freed tensor memory is reused within a step, and handed
-back to the kernel at the step's end.
+"""TCMalloc for the commands that run the model (`repro train`, `repro evaluate`).
 
-By default glibc serves every large allocation (the logits, their gradients) with a fresh mmap and
-unmaps it on free, so each micro-batch faults those pages in again: on a 2-core CPU run that was
-half the time, spent in the kernel. Serving them from the heap instead (no mmap, no automatic trim)
-keeps the pages, but the heap fragments (evaluation and training micro-batches allocate different
-sizes) and grows without bound: gigabytes within a few steps of a 40-micro-batch run. So training
-keeps freed memory during a step, where the same sizes come back micro-batch after micro-batch, and
-calls malloc_trim(3) at each step's end, which returns every free page of every arena: resident
-memory is back to what is live at each step boundary. docs/performance.md, "CPU memory", has the
-figures (benchmarks/bench_allocator.py).
+glibc's malloc serves every allocation above 32 MiB (a micro-batch's logits, their gradients) with
+a fresh mmap and unmaps it on free, so each micro-batch faults those pages in again: on a CPU run
+with many micro-batches, up to a third of its CPU time goes to the kernel. Keeping glibc's freed
+memory instead (mallopt) fragments its heap without bound: gigabytes in one evaluation of many
+micro-batches. TCMalloc (gperftools) keeps freed pages in its page heap, reuses them for blocks of
+any size and returns them to the kernel gradually: a run keeps glibc's footprint at a fraction of
+its page faults (docs/performance.md, "CPU memory"; benchmarks/bench_allocator.py measures both).
+jemalloc, as Debian builds it, unmaps blocks above 8 MiB at once, as glibc does.
 
-mallopt(3) acts from inside the process, so every way training starts (the `repro` command,
-Snakemake rules, tests, notebooks) gets it; repro.train applies it when a run starts on the CPU,
-never at import.
+An allocator is chosen before a process starts (LD_PRELOAD), so these commands start themselves
+again once, under TCMalloc, where the system has it (Debian: libtcmalloc-minimal4); where it has
+not, they run under glibc's malloc as it is, and training on the CPU says so in one line.
+REPRO_MALLOC=glibc keeps glibc's malloc. Nothing else (an import, a test, a notebook) changes the
+allocator.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import functools
+import os
+import sys
 
-# <malloc.h>
-M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
-_kept = False  # whether keep_freed_memory has tuned this process
+LIBRARY = "tcmalloc_minimal"  # gperftools' TCMalloc without its profilers
+ENV = "REPRO_MALLOC"  # "tcmalloc" once restarted under it; "glibc": keep glibc's malloc
+INSTALL = "apt-get install libtcmalloc-minimal4"
 
 
-@functools.cache  # find_library runs ldconfig
-def _libc():
-    """glibc, or None where libc is another one (musl, macOS, Windows: nothing to tune)."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"))
-        libc.mallopt.argtypes, libc.mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-        libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
-    except (OSError, AttributeError, TypeError):
+def active() -> bool:
+    """Whether this process allocates with TCMalloc (its tc_malloc is in the global namespace)."""
+    return hasattr(ctypes.CDLL(None), "tc_malloc")
+
+
+def restart_under_tcmalloc() -> None:
+    """Replace this process by the same command under TCMalloc, once; nothing where TCMalloc is
+    in use already, is not installed, or the platform has no LD_PRELOAD."""
+    if os.environ.get(ENV) or not sys.platform.startswith("linux") or active():
+        return
+    library = ctypes.util.find_library(LIBRARY)
+    if library is None:
+        return
+    preload = " ".join(filter(None, [library, os.environ.get("LD_PRELOAD")]))
+    env = os.environ | {"LD_PRELOAD": preload, ENV: "tcmalloc"}  # never a second restart
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+
+
+def notice() -> str | None:
+    """One line for a CPU run where TCMalloc is not installed; else None."""
+    if active() or os.environ.get(ENV) == "glibc" or ctypes.util.find_library(LIBRARY):
         return None
-    return libc
-
-
-def keep_freed_memory() -> bool:
-    """Serve large allocations from the heap and trim it only when asked (release_freed_memory);
-    False where libc is not glibc."""
-    global _kept
-    libc = _libc()
-    if libc is None:
-        return False
-    # No mmap'd chunks (the mmap threshold cannot be set above 32 MiB, and the logits are
-    # larger), and a trim threshold no heap reaches.
-    _kept = bool(libc.mallopt(M_MMAP_MAX, 0)) and bool(libc.mallopt(M_TRIM_THRESHOLD, 2**31 - 1))
-    return _kept
-
-
-def release_freed_memory() -> None:
-    """Hand every free page of the heap back to the kernel (at a step's end), where
-    keep_freed_memory has kept them; elsewhere (CUDA training) nothing."""
-    if _kept:
-        _libc().malloc_trim(0)
+    return (
+        f"repro: TCMalloc not found ({INSTALL}): training under glibc's malloc, whose page "
+        f"faults can take a third of a CPU run's time"
+    )
