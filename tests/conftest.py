@@ -78,6 +78,18 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
+def default_plan(tmp_path_factory):
+    """The dry run of `all` with the default config and its shell commands (`snakemake -n -p`),
+    in a fresh copy of the workflow: one Snakemake process for the tests that read that plan."""
+    from workflow_helpers import copy_workflow, snakemake
+
+    workdir = copy_workflow(tmp_path_factory.mktemp("default-plan"))
+    result = snakemake(workdir, "-n", "-p", "--cores", "1", "all")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+@pytest.fixture(scope="session")
 def authors_workflow(tmp_path_factory):
     """The workflow at the tiny preset given the authors' artefacts of the baseline and mlp4.75,
     in a folder whose name holds shell code: the job that finds their runs run, then the dry run
