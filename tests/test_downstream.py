@@ -161,6 +161,7 @@ def scored(tasks_dir, tmp_path_factory):
     return scores
 
 
+@pytest.mark.slow  # `repro downstream` end to end: lm-eval indexes its tasks, then scores
 def test_repro_downstream_on_a_local_task(scored):
     out, printed = scored["baseline"]
     results = json.loads((out / "results.json").read_text())
@@ -185,6 +186,7 @@ def test_the_authors_checkpoint_through_the_same_path(tmp_path, tasks_dir, capsy
     )
 
 
+@pytest.mark.slow  # `repro downstream` end to end: lm-eval indexes its tasks, then scores
 def test_generation_and_unknown_tasks_are_one_line_errors(tmp_path, tasks_dir, capsys):
     checkpoint = write_our_checkpoint(tmp_path / "ckpt.pt", tiny_gpt())
     for task, message in (("repro_generate", "generate_until"), ("no_such_task", "unknown")):
@@ -198,6 +200,7 @@ def test_generation_and_unknown_tasks_are_one_line_errors(tmp_path, tasks_dir, c
         ReproLM(model=GPT(ModelConfig(n_layer=1, n_head=1, d_model=8, vocab_size=64)))
 
 
+@pytest.mark.slow  # `repro downstream` end to end: lm-eval indexes its tasks, then scores
 def test_downstream_table_pairs_each_experiment_with_the_baseline(scored, tmp_path):
     folders = [str(out) for out, _ in scored.values()]
     csv = tmp_path / "downstream.csv"
