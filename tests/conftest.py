@@ -7,12 +7,13 @@ import json
 import os
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import yaml
 
-from repro.config import Report, load_preset, load_run
+from repro.config import Report, load_config, load_preset, load_run, resolve_run
 from repro.config.schema import ConfigError
 from repro.data.indices import write_indices
 from repro.rundir import METRICS_COLUMNS, RunRecord
@@ -74,6 +75,42 @@ def tiny_baseline_run(token_dir, tiny_indices, tmp_path_factory):
 
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def default_plan(tmp_path_factory):
+    """The dry run of `all` with the default config and its shell commands (`snakemake -n -p`),
+    in a fresh copy of the workflow: one Snakemake process for the tests that read that plan."""
+    from workflow_helpers import copy_workflow, snakemake
+
+    workdir = copy_workflow(tmp_path_factory.mktemp("default-plan"))
+    result = snakemake(workdir, "-n", "-p", "--cores", "1", "all")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+@pytest.fixture(scope="session")
+def authors_workflow(tmp_path_factory):
+    """The workflow at the tiny preset given the authors' artefacts of the baseline and mlp4.75,
+    in a folder whose name holds shell code: the job that finds their runs run, then the dry run
+    of `all` with its shell commands. Built once for the tests that read that plan."""
+    from authors_helpers import write_artefacts
+    from workflow_helpers import copy_workflow, snakemake
+
+    root = tmp_path_factory.mktemp("authors-workflow")
+    preset, experiments = load_config("tiny")
+    names = ["baseline", "mlp4.75"]
+    folder = write_artefacts(
+        root / "my $(touch PWNED) drive", {n: resolve_run(preset, experiments[n]) for n in names}
+    )
+    workdir = copy_workflow(root / "wf")
+    config = ["--config", "preset=tiny", f"authors_artefacts={folder}"]
+    # Which of their runs there are is found by a job, not while the workflow is parsed.
+    found = snakemake(workdir, "--cores", "1", "--until", "authors_runs", *config)
+    assert found.returncode == 0, found.stdout + found.stderr
+    dry_run = snakemake(workdir, "-n", "-p", "--cores", "1", "all", *config)
+    assert dry_run.returncode == 0, dry_run.stdout + dry_run.stderr
+    return SimpleNamespace(root=root, workdir=workdir, folder=folder, names=names, dry_run=dry_run)
 
 
 def shortened(run, max_step: int, **runtime):

@@ -56,17 +56,12 @@ def test_figures_draw_the_authors_runs_beside_ours(tiny_runs, imported):
         assert len(both.axes[0].lines) > len(ours.axes[0].lines)
 
 
-def test_the_workflow_adds_the_authors_targets(tmp_path):
-    workdir = copy_workflow(tmp_path / "wf")
-    folder = artefacts(tmp_path / HOSTILE, TABLE1[:2])  # a folder name with shell code
-    config = ["--config", "preset=tiny", f"authors_artefacts={folder}"]
-    found = snakemake(workdir, "--cores", "1", "--until", "authors_runs", *config)
-    assert found.returncode == 0, found.stdout + found.stderr
+def test_the_workflow_adds_the_authors_targets(authors_workflow, tmp_path):
+    workdir, folder = authors_workflow.workdir, authors_workflow.folder
     (runs,) = (workdir / "results/authors/found").glob("*.json")
-    assert list(json.loads(runs.read_text())) == TABLE1[:2]
-    result = snakemake(workdir, "-n", "-p", "--cores", "1", "all", *config)
+    assert list(json.loads(runs.read_text())) == authors_workflow.names == TABLE1[:2]
+    result = authors_workflow.dry_run
     out = result.stdout + result.stderr
-    assert result.returncode == 0, out
     for job in ("import_authors_run", "evaluate_authors_checkpoint", "authors_table1"):
         assert job in out, out
     assert "results/authors/runs/tiny/mlp4.75/metrics.csv" in out
@@ -76,7 +71,7 @@ def test_the_workflow_adds_the_authors_targets(tmp_path):
         assert command.count("PWNED") == len(hostile), command
         assert all(w.startswith(str(folder)) for w in hostile), command
     assert sum("PWNED" in c for c in commands) == 4 + 2  # 4 evaluations, 2 imports
-    assert not list(tmp_path.rglob("PWNED"))
+    assert not list(authors_workflow.root.rglob("PWNED"))
     missing = snakemake(
         workdir, "-n", "--cores", "1", "--config", f"authors_artefacts={tmp_path / 'nowhere'}"
     )

@@ -16,7 +16,7 @@ from repro.analysis.results import read_run
 from repro.analysis.status import format_status, status_table
 from repro.authors.runs import import_authors_run
 from repro.cli import main
-from repro.config import load_config, load_run, resolve_run, seed_dir
+from repro.config import load_config, load_run, seed_dir
 
 # The authors' fabricated baseline evaluates 10.5, 8.8333, 7.1667, 5.5 at steps 0, 4, 8, 12.
 THEIRS = {0: 10.5, 4: 10.5 - 5 / 3, 8: 10.5 - 10 / 3, 12: 5.5}
@@ -193,22 +193,9 @@ def test_figure1_marks_where_ours_leaves_the_authors_band(tiny_runs, tmp_path):
     assert "outside the authors' band" in labels
 
 
-def test_the_workflow_compares_each_run_with_the_authors(tmp_path):
-    from authors_helpers import write_artefacts
-    from workflow_helpers import copy_workflow, snakemake
-
-    preset, experiments = load_config("tiny")
-    runs = {n: resolve_run(preset, experiments[n]) for n in ("baseline", "mlp4.75")}
-    folder = write_artefacts(tmp_path / "artefacts", runs)
-    workdir = copy_workflow(tmp_path / "wf")
-    config = ["--config", "preset=tiny", f"authors_artefacts={folder}"]
-    # Which of their runs there are is found by a job, not while the workflow is parsed.
-    found = snakemake(workdir, "--cores", "1", "--until", "authors_runs", *config)
-    assert found.returncode == 0, found.stdout + found.stderr
-    result = snakemake(workdir, "-n", "-p", "--cores", "1", "all", *config)
-    out = result.stdout + result.stderr
-    assert result.returncode == 0, out
-    for name in runs:
+def test_the_workflow_compares_each_run_with_the_authors(authors_workflow):
+    out = authors_workflow.dry_run.stdout + authors_workflow.dry_run.stderr
+    for name in authors_workflow.names:
         assert f"results/authors/compare/tiny/{name}.csv" in out
     assert (
         "repro compare results/runs/tiny/mlp4.75 --reference results/authors/runs/tiny/mlp4.75"

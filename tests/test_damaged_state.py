@@ -40,9 +40,9 @@ def one_line_error(capsys, argv, pattern):
 
 @pytest.fixture(scope="module")
 def runs(token_dir, tiny_indices, tmp_path_factory):
-    """A whole tiny run, and one stopped with its checkpoint at step 8 (rows 0-7 logged)."""
+    """A tiny run stopped with its checkpoint at step 8 (rows 0-7 logged); the whole one is the
+    session's tiny_baseline_run."""
     root = tmp_path_factory.mktemp("runs")
-    train(RUN, token_dir, tiny_indices, root / "whole")
     asked, real = [], preemption.requested
     preemption.requested = lambda: len(asked.append(1) or asked) > 8  # stop at step 8
     try:
@@ -129,15 +129,15 @@ def test_a_missing_metrics_csv_is_refused_on_resume(stopped, token_dir, tiny_ind
 
 
 def test_rows_past_the_checkpoint_and_a_cut_last_line_are_dropped(
-    runs, stopped, token_dir, tiny_indices
+    tiny_baseline_run, stopped, token_dir, tiny_indices
 ):
     """Rows of steps the checkpoint has not taken, the last one cut by a crash, are recomputed:
     the resumed run equals the uninterrupted one."""
-    whole = (runs / "whole" / "metrics.csv").read_text()
+    whole = (tiny_baseline_run / "metrics.csv").read_text()
     with open(stopped / "metrics.csv", "a", newline="") as f:
         f.write("".join(lines_of(whole)[9:11]) + lines_of(whole)[11][:17])
     assert main([str(a) for a in resume(stopped, token_dir, tiny_indices)]) == 0
-    assert without_timing(read_metrics(stopped)) == without_timing(read_metrics(runs / "whole"))
+    assert without_timing(read_metrics(stopped)) == without_timing(read_metrics(tiny_baseline_run))
     assert read_record(stopped).status == "completed"
 
 

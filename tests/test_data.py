@@ -286,12 +286,14 @@ def python_docs(tmp_path_factory):
     return prepare_module.prepare_python_docs(first), prepare_module.prepare_python_docs(second)
 
 
+@pytest.mark.slow  # the whole smoke corpus, twice
 def test_python_docs_is_deterministic(python_docs):
     first, second = python_docs
     assert first["splits"] == second["splits"]
     assert first["source"]["kind"] == "python-docs"
 
 
+@pytest.mark.slow
 def test_python_docs_is_large_enough_for_the_smoke_preset(python_docs):
     splits = python_docs[0]["splits"]
     assert splits["train"]["tokens"] >= 1_000_000

@@ -2,6 +2,8 @@
 format over small JSON files, run through the same code path as hellaswag (TaskManager with an
 include path); the scores checked against a direct computation with the model."""
 
+import contextlib
+import io
 import json
 from dataclasses import asdict
 
@@ -58,11 +60,10 @@ def tiny_gpt(seed=0) -> GPT:
     return GPT(CONFIG).eval()
 
 
-@pytest.fixture
-def tasks_dir(tmp_path):
+@pytest.fixture(scope="module")
+def tasks_dir(tmp_path_factory):
     """A multiple-choice task of 8 items and a generative one, over a JSON-lines file."""
-    folder = tmp_path / "tasks"
-    folder.mkdir()
+    folder = tmp_path_factory.mktemp("tasks")
     data = folder / "items.json"
     docs = [
         {"query": f"Count: {i}, then", "choices": [f" {i + 1}", f" {i + 7}", " blue"], "label": 0}
@@ -143,12 +144,26 @@ def write_our_checkpoint(path, model: GPT):
     return path
 
 
-def test_repro_downstream_on_a_local_task(tmp_path, tasks_dir, capsys):
-    checkpoint = write_our_checkpoint(tmp_path / "ckpt.pt", tiny_gpt())
-    out = tmp_path / "downstream" / "baseline"
-    argv = ["downstream", "--checkpoint", str(checkpoint), "--task", "repro_choice"]
-    assert main([*argv, "--include-path", str(tasks_dir), "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
+@pytest.fixture(scope="module")
+def scored(tasks_dir, tmp_path_factory):
+    """`repro downstream` of two models (seeds 0 and 1, named baseline and resgelu) on the
+    multiple-choice task, once for the tests that read it: each folder it wrote, and what it
+    printed."""
+    root = tmp_path_factory.mktemp("scored")
+    scores = {}
+    for seed, name in enumerate(["baseline", "resgelu"]):
+        checkpoint = write_our_checkpoint(root / f"{name}.pt", tiny_gpt(seed))
+        out = root / "downstream" / name
+        argv = ["downstream", "--checkpoint", str(checkpoint), "--task", "repro_choice"]
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
+            assert main([*argv, "--include-path", str(tasks_dir), "--out", str(out)]) == 0
+        scores[name] = out, printed.getvalue()
+    return scores
+
+
+@pytest.mark.slow  # `repro downstream` end to end: lm-eval indexes its tasks, then scores
+def test_repro_downstream_on_a_local_task(scored):
+    out, printed = scored["baseline"]
     results = json.loads((out / "results.json").read_text())
     acc = results["results"]["repro_choice"]["acc,none"]
     assert f"repro_choice: acc {acc:.4f} ± " in printed and "(8 items)" in printed
@@ -171,6 +186,7 @@ def test_the_authors_checkpoint_through_the_same_path(tmp_path, tasks_dir, capsy
     )
 
 
+@pytest.mark.slow  # `repro downstream` end to end: lm-eval indexes its tasks, then scores
 def test_generation_and_unknown_tasks_are_one_line_errors(tmp_path, tasks_dir, capsys):
     checkpoint = write_our_checkpoint(tmp_path / "ckpt.pt", tiny_gpt())
     for task, message in (("repro_generate", "generate_until"), ("no_such_task", "unknown")):
@@ -184,14 +200,9 @@ def test_generation_and_unknown_tasks_are_one_line_errors(tmp_path, tasks_dir, c
         ReproLM(model=GPT(ModelConfig(n_layer=1, n_head=1, d_model=8, vocab_size=64)))
 
 
-def test_downstream_table_pairs_each_experiment_with_the_baseline(tmp_path, tasks_dir, capsys):
-    folders = []
-    for seed, name in enumerate(["baseline", "resgelu"]):
-        checkpoint = write_our_checkpoint(tmp_path / f"{name}.pt", tiny_gpt(seed))
-        out = tmp_path / "downstream" / name
-        argv = ["downstream", "--checkpoint", str(checkpoint), "--task", "repro_choice"]
-        assert main([*argv, "--include-path", str(tasks_dir), "--out", str(out)]) == 0
-        folders.append(str(out))
+@pytest.mark.slow  # `repro downstream` end to end: lm-eval indexes its tasks, then scores
+def test_downstream_table_pairs_each_experiment_with_the_baseline(scored, tmp_path):
+    folders = [str(out) for out, _ in scored.values()]
     csv, earlier = tmp_path / "downstream.csv", tmp_path / "earlier.csv"
     earlier.write_text("a table kept elsewhere\n")
     csv.symlink_to(earlier)  # replaced, never written through

@@ -17,6 +17,8 @@ from conftest import REPO, write_run
 nbformat = pytest.importorskip("nbformat")
 papermill = pytest.importorskip("papermill")
 
+pytestmark = pytest.mark.slow  # each notebook in a Jupyter kernel of its own: several processes
+
 # The default preset's runs: the Table 1 experiments, all at loss 20 (no improvement anywhere).
 SMOKE_LOSSES = {0: 30.0, 4: 25.0, 8: 22.0, 12: 20.0}
 

@@ -33,6 +33,7 @@ print(json.dumps({"parent": parent.returncode, "signal": os.WTERMSIG(status) if
 """
 
 
+@pytest.mark.slow  # three processes: a subreaper, a parent killed, its trainer
 @pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_parent_killed_while_the_trainer_imports_torch_stops_it(
     token_dir, tiny_indices, tmp_path

@@ -13,12 +13,16 @@ def quick_start_commands() -> list[str]:
 
 def test_ci_runs_exactly_the_readme_set_up_and_test_commands():
     set_up, test = quick_start_commands()[:2]
-    ci = (REPO / ".ci" / "run").read_text()
-    assert set_up in ci.splitlines()
-    assert f"{test} || status=$?" in ci.splitlines()
-    # ...and then the tests that the test command leaves out (docs/testing.md)
-    assert "  python -m pytest -m slow || status=$?" in ci.splitlines()
-    assert "'.[test]'" in set_up and "torch==2.13.0" in set_up
+    venv, install = set_up.splitlines()
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    # The same set-up in a virtual environment of CI's own, activated before anything installs.
+    assert venv == "python3 -m venv .venv && . .venv/bin/activate"
+    assert ci.index(venv.replace(".venv", ".venv-ci")) < ci.index(install)
+    assert "'.[test]'" in install and "torch==2.13.0" in install
+    # The test command, then the tests that it leaves out (docs/testing.md), each writing the
+    # JUnit XML that CI's last line totals.
+    assert f'{test} --junitxml="$reports/quick.xml" || status=$?' in ci
+    assert '  python -m pytest -m slow --junitxml="$reports/slow.xml" || status=$?' in ci
 
 
 def test_no_rule_has_a_conda_directive():

@@ -28,11 +28,19 @@ def tree(root):
     return {p: p.stat().st_mtime_ns for p in root.rglob("*") if ".snakemake" not in p.parts}
 
 
-def test_a_dry_run_creates_nothing(tmp_path):
-    workdir = copy_workflow(tmp_path)
+@pytest.fixture(scope="module")
+def two_seeds(tmp_path_factory):
+    """The dry run of main at two seeds in a fresh copy, and the copy's tree before it: one
+    Snakemake process for the tests that read it."""
+    workdir = copy_workflow(tmp_path_factory.mktemp("two-seeds"))
     before = tree(workdir)
     result = snakemake(workdir, "-n", "--cores", "1", "main", "--config", "seeds=2")
     assert result.returncode == 0, result.stdout + result.stderr
+    return workdir, before, result
+
+
+def test_a_dry_run_creates_nothing(two_seeds):
+    workdir, before, _ = two_seeds
     assert tree(workdir) == before
 
 
@@ -53,15 +61,12 @@ def test_configured_paths_reach_the_shell_quoted(tmp_path):
     assert not list(tmp_path.rglob("PWNED"))
 
 
-def test_dry_run_of_the_default_config(tmp_path):
-    result = snakemake(copy_workflow(tmp_path), "-n", "--cores", "1", "all")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "train" in result.stdout and "table1" in result.stdout
+def test_dry_run_of_the_default_config(default_plan):
+    assert "train" in default_plan.stdout and "table1" in default_plan.stdout
 
 
-def test_dry_run_of_two_seeds(tmp_path):
-    result = snakemake(copy_workflow(tmp_path), "-n", "--cores", "1", "main", "--config", "seeds=2")
-    assert result.returncode == 0, result.stdout + result.stderr
+def test_dry_run_of_two_seeds(two_seeds):
+    _, _, result = two_seeds
     for job in ("train_seed", "indices_seed", "table1_seeds"):
         assert job in result.stdout
     assert "results/runs/smoke/seed1/resgelu-lr3e-3/metrics.csv" in result.stdout
