@@ -31,7 +31,18 @@ PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 MARKERS = ("GPU", "cluster", "download")
 PRESETS = re.compile(r"\b(smoke|screen|paper|large)\b")
 # Programs the blocks run that these tests leave alone: set-up, lint, viewers, uploads, scripts.
-OTHER_PROGRAMS = {"git", "pip", "ruff", "tensorboard", "hf", "huggingface-cli", "jupyter", "python"}
+OTHER_PROGRAMS = {
+    ".",
+    "git",
+    "pip",
+    "python",
+    "python3",
+    "ruff",
+    "tensorboard",
+    "hf",
+    "huggingface-cli",
+    "jupyter",
+}
 
 
 @dataclass(frozen=True)
