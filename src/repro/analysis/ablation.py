@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from repro.analysis.seeds import paired_difference
+from repro.analysis.seeds import PAIRED_COLUMNS, paired_difference
 from repro.analysis.tuning import Settings, settings
 from repro.config import Experiment, Preset, load_config
 
@@ -58,17 +58,7 @@ ABLATION_COLUMNS = [
     "val_loss_ci_low",
     "val_loss_ci_high",
     "reference",
-    "n_pairs",
-    "loss_gap_mean",
-    "loss_gap_ci_low",
-    "loss_gap_ci_high",
-    "rel_improvement_mean",
-    "rel_improvement_sd",
-    "rel_improvement_ci_low",
-    "rel_improvement_ci_high",
-    "spread_sd",
-    "spread_from",
-    "gap_in_spreads",
+    *PAIRED_COLUMNS,
     "preset",
     "caveat",
 ]

@@ -53,6 +53,21 @@ TABLE1_SEEDS_COLUMNS = [
     "preset",
 ]
 
+# The columns of a paired difference that the tuning and ablation tables show, in their order.
+PAIRED_COLUMNS = [
+    "n_pairs",
+    "loss_gap_mean",
+    "loss_gap_ci_low",
+    "loss_gap_ci_high",
+    "rel_improvement_mean",
+    "rel_improvement_sd",
+    "rel_improvement_ci_low",
+    "rel_improvement_ci_high",
+    "spread_sd",
+    "spread_from",
+    "gap_in_spreads",
+]
+
 BySeed = dict[int, dict[str, Run]]
 
 

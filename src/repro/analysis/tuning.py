@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from repro.analysis.results import scale_caveat
-from repro.analysis.seeds import paired_difference, read_seed_runs, summarise
+from repro.analysis.seeds import PAIRED_COLUMNS, paired_difference, read_seed_runs, summarise
 from repro.config import Experiment, Preset, load_config, seed_dir
 
 GROUP = "tuning"
@@ -53,17 +53,7 @@ COMPARISON_COLUMNS = [
     "linear",
     "linear_model",
     "step",
-    "n_pairs",
-    "loss_gap_mean",
-    "loss_gap_ci_low",
-    "loss_gap_ci_high",
-    "rel_improvement_mean",
-    "rel_improvement_sd",
-    "rel_improvement_ci_low",
-    "rel_improvement_ci_high",
-    "spread_sd",
-    "spread_from",
-    "gap_in_spreads",
+    *PAIRED_COLUMNS,
     "preset",
     "caveat",
 ]
