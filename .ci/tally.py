@@ -6,6 +6,9 @@ A REPORT ending in .xml is pytest's JUnit XML (`--junitxml`); any other is a com
 whose pytest summary lines ("12 passed, 1 skipped, 433 deselected in 9.81s") are added up: the
 GPU validation runs its pytest inside its own script. Errors count as failed. Exits 1 when a test
 failed or when no test ran at all.
+
+The line has the form of pytest's own summary ("== N passed, N failed, N skipped in T s =="), so
+that whatever reads a log's last pytest summary reads the total, not the last suite's.
 """
 
 import re
@@ -14,7 +17,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 # pytest's last line, with or without its '=' rule and whatever prefix a log adds.
-SUMMARY = re.compile(r"(\d+ \w+(?:, \d+ \w+)*) in \d+(?:\.\d+)?s\b")
+SUMMARY = re.compile(r"(\d+ \w+(?:, \d+ \w+)*) in (\d+(?:\.\d+)?)s\b")
 KINDS = {
     "passed": "passed",
     "failed": "failed",
@@ -24,9 +27,11 @@ KINDS = {
 }
 
 
-def from_junit(path: Path) -> dict[str, int]:
+def from_junit(path: Path) -> dict[str, float]:
     """A file that fails to import is a testcase with an error, like a failed fixture."""
-    counts = dict.fromkeys(("passed", "failed", "skipped"), 0)
+    counts = dict.fromkeys(("passed", "failed", "skipped", "seconds"), 0)
+    for suite in ElementTree.parse(path).iter("testsuite"):
+        counts["seconds"] += float(suite.get("time", 0))
     for case in ElementTree.parse(path).iter("testcase"):
         tags = {child.tag for child in case}
         kind = "failed" if tags & {"failure", "error"} else "skipped" if "skipped" in tags else None
@@ -34,10 +39,11 @@ def from_junit(path: Path) -> dict[str, int]:
     return counts
 
 
-def from_output(path: Path) -> dict[str, int]:
-    counts = dict.fromkeys(("passed", "failed", "skipped"), 0)
+def from_output(path: Path) -> dict[str, float]:
+    counts = dict.fromkeys(("passed", "failed", "skipped", "seconds"), 0)
     for line in path.read_text(errors="replace").splitlines():
         if match := SUMMARY.search(line):
+            counts["seconds"] += float(match.group(2))
             for part in match.group(1).split(", "):
                 n, kind = part.split(" ")
                 if kind in KINDS:
@@ -46,14 +52,15 @@ def from_output(path: Path) -> dict[str, int]:
 
 
 def main(reports: list[str]) -> int:
-    total = dict.fromkeys(("passed", "failed", "skipped"), 0)
+    total = dict.fromkeys(("passed", "failed", "skipped", "seconds"), 0)
     for report in map(Path, reports):
         if not report.exists():  # a suite that did not run (an earlier stage failed)
             continue
         counts = from_junit(report) if report.suffix == ".xml" else from_output(report)
         for kind, n in counts.items():
             total[kind] += n
-    print(f"ci: {total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped")
+    counts = f"{total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped"
+    print(f"==== ci: {counts} in {total['seconds']:.2f}s ====")
     return 1 if total["failed"] or not total["passed"] + total["skipped"] else 0
 
 
