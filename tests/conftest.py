@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 import yaml
 
 from repro.config import Report, load_config, load_preset, load_run, resolve_run
@@ -21,6 +22,13 @@ from repro.rundir import METRICS_COLUMNS, RunRecord
 # No test reaches the network: Hugging Face libraries (read when first imported, here and in the
 # tests' subprocesses) fail at once instead of downloading.
 os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
+
+# One CPU thread for each test process and the processes it starts: the tests' models are tiny,
+# where a second thread gains nothing, and the quick suite runs a test process per core
+# (`pytest -n auto`), which more threads would only make contend. A test of thread counts sets
+# its own.
+os.environ["OMP_NUM_THREADS"] = "1"
+torch.set_num_threads(1)
 
 
 def write_token_files(data_dir, train_tokens=30_000, val_tokens=6_000, seed=0):

@@ -89,6 +89,7 @@ def logged(run_dir) -> tuple[str, list[dict]]:
     return json.loads((run_dir / "run.json").read_text())["malloc"], rows
 
 
+@pytest.mark.slow  # two `repro train` processes, each restarting itself
 @tcmalloc
 def test_repro_train_runs_under_tcmalloc_with_glibcs_numbers(tmp_path):
     output, _ = repro_train(tmp_path, "tcmalloc", eval_batches=2)
@@ -116,6 +117,7 @@ def test_without_tcmalloc_training_says_so_in_one_line(tmp_path, monkeypatch, ca
     assert record.malloc == "glibc" and record.status == "completed"
 
 
+@pytest.mark.slow  # two `repro train` processes whose peaks are compared
 def test_evaluation_memory_does_not_grow_with_its_micro_batches(tmp_path):
     """An evaluation of 16 micro-batches per split peaks where one of 2 does: each micro-batch's
     freed logits are reused by the next, not left behind in a fragmented heap."""

@@ -18,7 +18,7 @@ from repro.config import (
     load_preset,
     load_run,
 )
-from repro.config.schema import schema
+from repro.config.schema import load, schema
 from repro.rundir import identity_differences
 
 
@@ -73,6 +73,21 @@ def test_table1_experiments_are_the_spec():
 def test_unknown_key_is_named_with_the_file(tmp_path):
     path = write_preset(tmp_path, lambda d: d["train"].update(learning_rat=1))
     with pytest.raises(ConfigError, match=rf"^{path}: train: unknown key 'learning_rat'$"):
+        load_preset(str(path))
+
+
+def test_a_file_is_read_again_at_each_load_and_each_load_is_its_own(tmp_path):
+    """What a file's bytes parse to is kept, never the file: a preset rewritten between two
+    loads (same size, same moment) loads as rewritten; a caller's edit reaches no other load."""
+    path = write_preset(tmp_path, lambda d: d["train"].update(max_step=12))
+    assert load_preset(str(path)).train.max_step == 12
+    path.write_text(path.read_text().replace("max_step: 12", "max_step: 16"))
+    assert load_preset(str(path)).train.max_step == 16
+    first = load(path, "preset.schema.yaml")
+    first["train"]["max_step"] = 99
+    assert load(path, "preset.schema.yaml")["train"]["max_step"] == 16
+    path.write_text(path.read_text().replace("max_step: 16", "max_stp: 16"))
+    with pytest.raises(ConfigError, match="unknown key 'max_stp'"):
         load_preset(str(path))
 
 

@@ -256,6 +256,7 @@ doc_to_choice: "{{choices}}"
 """
 
 
+@pytest.mark.slow  # lm-eval indexes its tasks, then loads them
 def test_task_data_that_cannot_be_had_are_one_line_naming_the_task(tmp_path, tasks_dir, capsys):
     """Offline (conftest sets HF_HUB_OFFLINE=1, HF_DATASETS_OFFLINE=1) with a task's data not in
     the cache; a task of one's own whose data file is gone."""

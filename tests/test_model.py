@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from repro.config import QUERY_MODES, load_run
-from repro.model import GPT, ModelConfig, count_parameters
+from repro.model import GPT, ModelConfig, count_parameters, parameter_counts
 
 # §1: exact non-embedding parameter counts of the paper-size models.
 PAPER_NON_EMBEDDING = {
@@ -27,6 +27,14 @@ def test_paper_non_embedding_parameters(experiment, expected):
         counts = count_parameters(GPT(config))
     assert counts["non_embedding_params"] == expected
     assert counts["total_params"] == expected + 50304 * 768 + 1024 * 768  # tied: wte counted once
+
+
+def test_parameter_counts_without_allocating_are_those_of_the_model():
+    config = load_run("tiny", "resgelu-lr3e-3").model
+    counts = parameter_counts(config)
+    assert counts == count_parameters(GPT(config))  # built on the CPU
+    counts["total_params"] = 0  # each call's own dict
+    assert parameter_counts(config) == count_parameters(GPT(config))
 
 
 def test_mlp_hidden_is_rounded_down_like_the_authors():

@@ -73,6 +73,7 @@ def interrupted(args: list[str], after_step: int, signals) -> subprocess.Complet
     )
 
 
+@pytest.mark.slow  # a `repro train` process, interrupted, then resumed
 def test_ctrl_c_checkpoints_exits_130_and_the_next_attempt_resumes(
     token_dir, tiny_indices, tiny_baseline_run, tmp_path
 ):
@@ -92,6 +93,7 @@ def test_ctrl_c_checkpoints_exits_130_and_the_next_attempt_resumes(
     )
 
 
+@pytest.mark.slow  # a `repro train` process, interrupted, then resumed
 def test_signals_in_quick_succession_stop_once_without_a_traceback(
     token_dir, tiny_indices, tiny_baseline_run, tmp_path
 ):

@@ -138,6 +138,7 @@ def test_missing_runs_are_listed_instead_of_an_answer(tmp_path):
         assert run in detail
 
 
+@pytest.mark.slow  # papermill runs the notebook in its own kernel
 def test_the_notebook_writes_both_tables(tmp_path):
     import pandas as pd
     import papermill

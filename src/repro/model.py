@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import asdict
+from functools import lru_cache
 from pathlib import Path
 
 import torch
@@ -353,6 +354,19 @@ def count_parameters(model: GPT) -> dict[str, int]:
     total = sum(p.numel() for p in model.parameters())  # parameters() yields a tied weight once
     embedding = model.transformer.wte.weight.numel() + model.transformer.wpe.weight.numel()
     return {"total_params": total, "non_embedding_params": total - embedding}
+
+
+def parameter_counts(config: ModelConfig) -> dict[str, int]:
+    """count_parameters of the model `config` describes, built on the meta device without
+    allocating. Kept per configuration: a build there initialises every weight through torch's
+    Python decompositions, whose first use imports torch._dynamo (about a second)."""
+    return dict(_meta_parameter_counts(config))
+
+
+@lru_cache(maxsize=64)
+def _meta_parameter_counts(config: ModelConfig) -> tuple[tuple[str, int], ...]:
+    with torch.device("meta"):
+        return tuple(count_parameters(GPT(config)).items())
 
 
 def flops_per_token(config: ModelConfig, total_params: int) -> int:

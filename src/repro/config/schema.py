@@ -14,11 +14,12 @@ MAX_YAML_BYTES, nested deeper than MAX_YAML_DEPTH or whose aliases expand past M
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import re
 import stat
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -201,6 +202,10 @@ def validate(data, schema_name: str, source: str | os.PathLike) -> dict:
 
 def read_yaml(path: str | os.PathLike) -> dict:
     """The data of a YAML file of at most MAX_YAML_BYTES, read with ConfigLoader."""
+    return _parse_yaml_file(_read_config_bytes(path), str(path))
+
+
+def _read_config_bytes(path: str | os.PathLike) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a named pipe must not block the reader
     except FileNotFoundError:
@@ -214,6 +219,10 @@ def read_yaml(path: str | os.PathLike) -> dict:
         text = f.read(MAX_YAML_BYTES + 1)
     if len(text) > MAX_YAML_BYTES:
         raise ConfigError(f"{path}: larger than {MAX_YAML_BYTES:,} bytes, not a configuration file")
+    return text
+
+
+def _parse_yaml_file(text: bytes, path: str) -> dict:
     try:
         data = parse_yaml(text)
     except yaml.MarkedYAMLError as e:
@@ -226,5 +235,14 @@ def read_yaml(path: str | os.PathLike) -> dict:
 
 
 def load(path: Path, schema_name: str) -> dict:
-    """A YAML file, validated against a schema, with its defaults filled in."""
-    return validate(read_yaml(path), schema_name, path)
+    """A YAML file, validated against a schema, with its defaults filled in.
+
+    The file is read at every call; what its bytes parse to is kept, since an analysis resolves
+    the same experiments.yaml once per run it reads and the pure-Python parse (which keeps each
+    value's line for the errors) takes a tenth of a second. Each call gets its own copy."""
+    return copy.deepcopy(_load_bytes(_read_config_bytes(path), schema_name, str(path)))
+
+
+@lru_cache(maxsize=32)
+def _load_bytes(text: bytes, schema_name: str, path: str) -> dict:
+    return validate(_parse_yaml_file(text, path), schema_name, path)

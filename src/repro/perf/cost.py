@@ -7,11 +7,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict
 
-import torch
-
 from repro.config import RunConfig
 from repro.config.schema import ConfigError
-from repro.model import GPT, ModelConfig, count_parameters, flops_per_token
+from repro.model import ModelConfig, flops_per_token, parameter_counts
 
 H100_BF16_PEAK_FLOPS = 989e12  # dense bf16, H100 and H200 SXM
 
@@ -31,8 +29,7 @@ def known_peak_flops(device_name: str) -> float | None:
 
 def model_size(config: ModelConfig) -> dict:
     """Parameter counts and training FLOPs per token of a model, without allocating it."""
-    with torch.device("meta"):
-        params = count_parameters(GPT(config))
+    params = parameter_counts(config)
     return {**params, "flops_per_token": flops_per_token(config, params["total_params"])}
 
 

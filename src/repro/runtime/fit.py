@@ -24,7 +24,7 @@ from collections.abc import Callable
 import torch
 
 from repro.errors import ReproError
-from repro.model import GPT, ModelConfig, count_parameters
+from repro.model import ModelConfig, parameter_counts
 
 LARGEST_PROBED = 96  # micro-batches of 32-96 are where an H100/H200 is expected to gain
 MEMORY_HEADROOM = 0.85  # of the GPU's memory a probe may use: the optimiser state comes later
@@ -75,8 +75,7 @@ TRAINING_COPIES = 4
 def weight_bytes(config: ModelConfig) -> int:
     """The bytes of a model's float32 weights, counted on the meta device, without allocating.
     Training holds TRAINING_COPIES times as much, and activations come on top."""
-    with torch.device("meta"):
-        return 4 * count_parameters(GPT(config))["total_params"]
+    return 4 * parameter_counts(config)["total_params"]
 
 
 def largest_fitting(
