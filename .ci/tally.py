@@ -7,8 +7,8 @@ whose pytest summary lines ("12 passed, 1 skipped, 433 deselected in 9.81s") are
 GPU validation runs its pytest inside its own script. Errors count as failed. Exits 1 when a test
 failed or when no test ran at all.
 
-The line has the form of pytest's own summary ("== N passed, N failed, N skipped in T s =="), so
-that whatever reads a log's last pytest summary reads the total, not the last suite's.
+The line has the form of pytest's own summary ("== N passed, N failed, N skipped in Ts (...) =="),
+so that whatever reads a log's last pytest summary reads the total, not the last suite's.
 """
 
 import re
@@ -60,7 +60,7 @@ def main(reports: list[str]) -> int:
         for kind, n in counts.items():
             total[kind] += n
     counts = f"{total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped"
-    print(f"==== ci: {counts} in {total['seconds']:.2f}s ====")
+    print(f"==== {counts} in {total['seconds']:.2f}s (ci: every suite) ====")
     return 1 if total["failed"] or not total["passed"] + total["skipped"] else 0
 
 

@@ -48,7 +48,9 @@ def tally(*reports):
 
 
 # pytest's own last line: "==== 1 failed, 2 passed, 1 skipped in 0.12s ====".
-PYTEST_SUMMARY = re.compile(r"^=+ ci: (\d+ passed, \d+ failed, \d+ skipped) in \d+\.\d\ds =+$")
+PYTEST_SUMMARY = re.compile(
+    r"^=+ (\d+ passed, \d+ failed, \d+ skipped) in \d+\.\d\ds \(ci: every suite\) =+$"
+)
 
 
 def counts(result):
