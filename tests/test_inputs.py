@@ -15,6 +15,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
+import torch
 import yaml
 from conftest import REPO, write_experiments, write_token_files
 
@@ -213,6 +214,49 @@ def test_a_run_whose_train_log_cannot_be_appended_completes(
     assert record.status == "completed" and record.last_step == 12
     assert len((tmp_path / "run" / "metrics.csv").read_text().splitlines()) == 1 + 13
     assert capsys.readouterr().err.count("train.log: cannot append (Is a directory)") == 1
+
+
+@pytest.mark.parametrize("log", ["metrics.csv", "events.out.tfevents.repro"])
+def test_a_disk_that_fills_during_training_is_one_line_and_the_run_resumes(
+    log, token_dir, tiny_indices, tiny_baseline_run, tmp_path, monkeypatch, capsys
+):
+    """The disk fills at step 7 (the run's log file becomes /dev/full: every write is the kernel's
+    ENOSPC): one line naming the file; the checkpoint of step 5 is kept, and the same command,
+    once there is room, resumes to the rows of a run never stopped."""
+    from test_train import read_metrics, without_timing
+
+    import repro.rundir
+    import repro.runtime.tensorboard
+
+    opened = {}
+    for module in (repro.rundir, repro.runtime.tensorboard):
+
+        def recording(path, flags, what, opener=module.open_no_link):
+            opened[Path(path).name] = fd = opener(path, flags, what)
+            return fd
+
+        monkeypatch.setattr(module, "open_no_link", recording)
+    append = repro.rundir.MetricsLog.append
+
+    def filling(self, row):
+        if row["step"] == 7:
+            os.dup2(os.open("/dev/full", os.O_WRONLY), opened[log])
+        append(self, row)
+
+    monkeypatch.setattr(repro.rundir.MetricsLog, "append", filling)
+    out = tmp_path / "run"
+    argv = ["train", "--preset", "tiny", "--experiment", "baseline", "--data", str(token_dir)]
+    argv += ["--indices", str(tiny_indices), "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert err.startswith(f"repro: error: {out / log}: cannot be written (No space left on device)")
+    assert "resume" in err
+    assert torch.load(out / "ckpt.pt", weights_only=True)["step"] == 5
+
+    monkeypatch.setattr(repro.rundir.MetricsLog, "append", append)
+    assert main(argv) == 0
+    assert without_timing(read_metrics(out)) == without_timing(read_metrics(tiny_baseline_run))
 
 
 # ---- YAML: bounded, and read as researchers write it -----------------------------------------

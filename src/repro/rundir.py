@@ -16,7 +16,7 @@ from pathlib import Path
 
 import repro
 from repro.errors import ReproError
-from repro.files import atomic_write, copy_file, open_no_link, read_json, write_json
+from repro.files import WriteError, atomic_write, copy_file, open_no_link, read_json, write_json
 
 RUN_JSON, METRICS_CSV, CHECKPOINT = "run.json", "metrics.csv", "ckpt.pt"
 LIVE = "live"  # where `repro train` works in the workflow's run folders (rules/train.smk)
@@ -201,7 +201,7 @@ class MetricsLog:
     With path None, rows are taken and dropped: a DDP rank other than 0 writes nothing."""
 
     def __init__(self, path: Path | None, resume_step: int):
-        self.path, self.file = path, None
+        self.path, self.file, self.failed = path, None, False
         if path is None:
             return
         # Imported here: tensorboard's modules load in a fraction of a second, which only the
@@ -218,13 +218,23 @@ class MetricsLog:
     def append(self, row: dict) -> None:
         if self.file is None:
             return
-        self.writer.writerow(_csv_row(row))
-        self.file.flush()
+        try:
+            self.writer.writerow(_csv_row(row))
+            self.file.flush()
+        except OSError as e:  # a full disk: the rows before this one are whole
+            self.failed = True
+            raise WriteError(f"{self.path}: cannot be written ({e.strerror})") from None
         self.events.append(row)
 
     def close(self) -> None:
-        if self.file is not None:
+        if self.file is None:
+            return
+        try:
             self.file.close()
+        except OSError as e:  # the row left in the buffer: after a failed append, said already
+            if not self.failed:
+                raise WriteError(f"{self.path}: cannot be written ({e.strerror})") from None
+        finally:
             self.events.close()
 
 

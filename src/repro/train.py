@@ -25,7 +25,7 @@ from repro.checkpoint import check_checkpoint_space, load_checkpoint, restore, s
 from repro.config import RunConfig
 from repro.data.batches import Batches, DeviceBatches
 from repro.data.tokens import corpus_note
-from repro.files import make_dir
+from repro.files import WriteError, make_dir
 from repro.model import GPT, count_parameters
 from repro.rundir import (
     CHECKPOINT,
@@ -227,6 +227,11 @@ def _train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path) -> 
             DivergenceStop.of(run, rows_before(out_dir / METRICS_CSV, start)),
         )
         record = run_steps(session, start, record)
+    except WriteError as e:  # a full disk: what was checkpointed stays, and resumes
+        raise WriteError(
+            f"{e}: training stopped; its last checkpoint is kept, and the same command resumes "
+            f"from it once there is room"
+        ) from None
     finally:
         metrics.close()
     record.finished = now()

@@ -67,7 +67,7 @@ class EventLog:
     `resume_step` dropped (all of them when the run starts afresh)."""
 
     def __init__(self, run_dir: Path, resume_step: int):
-        self.path = Path(run_dir) / EVENTS
+        self.path, self.failed = Path(run_dir) / EVENTS, False
         kept = kept_events(self.path, resume_step)
         # The kept events rewritten as a new file (never through a link), then appended to.
         with atomic_write(self.path, "wb") as f:
@@ -81,8 +81,12 @@ class EventLog:
             self._write(Event(wall_time=time.time(), file_version="brain.Event:2"))
 
     def _write(self, event: Event) -> None:
-        self.records.write(event.SerializeToString())
-        self.records.flush()  # live: TensorBoard sees each step as soon as it is logged
+        try:
+            self.records.write(event.SerializeToString())
+            self.records.flush()  # live: TensorBoard sees each step as soon as it is logged
+        except OSError as e:  # a full disk: a reader skips the event cut short (end_before)
+            self.failed = True
+            raise WriteError(f"{self.path}: cannot be written ({e.strerror})") from None
 
     def append(self, row: dict) -> None:
         """One metrics.csv row (a dict of floats, None where a column is empty)."""
@@ -94,7 +98,11 @@ class EventLog:
         self._write(Event(wall_time=time.time(), step=row["step"], summary=Summary(value=values)))
 
     def close(self) -> None:
-        self.records.close()
+        try:
+            self.records.close()
+        except OSError as e:  # the event left in the buffer: after a failed write, said already
+            if not self.failed:
+                raise WriteError(f"{self.path}: cannot be written ({e.strerror})") from None
 
 
 def write_events(run_dir: Path, rows: list[dict]) -> None:
