@@ -6,7 +6,8 @@
 # Targets: results/table1.csv, results/table1_seeds.csv, results/figures/figure{1,2}.{png,pdf},
 # results/tuning.csv (docs/tuning.md), results/ablation.csv (docs/ablation.md),
 # results/runs/<preset>/<experiment>/metrics.csv, `main` (Table 1 + Figure 1), `all`;
-# results/downstream.csv when config downstream_tasks names lm-eval tasks (docs/downstream.md).
+# results/downstream.csv when config downstream_tasks names lm-eval tasks (docs/downstream.md);
+# results/audit/ when config audit_logs names the audit's logs (docs/authors.md).
 
 from snakemake.utils import min_version, validate
 
@@ -31,6 +32,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/authors.smk"
+include: "workflow/rules/audit.smk"
 include: "workflow/rules/notebooks.smk"
 include: "workflow/rules/tuning.smk"
 include: "workflow/rules/ablation.smk"
@@ -50,8 +52,8 @@ rule main:
         run_files(TABLE1, seeds=SEEDS),
 
 
-# Everything: main, the Figure 2 sweep, the extra experiments of config.yaml, and the authors'
-# artefacts when authors_artefacts is set.
+# Everything: main, the Figure 2 sweep, the extra experiments of config.yaml, the authors'
+# artefacts when authors_artefacts is set and the audit's logs when audit_logs is.
 rule all:
     default_target: True
     input:
@@ -61,4 +63,5 @@ rule all:
         run_files(config["extra_experiments"]),
         authors_targets,
         authors_comparisons,
+        audit_targets,
         rules.downstream.output if DOWNSTREAM_TASKS else [],

@@ -192,3 +192,66 @@ def test_figure1_draws_an_audit_log_imported_as_an_experiment(tiny_runs, tmp_pat
     labels = [line.get_label() for line in fig.axes[0].get_lines()]
     assert "baseline (audit's run)" in labels
     assert "outside the audit's band" in labels  # at step 8, 1 nat above ours
+
+
+# ---- the workflow: config keys audit_logs and audit_runs ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def audit_workflow(tmp_path_factory):
+    """The workflow at the tiny preset given an audit's logs folder, one of whose logs is said to
+    be resgelu-lr3e-3: target `audit` run (both import jobs), then the dry run of Figure 1."""
+    from workflow_helpers import copy_workflow, snakemake
+
+    root = tmp_path_factory.mktemp("audit-workflow")
+    logs = root / "audit's logs"
+    write_log(logs / "gpt3large_linear_qknorm_lr1p5e3_seed43.csv", curve(60000))
+    write_log(logs / "gpt3large_resgelu_s0p5_seed43.csv", curve(12, interval=4, end=5.0))
+    workdir = copy_workflow(root / "wf")
+    config = ["--config", "preset=tiny", f"audit_logs={logs}"]
+    config.append("audit_runs={resgelu-lr3e-3: gpt3large_resgelu_s0p5_seed43.csv}")
+    imported = snakemake(workdir, "--cores", "1", "audit", *config)
+    assert imported.returncode == 0, imported.stdout + imported.stderr
+    figure = snakemake(workdir, "-n", "-p", "--cores", "1", "results/figures/figure1.png", *config)
+    assert figure.returncode == 0, figure.stdout + figure.stderr
+    return workdir, logs, figure
+
+
+def test_the_workflow_imports_every_log_and_those_said_to_be_ours(audit_workflow):
+    workdir, logs, _ = audit_workflow
+    tuned = read_run(workdir / "results/audit/logs/large/gpt3large_linear_qknorm_lr1p5e3_seed43")
+    assert (tuned.record.source, tuned.status) == ("audit", "completed")
+    ours = read_run(workdir / "results/audit/as/tiny/resgelu-lr3e-3")
+    assert (ours.record.source, ours.record.preset, ours.status) == ("audit", "tiny", "completed")
+    assert ours.record.identity["model"]["query_mode"] == "residual_gelu"
+    assert ours.record.data["audit_log"] == str(logs / "gpt3large_resgelu_s0p5_seed43.csv")
+
+
+def test_figure1_of_the_workflow_draws_the_logs_said_to_be_ours(audit_workflow):
+    _, _, figure = audit_workflow
+    assert "-p audit_runs_dir results/audit/as/tiny" in figure.stdout
+    assert "results/audit/as/tiny/resgelu-lr3e-3/run.json" in figure.stdout  # an input
+
+
+@pytest.mark.parametrize(
+    "config,message",
+    [
+        (["audit_runs={baseline: x.csv}"], "audit_runs names logs, but audit_logs no folder"),
+        (["audit_logs=LOGS", "audit_runs={nope: a.csv}"], "audit_runs: unknown experiment 'nope'"),
+        (
+            ["audit_logs=LOGS", "audit_runs={baseline: gone.csv}"],
+            "audit_runs: baseline: no log 'gone.csv' in audit_logs",
+        ),
+    ],
+)
+def test_audit_runs_that_cannot_be_had_stop_the_dag_naming_them(tmp_path, config, message):
+    from workflow_helpers import copy_workflow, snakemake
+
+    logs = tmp_path / "logs"
+    write_log(logs / "a.csv", curve(12, interval=4))
+    workdir = copy_workflow(tmp_path / "wf")
+    config = [c.replace("LOGS", str(logs)) for c in config]
+    result = snakemake(workdir, "-n", "--cores", "1", "--config", "preset=tiny", *config)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and f"Invalid configuration: {message}" in output, output
+    assert not (workdir / "results").exists()

@@ -221,6 +221,43 @@ def authors_targets(wildcards):
     return [AUTHORS_FOUND, "results/authors/table1.csv", *authors_run_files(list(authors_found()))]
 
 
+# The audit's logs (config keys audit_logs and audit_runs, audit.smk): checked here, read by jobs.
+AUDIT_LOGS = config["audit_logs"]
+AUDIT_RUNS = config["audit_runs"]
+AUDIT_IMPORTED = "results/audit/logs"  # every log, at <preset>/<log name>/
+if AUDIT_RUNS and not AUDIT_LOGS:
+    raise ValueError("Invalid configuration: audit_runs names logs, but audit_logs no folder")
+for _name, _log in AUDIT_RUNS.items():
+    if _name not in EXPERIMENTS.by_name:
+        raise ValueError(f"Invalid configuration: audit_runs: unknown experiment {_name!r} "
+                         f"(those of {EXPERIMENTS.source})")
+    if not os.path.isfile(os.path.join(AUDIT_LOGS, _log)):
+        raise ValueError(f"Invalid configuration: audit_runs: {_name}: no log {_log!r} in "
+                         f"audit_logs ({AUDIT_LOGS})")
+
+
+def audit_runs_dir():
+    return f"results/audit/as/{PRESET.name}"
+
+
+def audit_run_files(names):
+    """metrics.csv and run.json of the audit's logs imported as experiments among `names`."""
+    return [f"{audit_runs_dir()}/{name}/{file}" for name in names if name in AUDIT_RUNS
+            for file in ("metrics.csv", "run.json")]
+
+
+def audit_param(names):
+    """The notebooks' `-p audit_runs_dir` when any of `names` is an audit's log."""
+    return f" -p audit_runs_dir {shlex.quote(audit_runs_dir())}" if audit_run_files(names) else ""
+
+
+def audit_targets(wildcards):
+    """Every log imported, and those of audit_runs as our experiments (in `all` with audit_logs)."""
+    if not AUDIT_LOGS:
+        return []
+    return [AUDIT_IMPORTED, *audit_run_files(list(AUDIT_RUNS))]
+
+
 # The one papermill command of every notebook job: the preset, its runs and the config
 # directory as parameters, plus that notebook's own (params.outputs: its output paths, and the
 # number of seeds where it reads them).

@@ -45,6 +45,7 @@ use rule table1 as figure1 with:
         notebook="notebooks/figure1.ipynb",
         runs=run_files(TABLE1, seeds=SEEDS),
         authors=lambda wildcards: authors_run_files(TABLE1),
+        audit=audit_run_files(TABLE1),
     output:
         png=report("results/figures/figure1.png", caption="../report/figure1.rst",
                    category="Figure 1"),
@@ -56,7 +57,8 @@ use rule table1 as figure1 with:
         outputs=lambda wildcards, output: notebook_outputs(
             out_png=output.png, out_pdf=output.pdf, out_html=output.html, seeds=len(SEEDS)
         )
-        + authors_param(TABLE1),
+        + authors_param(TABLE1)
+        + audit_param(TABLE1),
     log:
         "results/notebooks/figure1.log",
 

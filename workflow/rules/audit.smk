@@ -1,0 +1,45 @@
+# The independent audit's logs (docs/authors.md, "The audit's logs"), when config key audit_logs
+# names its neurreps_writeup/logs/ folder: every loss log imported read-only at the preset its
+# name says (results/audit/logs/<preset>/<log name>/, a reference for `repro compare`), and each
+# log that audit_runs says is an experiment of ours imported as that experiment at the configured
+# preset (results/audit/as/<preset>/<experiment>/), which Figure 1 draws beside ours. The
+# functions these rules use are in common.smk.
+
+
+# Rerun when a log is added to or removed from the folder (the folder's mtime changes).
+rule import_audit_logs:
+    input:
+        logs=lambda wildcards: AUDIT_LOGS,
+    output:
+        directory(AUDIT_IMPORTED),
+    params:
+        config=CONFIG_DIR,
+    log:
+        "results/audit/logs.log",
+    shell:
+        "repro import-audit-logs {input.logs:q} --out {output:q} --config-dir {params.config:q} "
+        "> {log:q} 2>&1"
+
+
+rule import_audit_run:
+    input:
+        log=lambda wildcards: os.path.join(AUDIT_LOGS, AUDIT_RUNS[wildcards.experiment]),
+    output:
+        metrics="results/audit/as/{preset}/{experiment}/metrics.csv",
+        run="results/audit/as/{preset}/{experiment}/run.json",
+    params:
+        preset=lambda wildcards: preset_of(wildcards).source,
+        config=CONFIG_DIR,
+        out=lambda wildcards, output: os.path.dirname(output.metrics),
+    log:
+        "results/audit/as/{preset}/{experiment}/import.log",
+    shell:
+        "repro import-audit-log {input.log:q} --experiment {wildcards.experiment:q} "
+        "--preset {params.preset:q} --out {params.out:q} --config-dir {params.config:q} "
+        "> {log:q} 2>&1"
+
+
+# Every log imported, and those of audit_runs (part of `all` when audit_logs is set).
+rule audit:
+    input:
+        audit_targets,
