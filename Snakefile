@@ -64,4 +64,5 @@ rule all:
         authors_targets,
         authors_comparisons,
         audit_targets,
+        audit_comparisons,
         rules.downstream.output if DOWNSTREAM_TASKS else [],

@@ -214,11 +214,13 @@ def audit_workflow(tmp_path_factory):
     assert imported.returncode == 0, imported.stdout + imported.stderr
     figure = snakemake(workdir, "-n", "-p", "--cores", "1", "results/figures/figure1.png", *config)
     assert figure.returncode == 0, figure.stdout + figure.stderr
-    return workdir, logs, figure
+    everything = snakemake(workdir, "-n", "-p", "--cores", "1", "all", *config)
+    assert everything.returncode == 0, everything.stdout + everything.stderr
+    return workdir, logs, figure, everything
 
 
 def test_the_workflow_imports_every_log_and_those_said_to_be_ours(audit_workflow):
-    workdir, logs, _ = audit_workflow
+    workdir, logs, _, _ = audit_workflow
     tuned = read_run(workdir / "results/audit/logs/large/gpt3large_linear_qknorm_lr1p5e3_seed43")
     assert (tuned.record.source, tuned.status) == ("audit", "completed")
     ours = read_run(workdir / "results/audit/as/tiny/resgelu-lr3e-3")
@@ -228,9 +230,19 @@ def test_the_workflow_imports_every_log_and_those_said_to_be_ours(audit_workflow
 
 
 def test_figure1_of_the_workflow_draws_the_logs_said_to_be_ours(audit_workflow):
-    _, _, figure = audit_workflow
+    _, _, figure, _ = audit_workflow
     assert "-p audit_runs_dir results/audit/as/tiny" in figure.stdout
     assert "results/audit/as/tiny/resgelu-lr3e-3/run.json" in figure.stdout  # an input
+
+
+def test_all_compares_our_run_with_the_audits_of_the_same_experiment(audit_workflow):
+    _, _, _, everything = audit_workflow
+    command = (
+        "repro compare results/runs/tiny/resgelu-lr3e-3 --reference "
+        "results/audit/as/tiny/resgelu-lr3e-3 --config-dir config "
+        "--csv results/audit/compare/tiny/resgelu-lr3e-3.csv"
+    )
+    assert command in everything.stdout, everything.stdout
 
 
 @pytest.mark.parametrize(

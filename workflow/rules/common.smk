@@ -251,6 +251,11 @@ def audit_param(names):
     return f" -p audit_runs_dir {shlex.quote(audit_runs_dir())}" if audit_run_files(names) else ""
 
 
+def audit_comparisons(wildcards):
+    """Our runs compared with the audit's logs said to be the same experiments (compare.smk)."""
+    return [f"results/audit/compare/{PRESET.name}/{name}.csv" for name in AUDIT_RUNS]
+
+
 def audit_targets(wildcards):
     """Every log imported, and those of audit_runs as our experiments (in `all` with audit_logs)."""
     if not AUDIT_LOGS:
