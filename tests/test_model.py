@@ -1,6 +1,8 @@
 """The model and its query projections (docs/specification.md §1)."""
 
 import math
+import subprocess
+import sys
 from dataclasses import replace
 
 import pytest
@@ -29,12 +31,21 @@ def test_paper_non_embedding_parameters(experiment, expected):
     assert counts["total_params"] == expected + 50304 * 768 + 1024 * 768  # tied: wte counted once
 
 
-def test_parameter_counts_without_allocating_are_those_of_the_model():
-    config = load_run("tiny", "resgelu-lr3e-3").model
-    counts = parameter_counts(config)
-    assert counts == count_parameters(GPT(config))  # built on the CPU
-    counts["total_params"] = 0  # each call's own dict
-    assert parameter_counts(config) == count_parameters(GPT(config))
+@pytest.mark.parametrize("experiment", ["baseline", "resgelu-lr3e-3", "mlp4.75", "identity"])
+@pytest.mark.parametrize("qk_norm", [False, True])
+def test_parameter_counts_without_allocating_are_those_of_the_model(experiment, qk_norm):
+    config = replace(load_run("tiny", experiment).model, qk_norm=qk_norm)
+    assert parameter_counts(config) == count_parameters(GPT(config))  # built on the CPU
+
+
+def test_sizing_a_model_imports_no_compiler():
+    """The size every `repro train` checks before allocating costs no torch._dynamo import."""
+    code = (
+        "import sys; from repro.config import load_run; from repro.model import parameter_counts;"
+        "parameter_counts(load_run('large', 'resgelu-lr3e-3').model);"
+        "assert 'torch._dynamo' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_mlp_hidden_is_rounded_down_like_the_authors():

@@ -9,12 +9,12 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import asdict
-from functools import lru_cache
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 from torch.utils.checkpoint import checkpoint
 
 from repro.config import QUERY_MLP_MODES, ModelConfig
@@ -357,16 +357,22 @@ def count_parameters(model: GPT) -> dict[str, int]:
 
 
 def parameter_counts(config: ModelConfig) -> dict[str, int]:
-    """count_parameters of the model `config` describes, built on the meta device without
-    allocating. Kept per configuration: a build there initialises every weight through torch's
-    Python decompositions, whose first use imports torch._dynamo (about a second)."""
-    return dict(_meta_parameter_counts(config))
+    """count_parameters of the model `config` describes, built on the meta device: nothing is
+    allocated, and no weight initialised (the sizes alone), in milliseconds for any preset."""
+    with torch.device("meta"), _NoInitialisation():
+        return count_parameters(GPT(config))
 
 
-@lru_cache(maxsize=64)
-def _meta_parameter_counts(config: ModelConfig) -> tuple[tuple[str, int], ...]:
-    with torch.device("meta"):
-        return tuple(count_parameters(GPT(config)).items())
+class _NoInitialisation(TorchFunctionMode):
+    """torch.nn.init's functions return their tensor as it is. A meta tensor has no values to
+    set, and setting them anyway runs torch's Python decompositions, whose first use imports
+    torch._dynamo: 1.6 s of every process that sizes a model before building it."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if getattr(func, "__module__", None) == "torch.nn.init":
+            return kwargs["tensor"] if "tensor" in kwargs else args[0]
+        return func(*args, **kwargs)
 
 
 def flops_per_token(config: ModelConfig, total_params: int) -> int:
