@@ -4,6 +4,8 @@ probes `step,L0,L12,L23,max` beside them), imported read-only as run directories
 line when malformed, and shown by `repro compare` and in Figure 1."""
 
 import json
+import shlex
+from types import SimpleNamespace
 
 import matplotlib
 import pytest
@@ -200,7 +202,7 @@ def test_figure1_draws_an_audit_log_imported_as_an_experiment(tiny_runs, tmp_pat
 @pytest.fixture(scope="module")
 def audit_workflow(tmp_path_factory):
     """The workflow at the tiny preset given an audit's logs folder, one of whose logs is said to
-    be resgelu-lr3e-3: target `audit` run (both import jobs), then the dry run of `all`."""
+    be resgelu-lr3e-3, and the dry run of `all` with its shell commands."""
     from workflow_helpers import copy_workflow, snakemake
 
     root = tmp_path_factory.mktemp("audit-workflow")
@@ -210,38 +212,58 @@ def audit_workflow(tmp_path_factory):
     workdir = copy_workflow(root / "wf")
     config = ["--config", "preset=tiny", f"audit_logs={logs}"]
     config.append("audit_runs={resgelu-lr3e-3: gpt3large_resgelu_s0p5_seed43.csv}")
-    imported = snakemake(workdir, "--cores", "1", "audit", *config)
+    plan = snakemake(workdir, "-n", "-p", "--cores", "1", "all", *config)
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    return SimpleNamespace(workdir=workdir, logs=logs, config=config, plan=plan.stdout)
+
+
+def job(plan: str, rule: str) -> str:
+    """The part of a dry run's plan that is the job of `rule`."""
+    return plan.split(f"rule {rule}:", 1)[1].split("\nrule ", 1)[0]
+
+
+def test_all_imports_every_log_and_those_said_to_be_ours(audit_workflow):
+    plan, logs = audit_workflow.plan, audit_workflow.logs
+    folder = shlex.quote(str(logs))  # its name holds a quote
+    assert f"repro import-audit-logs {folder} --out results/audit/logs" in job(
+        plan, "import_audit_logs"
+    )
+    log = shlex.quote(str(logs / "gpt3large_resgelu_s0p5_seed43.csv"))
+    preset = "config/presets/tiny.yaml"
+    assert (
+        f"repro import-audit-log {log} --experiment resgelu-lr3e-3 --preset {preset} "
+        "--out results/audit/as/tiny/resgelu-lr3e-3" in job(plan, "import_audit_run")
+    )
+
+
+def test_figure1_of_the_workflow_draws_the_logs_said_to_be_ours(audit_workflow):
+    figure = job(audit_workflow.plan, "figure1")
+    assert "-p audit_runs_dir results/audit/as/tiny" in figure
+    assert "results/audit/as/tiny/resgelu-lr3e-3/run.json" in figure  # an input
+
+
+def test_all_compares_our_run_with_the_audits_of_the_same_experiment(audit_workflow):
+    command = (
+        "repro compare results/runs/tiny/resgelu-lr3e-3 --reference "
+        "results/audit/as/tiny/resgelu-lr3e-3 --config-dir config "
+        "--csv results/audit/compare/tiny/resgelu-lr3e-3.csv"
+    )
+    assert command in job(audit_workflow.plan, "compare_audit")
+
+
+@pytest.mark.slow  # Snakemake running the two import jobs, each a `repro` process
+def test_the_import_jobs_write_the_runs(audit_workflow):
+    from workflow_helpers import snakemake
+
+    workdir, logs = audit_workflow.workdir, audit_workflow.logs
+    imported = snakemake(workdir, "--cores", "1", "audit", *audit_workflow.config)
     assert imported.returncode == 0, imported.stdout + imported.stderr
-    everything = snakemake(workdir, "-n", "-p", "--cores", "1", "all", *config)
-    assert everything.returncode == 0, everything.stdout + everything.stderr
-    return workdir, logs, everything
-
-
-def test_the_workflow_imports_every_log_and_those_said_to_be_ours(audit_workflow):
-    workdir, logs, _ = audit_workflow
     tuned = read_run(workdir / "results/audit/logs/large/gpt3large_linear_qknorm_lr1p5e3_seed43")
     assert (tuned.record.source, tuned.status) == ("audit", "completed")
     ours = read_run(workdir / "results/audit/as/tiny/resgelu-lr3e-3")
     assert (ours.record.source, ours.record.preset, ours.status) == ("audit", "tiny", "completed")
     assert ours.record.identity["model"]["query_mode"] == "residual_gelu"
     assert ours.record.data["audit_log"] == str(logs / "gpt3large_resgelu_s0p5_seed43.csv")
-
-
-def test_figure1_of_the_workflow_draws_the_logs_said_to_be_ours(audit_workflow):
-    _, _, everything = audit_workflow
-    figure = everything.stdout.split("rule figure1:", 1)[1].split("\nrule ", 1)[0]
-    assert "-p audit_runs_dir results/audit/as/tiny" in figure
-    assert "results/audit/as/tiny/resgelu-lr3e-3/run.json" in figure  # an input
-
-
-def test_all_compares_our_run_with_the_audits_of_the_same_experiment(audit_workflow):
-    _, _, everything = audit_workflow
-    command = (
-        "repro compare results/runs/tiny/resgelu-lr3e-3 --reference "
-        "results/audit/as/tiny/resgelu-lr3e-3 --config-dir config "
-        "--csv results/audit/compare/tiny/resgelu-lr3e-3.csv"
-    )
-    assert command in everything.stdout, everything.stdout
 
 
 @pytest.mark.parametrize(

@@ -108,3 +108,15 @@ def test_authors_runs_names_a_missing_folder_in_one_line(tmp_path, capsys):
     error = capsys.readouterr().err.strip()
     assert error == f"repro: error: authors_artefacts: {tmp_path / 'nowhere'}: not a folder"
     assert not out.exists()
+
+
+def test_the_workflow_compares_each_run_with_the_authors(authors_workflow):
+    """`all` compares our runs with theirs of the same configuration (compare.smk)."""
+    out = authors_workflow.dry_run.stdout + authors_workflow.dry_run.stderr
+    for name in authors_workflow.names:
+        assert f"results/authors/compare/tiny/{name}.csv" in out
+    assert (
+        "repro compare results/runs/tiny/mlp4.75 --reference results/authors/runs/tiny/mlp4.75"
+        in out
+    )
+    assert "results/authors/compare/tiny/resgelu-lr3e-3.csv" not in out  # none of theirs

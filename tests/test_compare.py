@@ -191,14 +191,3 @@ def test_figure1_marks_where_ours_leaves_the_authors_band(tiny_runs, tmp_path):
     assert [(list(c.get_xdata()), list(c.get_ydata())) for c in crosses] == [([12], [5.0])]
     labels = [t.get_text() for t in top.get_legend().get_texts()]
     assert "outside the authors' band" in labels
-
-
-def test_the_workflow_compares_each_run_with_the_authors(authors_workflow):
-    out = authors_workflow.dry_run.stdout + authors_workflow.dry_run.stderr
-    for name in authors_workflow.names:
-        assert f"results/authors/compare/tiny/{name}.csv" in out
-    assert (
-        "repro compare results/runs/tiny/mlp4.75 --reference results/authors/runs/tiny/mlp4.75"
-        in out
-    )
-    assert "results/authors/compare/tiny/resgelu-lr3e-3.csv" not in out  # none of theirs
