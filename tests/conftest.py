@@ -85,6 +85,26 @@ def tiny_baseline_run(token_dir, tiny_indices, tmp_path_factory):
 REPO = Path(__file__).resolve().parents[1]
 
 
+def train_args(data, indices, out, *extra, preset="tiny", experiments_file=None) -> list[str]:
+    """The arguments of `repro train` (for repro.cli.main) of the baseline at `preset`."""
+    more = ["--experiments-file", str(experiments_file)] if experiments_file else []
+    return [
+        "train",
+        "--preset",
+        str(preset),
+        "--experiment",
+        "baseline",
+        *more,
+        "--data",
+        str(data),
+        "--indices",
+        str(indices),
+        "--out",
+        str(out),
+        *map(str, extra),
+    ]
+
+
 @pytest.fixture(scope="session")
 def default_plan(tmp_path_factory):
     """The dry run of `all` with the default config and its shell commands (`snakemake -n -p`),

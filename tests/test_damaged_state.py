@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 from authors_helpers import authors_folder
-from conftest import REPO, write_run, write_token_files
+from conftest import REPO, train_args, write_run, write_token_files
 from test_train import read_metrics, without_timing
 
 from repro.cli import main
@@ -59,22 +59,6 @@ def stopped(runs, tmp_path):
     return shutil.copytree(runs / "stopped", tmp_path / "stopped")
 
 
-def resume(run_dir, token_dir, tiny_indices):
-    return [
-        "train",
-        "--preset",
-        "tiny",
-        "--experiment",
-        "baseline",
-        "--data",
-        token_dir,
-        "--indices",
-        tiny_indices,
-        "--out",
-        run_dir,
-    ]
-
-
 # ---- metrics.csv on resume ------------------------------------------------------------------
 
 
@@ -114,7 +98,7 @@ def test_a_damaged_metrics_csv_is_refused_on_resume(
     path = stopped / "metrics.csv"
     path.write_bytes(edit(path.read_bytes().decode()).encode())
     damaged = path.read_bytes()
-    one_line_error(capsys, resume(stopped, token_dir, tiny_indices), pattern)
+    one_line_error(capsys, train_args(token_dir, tiny_indices, stopped), pattern)
     assert path.read_bytes() == damaged  # nothing rewritten
     assert read_record(stopped).status == "running"
 
@@ -123,7 +107,7 @@ def test_a_missing_metrics_csv_is_refused_on_resume(stopped, token_dir, tiny_ind
     (stopped / "metrics.csv").unlink()
     one_line_error(
         capsys,
-        resume(stopped, token_dir, tiny_indices),
+        train_args(token_dir, tiny_indices, stopped),
         r"metrics\.csv: no such file, but the checkpoint is at step 8",
     )
 
@@ -136,7 +120,7 @@ def test_rows_past_the_checkpoint_and_a_cut_last_line_are_dropped(
     whole = (tiny_baseline_run / "metrics.csv").read_text()
     with open(stopped / "metrics.csv", "a", newline="") as f:
         f.write("".join(lines_of(whole)[9:11]) + lines_of(whole)[11][:17])
-    assert main([str(a) for a in resume(stopped, token_dir, tiny_indices)]) == 0
+    assert main(train_args(token_dir, tiny_indices, stopped)) == 0
     assert without_timing(read_metrics(stopped)) == without_timing(read_metrics(tiny_baseline_run))
     assert read_record(stopped).status == "completed"
 
@@ -185,7 +169,7 @@ def test_a_damaged_checkpoint_is_refused_on_resume(
     edit, pattern = CHECKPOINT_DAMAGE[damage]
     edit_checkpoint(stopped / "ckpt.pt", edit)
     metrics = (stopped / "metrics.csv").read_bytes()
-    one_line_error(capsys, resume(stopped, token_dir, tiny_indices), pattern)
+    one_line_error(capsys, train_args(token_dir, tiny_indices, stopped), pattern)
     assert (stopped / "metrics.csv").read_bytes() == metrics
     assert read_record(stopped).status == "running"
 
@@ -194,7 +178,7 @@ def test_a_checkpoint_that_is_a_named_pipe_is_refused(stopped, token_dir, tiny_i
     (stopped / "ckpt.pt").unlink()
     os.mkfifo(stopped / "ckpt.pt")
     one_line_error(
-        capsys, resume(stopped, token_dir, tiny_indices), r"ckpt\.pt: not a regular file"
+        capsys, train_args(token_dir, tiny_indices, stopped), r"ckpt\.pt: not a regular file"
     )
 
 
@@ -204,7 +188,7 @@ def test_a_checkpoint_that_is_a_named_pipe_is_refused(stopped, token_dir, tiny_i
 )
 def test_a_damaged_run_json_is_refused(stopped, token_dir, tiny_indices, capsys, content, pattern):
     (stopped / "run.json").write_text(content)
-    one_line_error(capsys, resume(stopped, token_dir, tiny_indices), pattern)
+    one_line_error(capsys, train_args(token_dir, tiny_indices, stopped), pattern)
 
 
 # ---- repro status ---------------------------------------------------------------------------

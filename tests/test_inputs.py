@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from conftest import REPO, write_experiments, write_token_files
+from conftest import REPO, train_args, write_experiments, write_token_files
 
 from repro.analysis import plots, report
 from repro.cli import main
@@ -51,25 +51,6 @@ def one_line_error(argv, capsys, message) -> str:
     assert err.count("\n") == 1 and err.startswith("repro: error: "), err
     assert re.search(message, err), err
     return err
-
-
-def train_args(data, indices, out, *extra, preset="tiny", experiments_file=None):
-    more = ["--experiments-file", str(experiments_file)] if experiments_file else []
-    return [
-        "train",
-        "--preset",
-        str(preset),
-        "--experiment",
-        "baseline",
-        *more,
-        "--data",
-        str(data),
-        "--indices",
-        str(indices),
-        "--out",
-        str(out),
-        *extra,
-    ]
 
 
 def edited_preset(tmp_path, section, text_values: str) -> Path:
@@ -245,8 +226,7 @@ def test_a_disk_that_fills_during_training_is_one_line_and_the_run_resumes(
 
     monkeypatch.setattr(repro.rundir.MetricsLog, "append", filling)
     out = tmp_path / "run"
-    argv = ["train", "--preset", "tiny", "--experiment", "baseline", "--data", str(token_dir)]
-    argv += ["--indices", str(tiny_indices), "--out", str(out)]
+    argv = train_args(token_dir, tiny_indices, out)
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and len(err.splitlines()) == 1, err

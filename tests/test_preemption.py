@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import torch
-from conftest import REPO
+from conftest import REPO, train_args
 from test_train import read_metrics, without_timing
 
 import repro.train as train_module
@@ -31,22 +31,6 @@ def signal_during(monkeypatch, step, signum):
         return real_step(*args, **kwargs)
 
     monkeypatch.setattr(train_module, "train_step", step_signalled)
-
-
-def train_args(token_dir, tiny_indices, out) -> list[str]:
-    return [
-        "train",
-        "--preset",
-        "tiny",
-        "--experiment",
-        "baseline",
-        "--data",
-        str(token_dir),
-        "--indices",
-        str(tiny_indices),
-        "--out",
-        str(out),
-    ]
 
 
 def interrupted(args: list[str], after_step: int, signals) -> subprocess.CompletedProcess:

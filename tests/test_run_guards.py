@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 import yaml
-from conftest import REPO, write_token_files
+from conftest import REPO, train_args, write_token_files
 
 import repro.checkpoint as checkpoint_module
 from repro.analysis import results
@@ -198,23 +198,6 @@ def test_table1_shows_the_recorded_configuration_and_flags_an_edited_one(tiny_ru
 
 
 # ---- 6. one-line errors ----------------------------------------------------------------------
-
-
-def train_args(data, indices, out, *extra):
-    return [
-        "train",
-        "--preset",
-        "tiny",
-        "--experiment",
-        "baseline",
-        "--data",
-        str(data),
-        "--indices",
-        str(indices),
-        "--out",
-        str(out),
-        *extra,
-    ]
 
 
 def missing_index(tmp_path, data, indices):

@@ -5,8 +5,9 @@ import math
 
 import pytest
 from authors_helpers import authors_folder
+from conftest import train_args
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from test_inputs import PRECIOUS, one_line_error, precious, train_args
+from test_inputs import PRECIOUS, one_line_error, precious
 from test_train import read_metrics
 
 import repro.train as train_module
