@@ -85,6 +85,21 @@ def tiny_baseline_run(token_dir, tiny_indices, tmp_path_factory):
 REPO = Path(__file__).resolve().parents[1]
 
 
+def run_checkout_notebook(name: str, folder: Path, **parameters) -> None:
+    """notebooks/<name>.ipynb of this checkout, executed into folder/ at the tiny preset with this
+    checkout's config/ and `parameters` (paths given as text)."""
+    import papermill
+
+    papermill.execute_notebook(
+        str(REPO / "notebooks" / f"{name}.ipynb"),
+        str(folder / f"{name}.ipynb"),
+        parameters={"preset": "tiny", "config_dir": str(REPO / "config")}
+        | {k: str(v) if isinstance(v, Path) else v for k, v in parameters.items()},
+        cwd=str(REPO),
+        progress_bar=False,
+    )
+
+
 def train_args(data, indices, out, *extra, preset="tiny", experiments_file=None) -> list[str]:
     """The arguments of `repro train` (for repro.cli.main) of the baseline at `preset`."""
     more = ["--experiments-file", str(experiments_file)] if experiments_file else []

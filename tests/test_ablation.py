@@ -157,8 +157,7 @@ def test_missing_runs_are_named_by_the_claims_they_hold_up(tmp_path):
 
 @pytest.mark.slow  # papermill runs the notebook in its own kernel
 def test_the_notebook_writes_the_table_and_its_html(tmp_path):
-    import papermill
-    from conftest import REPO
+    from conftest import run_checkout_notebook
 
     runs = write_runs(tmp_path / "runs" / "tiny")
     out = {
@@ -166,19 +165,7 @@ def test_the_notebook_writes_the_table_and_its_html(tmp_path):
         "out_html": tmp_path / "ablation.html",
         "out_settings": tmp_path / "settings.csv",
     }
-    papermill.execute_notebook(
-        str(REPO / "notebooks" / "ablation.ipynb"),
-        str(tmp_path / "ablation.ipynb"),
-        parameters={
-            "preset": "tiny",
-            "runs_dir": str(runs),
-            "config_dir": str(REPO / "config"),
-            "seeds": SEEDS,
-            **{k: str(v) for k, v in out.items()},
-        },
-        cwd=str(REPO),
-        progress_bar=False,
-    )
+    run_checkout_notebook("ablation", tmp_path, runs_dir=runs, seeds=SEEDS, **out)
     table = pd.read_csv(out["out_csv"])
     assert list(table["arm"]) == list(LOSSES)
     assert len(pd.read_csv(out["out_settings"])) == 21

@@ -141,24 +141,11 @@ def test_missing_runs_are_listed_instead_of_an_answer(tmp_path):
 @pytest.mark.slow  # papermill runs the notebook in its own kernel
 def test_the_notebook_writes_both_tables(tmp_path):
     import pandas as pd
-    import papermill
-    from conftest import REPO
+    from conftest import run_checkout_notebook
 
     runs = fabricate(tmp_path / "runs" / "tiny", LOSSES)
     out = {"out_csv": tmp_path / "tuning.csv", "out_comparison": tmp_path / "comparison.csv"}
-    papermill.execute_notebook(
-        str(REPO / "notebooks" / "tuning.ipynb"),
-        str(tmp_path / "tuning.ipynb"),
-        parameters={
-            "preset": "tiny",
-            "runs_dir": str(runs),
-            "config_dir": str(REPO / "config"),
-            "seeds": SEEDS,
-            **{k: str(v) for k, v in out.items()},
-        },
-        cwd=str(REPO),
-        progress_bar=False,
-    )
+    run_checkout_notebook("tuning", tmp_path, runs_dir=runs, seeds=SEEDS, **out)
     table, comparison = (pd.read_csv(out[k]) for k in ("out_csv", "out_comparison"))
     assert len(table) == 14 and table["best"].sum() == 3
     assert list(comparison["linear"]) == [
