@@ -3,6 +3,7 @@
 # functions run while the job graph is built. None of it writes a file (`snakemake -n` leaves the
 # tree as it was) or reads the authors' artefacts (a job does: checkpoint authors_runs).
 
+import functools
 import glob
 import hashlib
 import json
@@ -52,7 +53,13 @@ wildcard_constraints:
 
 def preset_of(wildcards):
     """The preset a path names (results/runs/<preset>/..., data/<corpus>/indices/<preset>/)."""
-    return checked(load_preset, wildcards.preset, CONFIG_DIR)
+    return preset_named(wildcards.preset)
+
+
+@functools.cache
+def preset_named(name):
+    """A preset of this workflow's config/, read and checked once however many jobs name it."""
+    return checked(load_preset, name, CONFIG_DIR)
 
 
 def token_files(corpus):

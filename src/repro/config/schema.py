@@ -200,11 +200,6 @@ def validate(data, schema_name: str, source: str | os.PathLike) -> dict:
     return data
 
 
-def read_yaml(path: str | os.PathLike) -> dict:
-    """The data of a YAML file of at most MAX_YAML_BYTES, read with ConfigLoader."""
-    return _parse_yaml_file(_read_config_bytes(path), str(path))
-
-
 def _read_config_bytes(path: str | os.PathLike) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a named pipe must not block the reader

@@ -1,0 +1,62 @@
+"""The model's configuration: its shape and the query mode compared (docs/specification.md §1)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from repro.config.relations import check_divides
+from repro.config.schema import ConfigError
+
+QUERY_MODES = (
+    "linear",
+    "identity",
+    "residual_gelu",
+    "residual_linear",
+    "residual_bottleneck_linear",
+)
+# The modes whose query goes through the bottleneck MLP of eq. (3) (repro.model.QueryMLP).
+QUERY_MLP_MODES = ("residual_gelu", "residual_bottleneck_linear")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Everything the model's shape and function depend on (docs/specification.md §1)."""
+
+    n_layer: int = 12
+    n_head: int = 12
+    d_model: int = 768
+    block_size: int = 1024
+    vocab_size: int = 50304
+    mlp_hidden: int = 3072
+    query_mode: str = "linear"
+    tie_embeddings: bool = True  # the paper ties; the authors' predecessor runs also untied
+    # q is multiplied by query_scale before the usual 1/sqrt(head_size) attention scale.
+    # None means the mode's own: 1/2 for the residual modes (eq. 2: q = (x + f(x)) / 2), else 1.
+    query_scale: float | None = None
+    # RMSNorm of each head's queries and keys before attention (an ablation; the paper has none).
+    qk_norm: bool = False
+
+    def __post_init__(self):
+        if self.query_mode not in QUERY_MODES:
+            raise ConfigError(
+                f"query_mode {self.query_mode!r} is not one of {', '.join(QUERY_MODES)}"
+            )
+        check_divides("model", "n_head", self.n_head, "d_model", self.d_model)
+
+    @property
+    def head_size(self) -> int:
+        return self.d_model // self.n_head
+
+    @property
+    def query_hidden(self) -> int:
+        return self.d_model // 2  # r = d/2 (eq. 3)
+
+    @property
+    def resolved_query_scale(self) -> float:
+        if self.query_scale is not None:
+            return self.query_scale
+        return 0.5 if self.query_mode.startswith("residual") else 1.0
+
+    @property
+    def has_linear_query(self) -> bool:
+        return self.query_mode in ("linear", "residual_linear")

@@ -1,0 +1,140 @@
+"""A preset: the scale every experiment of a comparison shares, its YAML sections typed."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+
+from repro.config.schema import ConfigError
+
+CORPORA = ("openwebtext", "python-docs")
+# Seeds, shifted by --seed, stay in the range every generator takes (the schema's maximum).
+MAX_SEED = 2**32 - 1
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A preset's `model` section: the sizes every experiment at that scale shares."""
+
+    n_layer: int
+    n_head: int
+    d_model: int
+    block_size: int
+    vocab_size: int
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """A preset's `train` section (AdamW's constants aside): steps, batch, schedule, evaluation,
+    seeds."""
+
+    max_step: int
+    batch_size: int  # sequences per optimiser step
+    warmup_steps: int
+    decay_steps: int
+    eval_interval: int
+    eval_sequences: int  # per evaluation and split
+    eval_micro_batch: int  # sequences per evaluation forward pass (the paper's micro-batch, 12)
+    eval_rows: int
+    grad_clip: float
+    loss_ceiling: float | None
+    init_seed: int
+    index_seed: int
+    schedule: str  # after the warm-up: cosine to lr_min, or linear to zero
+    # The divergence stop: this many consecutive evaluations more than the margin (nats) above
+    # the best validation loss end a run (a None margin: never). The defaults of these three are
+    # the schema's (preset.schema.yaml), filled in when a preset is read.
+    divergence_margin: float | None
+    divergence_evaluations: int
+
+    @property
+    def eval_batches(self) -> int:
+        return self.eval_sequences // self.eval_micro_batch
+
+    @property
+    def evaluations(self) -> int:
+        """How many times a run evaluates: at steps 0, eval_interval, ... up to max_step."""
+        return self.max_step // self.eval_interval + 1
+
+
+@dataclass(frozen=True)
+class AdamWConstants:
+    """A preset's AdamW constants (its `train` section's beta1, beta2, adam_eps): the same for every
+    experiment at that scale."""
+
+    beta1: float
+    beta2: float
+    eps: float
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """A preset's `runtime` section: how this machine runs, never what is computed."""
+
+    device: str
+    compile: str | bool  # auto: on CUDA only
+    # Sequences per training forward pass: a number, `auto` or None until the device resolves it
+    # (repro.build.train_micro_batch); a number from then on.
+    train_micro_batch: int | str | None
+    log_interval: int
+    checkpoint_interval: int
+    loss_chunks: int
+    fused_projection: str | bool  # residual_gelu's fused K, V, W1 matmul; auto: on CUDA
+
+    def enabled(self, switch: str, device_type: str) -> bool:
+        """A switch of this section (compile, fused_projection) on a device: auto = on CUDA."""
+        setting = getattr(self, switch)
+        return setting is True or (setting == "auto" and device_type == "cuda")
+
+
+@dataclass(frozen=True)
+class Report:
+    """A preset's `report` section: what the tables read from the runs."""
+
+    table_step: int
+
+
+@dataclass(frozen=True)
+class Resources:
+    """A preset's `resources` section: what one training job asks a cluster scheduler for."""
+
+    mem_mb: int
+    runtime: int  # minutes
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A preset file as typed objects: the scale every experiment of a comparison shares."""
+
+    name: str
+    source: str
+    corpus: str
+    model: ModelShape
+    train: TrainSettings
+    adamw: AdamWConstants
+    runtime: Runtime
+    report: Report
+    resources: Resources
+    description: str = ""
+    seed: int = 0  # train's seeds are this seed's (with_seed); 0: the YAML's, the paper's
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.train.batch_size * self.model.block_size
+
+    def with_seed(self, seed: int) -> "Preset":
+        """This preset at seed k: indices drawn with index_seed + k, the model initialised with
+        init_seed + k (seed 0: the YAML's, the paper's 42 and 1337). The one place seeds derive."""
+        if not 0 <= seed <= MAX_SEED:
+            raise ConfigError(f"seed {seed}: seeds are 0, 1, 2, ... up to {MAX_SEED}")
+        t, shift = self.train, seed - self.seed
+        return replace(
+            self,
+            seed=seed,
+            train=replace(t, init_seed=t.init_seed + shift, index_seed=t.index_seed + shift),
+        )
+
+
+def seed_dir(base: str | os.PathLike, seed: int | str) -> str:
+    """Where seed k's runs (or indices) of a preset are: `base` for seed 0, base/seed<k> else."""
+    return str(base) if str(seed) == "0" else os.path.join(base, f"seed{seed}")
