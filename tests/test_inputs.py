@@ -19,6 +19,7 @@ import torch
 import yaml
 from conftest import REPO, train_args, write_experiments, write_token_files
 
+from repro import memory
 from repro.analysis import plots, report
 from repro.cli import main
 from repro.config import MAX_SEED, config_dir, load_experiments, load_preset, load_run
@@ -26,7 +27,6 @@ from repro.config.schema import MAX_YAML_BYTES, ConfigError, schema
 from repro.data.tokens import DataError, read_manifest
 from repro.errors import MAX_MESSAGE, ReproError
 from repro.files import WriteError, atomic_write, write_csv, write_json
-from repro.runtime import fit
 from repro.runtime.lock import LockError, hold
 from repro.runtime.progress import Progress
 from repro.train import train
@@ -425,7 +425,7 @@ def test_a_manifest_of_the_wrong_shape_is_one_line(tmp_path, capsys):
 def test_sizes_this_machine_cannot_hold_are_refused_before_allocating(
     token_dir, tiny_indices, tmp_path, capsys, monkeypatch
 ):
-    monkeypatch.setattr(fit, "physical_memory", lambda: 1 << 14)  # a machine of 16 KiB
+    monkeypatch.setattr(memory, "physical_memory", lambda: 1 << 14)  # a machine of 16 KiB
     one_line_error(
         train_args(token_dir, tiny_indices, tmp_path / "run"),
         capsys,

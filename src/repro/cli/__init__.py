@@ -14,7 +14,8 @@ import sys
 import repro
 from repro.cli import authors, compare, data, downstream, models, perf, status, training
 from repro.errors import ReproError
-from repro.runtime import allocator, lock, preemption
+from repro.parent import exit_with_parent
+from repro.runtime import allocator, preemption
 
 # In the order `repro --help` lists them: the pipeline's own commands first.
 FAMILIES = (data, training, perf, status, compare, models, authors, downstream)
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         allocator.restart_under_tcmalloc()
     if getattr(args, "exit_with_parent", False):
         # Armed before torch is imported (seconds): a parent killed meanwhile is caught too.
-        lock.exit_with_parent(parent)
+        exit_with_parent(parent)
     try:
         args.func(args)
     except ReproError as e:

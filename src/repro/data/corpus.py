@@ -31,7 +31,7 @@ from pathlib import Path
 
 from repro.data.tokens import DataError
 from repro.files import free_bytes
-from repro.runtime.lock import exit_with_parent
+from repro.parent import exit_with_parent
 
 OWT_HUB_ID = "Skylion007/openwebtext"
 OWT_DOCUMENTS = 8_013_769

@@ -36,7 +36,7 @@ from repro.data.corpus import (
 from repro.data.tokenizer import EOT_TOKEN, gpt2_encoding, tokenizer_identity
 from repro.data.tokens import MANIFEST, DataError, corpus_note, fingerprint, is_authors_corpus
 from repro.files import atomic_write, make_dir, open_new, write_json
-from repro.runtime.lock import exit_with_parent
+from repro.parent import exit_with_parent
 
 _EOT = np.array([EOT_TOKEN], dtype=np.uint32)  # the dtype tiktoken's buffers have
 # A worker's task is a range of at most DOCS_PER_RANGE documents (about 9 MB of tokens for

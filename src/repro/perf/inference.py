@@ -15,9 +15,10 @@ import torch
 
 from repro.build import make_model
 from repro.config import QUERY_MODES, ConfigError, Experiments, RunConfig
+from repro.memory import check_memory
 from repro.model import GPT, KVCache
 from repro.perf.bench import _synchronize, device_name
-from repro.runtime.fit import check_memory, weight_bytes
+from repro.runtime.fit import weight_bytes
 
 
 def cpu_model() -> str:

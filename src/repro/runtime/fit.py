@@ -1,8 +1,5 @@
-"""What fits a device's memory: the run's arrays at all, and the largest training micro-batch that
-fits this GPU (`runtime.train_micro_batch: auto`).
-
-Sizes that cannot fit are refused before anything is allocated, with the sizes in the message (the
-allocator's own failure is a traceback).
+"""What fits a device's memory: a model's training state at all, and the largest training
+micro-batch that fits this GPU (`runtime.train_micro_batch: auto`).
 
 A larger micro-batch means fewer micro-steps per optimiser step, so fewer of their fixed costs
 (weight casts, launches, gradient accumulation); the step's mathematics are the same. The probe
@@ -18,11 +15,11 @@ they would count towards dynamo's recompile limit, past which it runs eagerly).
 from __future__ import annotations
 
 import gc
-import os
 from collections.abc import Callable
 
 import torch
 
+from repro.data.batches import inputs_targets
 from repro.errors import ReproError
 from repro.model import ModelConfig, parameter_counts
 
@@ -46,26 +43,6 @@ def candidates(batch_size: int, ranks: int = 1, largest: int = LARGEST_PROBED) -
         )
     share = batch_size // ranks
     return [n for n in range(1, min(share, largest) + 1) if share % n == 0]
-
-
-def physical_memory() -> int:
-    """This machine's memory in bytes (tests replace this to simulate a small machine)."""
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
-def check_memory(what: str, needed: int, device: torch.device = torch.device("cpu")) -> None:
-    """Refuse `what` when it needs more bytes than `device` (CPU or CUDA) has at all."""
-    if device.type == "cuda":
-        available = torch.cuda.get_device_properties(device).total_memory
-    elif device.type == "cpu":
-        available = physical_memory()
-    else:
-        return
-    if needed > available:
-        raise ReproError(
-            f"{what} needs {needed / 2**30:,.1f} GiB, more than the {available / 2**30:,.1f} GiB "
-            f"of this machine's {device.type} memory: choose smaller sizes"
-        )
 
 
 # What training holds for each weight: the weight, its gradient and AdamW's two moments.
@@ -145,8 +122,6 @@ def peak_memory(model, micro_batch: int, block_size: int, autocast) -> int | Non
     """Peak bytes of one forward and backward pass of `micro_batch` sequences, or None when it
     ran out of memory. Leaves no gradients, graph or cached blocks behind. The inputs and targets
     are training's: the two overlapping views of a (micro_batch, block_size + 1) window."""
-    from repro.data.batches import inputs_targets  # here: repro.data imports this module
-
     device = next(model.parameters()).device
     free_device_memory()
     torch.cuda.reset_peak_memory_stats(device)

@@ -1,23 +1,17 @@
-"""One writer per run: an OS lock on the run directory, and stopping when told to or orphaned.
+"""One writer per run: an OS lock on the run directory.
 
 The lock is flock(2) on <run dir>/.lock: the kernel releases it when its holder exits, however it
 exits (kill -9 included), so a lock is never stale. The file names the holder (host and PID) for
 the message a second writer gets. A .lock that is a symbolic link (a run folder unpacked from an
 archive may hold one) is refused, never opened: writing the holder's name would erase its target.
-
-A trainer started by the workflow asks Linux to send it SIGTERM when its parent dies
-(PR_SET_PDEATHSIG); SIGTERM makes it checkpoint and stop (repro.runtime.preemption).
 """
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import os
-import signal
 import socket
 import stat
-import sys
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -26,7 +20,6 @@ from repro.files import open_no_link
 
 LOCK_FILE = ".lock"
 HOST, PID = "host ", ", PID "  # the holder's line: "host NAME, PID N"
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 class LockError(ReproError):
@@ -76,17 +69,3 @@ def holder(directory: Path) -> tuple[str, int] | None:
         return None
     host, _, pid = text.strip().removeprefix(HOST).partition(PID)
     return (host, int(pid)) if pid.isdigit() else None
-
-
-def exit_with_parent(parent: int | None = None) -> None:
-    """Have Linux send this process SIGTERM when its parent dies (elsewhere, nothing).
-
-    `parent`: the PID the parent had when this process started, to catch a parent that died
-    before this call (the signal is only for a death after it): then SIGTERM now. PID 1 as the
-    parent means the parent had died already."""
-    if sys.platform != "linux":
-        return
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if parent is not None and (parent == 1 or os.getppid() != parent):
-        print(f"repro: the parent process ({parent}) has exited; stopping", file=sys.stderr)
-        os.kill(os.getpid(), signal.SIGTERM)

@@ -1,0 +1,26 @@
+"""Stopping when orphaned: a process the workflow starts (a trainer, a tokenizer's workers) asks
+Linux to send it SIGTERM when its parent dies (PR_SET_PDEATHSIG); SIGTERM makes a trainer
+checkpoint and stop (repro.runtime.preemption)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def exit_with_parent(parent: int | None = None) -> None:
+    """Have Linux send this process SIGTERM when its parent dies (elsewhere, nothing).
+
+    `parent`: the PID the parent had when this process started, to catch a parent that died
+    before this call (the signal is only for a death after it): then SIGTERM now. PID 1 as the
+    parent means the parent had died already."""
+    if sys.platform != "linux":
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if parent is not None and (parent == 1 or os.getppid() != parent):
+        print(f"repro: the parent process ({parent}) has exited; stopping", file=sys.stderr)
+        os.kill(os.getpid(), signal.SIGTERM)
