@@ -7,7 +7,6 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from repro.build import build
 from repro.cli import main
 from repro.config import load_run
 from repro.perf import bench
@@ -141,7 +140,7 @@ def test_describe_refuses_a_bench_of_another_size(tiny_bench, tmp_path, capsys):
 # The bench loop around time_steps, on CPU with time_steps and the GPU calls replaced.
 def fake_time_steps(calls, fails_at=None, error=None):
     def time_steps(run, device, *args):
-        mb = run.resolved_train_micro_batch
+        mb = run.runtime.train_micro_batch
         calls.append(mb)
         if mb == fails_at:
             raise error
@@ -179,21 +178,19 @@ def test_bench_raises_an_error_that_is_not_memory(monkeypatch):
         bench.bench([load_run("tiny", "baseline")], torch.device("cpu"), "baseline", [2], peak=1)
 
 
-def test_bench_times_the_micro_batch_auto_would_choose(monkeypatch):
-    """On CUDA with `runtime.train_micro_batch: auto`, by default: the probe's choice."""
-    calls, probed = [], []
-    monkeypatch.setattr(bench, "time_steps", fake_time_steps(calls))
-    monkeypatch.setattr(bench, "_fresh_start", lambda device: None)
-    monkeypatch.setattr(bench, "device_name", lambda device: "NVIDIA H200")
-    build_on_cpu = lambda run, device, *args: build(run, torch.device("cpu"), *args)
-    monkeypatch.setattr(bench, "build", build_on_cpu)
-    monkeypatch.setattr(bench, "auto_micro_batch", lambda model, *args: probed.append(args) or 4)
-    run = load_run("tiny", "baseline")
-    run = run.with_runtime(train_micro_batch="auto")
-    bench.bench([run], torch.device("cuda"), "baseline")
-    assert calls == [4] and probed == [(4, 32, probed[0][2])]  # batch 4, block 32, autocast
-    bench.bench([load_run("tiny", "baseline")], torch.device("cuda"), "baseline")
-    assert calls == [4, 2] and len(probed) == 1  # a preset's fixed micro-batch: no probe
+def test_bench_times_the_micro_batch_training_would_choose(monkeypatch):
+    """By default each run is timed at the micro-batch training resolves: the one function both
+    call (repro.build.with_train_micro_batch; `auto` on CUDA is the probe's choice)."""
+    resolved = []
+
+    def with_train_micro_batch(run, built):
+        resolved.append(run.runtime.train_micro_batch)
+        return run.with_runtime(train_micro_batch=4)
+
+    monkeypatch.setattr(bench, "with_train_micro_batch", with_train_micro_batch)
+    run = load_run("tiny", "baseline").with_runtime(train_micro_batch="auto")
+    report = bench.bench([run], torch.device("cpu"), "baseline", steps=1, warmup=0, peak=1)
+    assert resolved == ["auto"] and report["results"][0]["train_micro_batch"] == 4
 
 
 def test_a_fresh_start_collects_garbage_before_emptying_the_cache(monkeypatch):

@@ -41,7 +41,7 @@ def test_paper_preset_is_the_spec():
         50304,
     )
     assert (t.batch_size, t.eval_micro_batch) == (480, 12)  # §2
-    assert load_run("paper", "baseline").accumulation == 40
+    assert t.batch_size // t.eval_micro_batch == 40  # micro-batches per step, at 12
     assert p.tokens_per_step == 491_520
     assert (t.max_step, t.warmup_steps, t.decay_steps) == (60002, 2000, 60002)
     assert (t.eval_interval, t.eval_sequences, t.eval_batches, t.eval_rows) == (
@@ -188,7 +188,7 @@ def test_an_experiment_that_breaks_a_relation_fails_at_load(tmp_path, overrides,
 
 def test_runtime_overrides_are_checked_too():
     run = load_run("tiny", "baseline", train_micro_batch=4)
-    assert (run.resolved_train_micro_batch, run.accumulation) == (4, 1)
+    assert run.runtime.train_micro_batch == 4
     with pytest.raises(
         ConfigError,
         match=r"^preset tiny, experiment baseline: runtime\.train_micro_batch: 3 does not divide "

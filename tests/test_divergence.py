@@ -1,19 +1,24 @@
-"""The divergence stop (repro.train.DivergenceStop): a non-finite loss, or a validation loss more
-than a margin above the best for consecutive evaluations, ends a run as diverged, with its metrics
-and last checkpoint, and `repro train` does not resume it."""
+"""The divergence stop (repro.divergence.DivergenceStop): a non-finite loss, or a validation loss
+more than a margin above the best for consecutive evaluations, ends a run as diverged, with its
+metrics and last checkpoint, and `repro train` does not resume it."""
 
 import json
 import math
+import os
+import signal
 
 import pandas as pd
 import pytest
 import yaml
 from conftest import REPO, write_experiments
 
+import repro.train as train_module
 from repro.cli import main
 from repro.config import load_run
 from repro.config.schema import ConfigError
-from repro.train import DivergenceStop
+from repro.divergence import DivergenceStop
+from repro.rundir import read_record
+from repro.runtime import preemption
 
 
 def tiny_preset(tmp_path, **train) -> str:
@@ -119,3 +124,29 @@ def test_the_stop_and_schedule_settings_are_validated(tmp_path, train, message):
 
     with pytest.raises(ConfigError, match=message):
         load_preset(tiny_preset(tmp_path, **train))
+
+
+def test_a_divergence_in_the_steps_before_a_stop_signal_ends_the_run_and_is_logged(
+    token_dir, tiny_indices, tmp_path, monkeypatch
+):
+    """A stop signal writes the steps taken as any interval does: a non-finite loss among them
+    ends the run as diverged, said in train.log, with no checkpoint at the stop."""
+    real_step = train_module.train_step
+
+    def nan_at_step_1_then_a_stop(*args, **kwargs):
+        loss = real_step(*args, **kwargs)
+        if args[3] == 1:  # args[3]: the step
+            os.kill(os.getpid(), signal.SIGTERM)
+            return loss * math.nan
+        return loss
+
+    monkeypatch.setattr(train_module, "train_step", nan_at_step_1_then_a_stop)
+    run = load_run("tiny", "baseline").with_runtime(log_interval=4)  # steps 1-3: one write
+    with preemption.stop_signals():
+        record = train_module.train(run, token_dir, tiny_indices, tmp_path)
+    assert (record.status, record.diverged_step, record.last_step) == ("diverged", 1, 1)
+    assert read_record(tmp_path).status == "diverged"
+    log = (tmp_path / "train.log").read_text()
+    assert "step 1: train_loss nan, not a finite number — diverged; ending the run" in log
+    assert pd.read_csv(tmp_path / "metrics.csv")["step"].tolist() == [0, 1]
+    assert not (tmp_path / "ckpt.pt").exists()  # no checkpoint at the stop

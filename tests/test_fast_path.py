@@ -5,23 +5,22 @@ docs/specification.md §2 lists the fast path."""
 import math
 
 import pytest
+import torch
 from conftest import shortened
 from test_config import write_preset
 from test_train import read_metrics, without_timing
 
+from repro.build import build, with_train_micro_batch
 from repro.config import ConfigError, load_preset, load_run
+from repro.perf.bench import random_batches
 from repro.train import train
 
 
 def test_runtime_micro_batch_and_log_interval():
     paper = load_run("paper", "baseline")
-    assert (paper.resolved_train_micro_batch, paper.accumulation, paper.runtime.log_interval) == (
-        12,
-        40,
-        10,
-    )
+    assert (paper.runtime.train_micro_batch, paper.runtime.log_interval) == ("auto", 10)
     faster = paper.with_runtime(train_micro_batch=24)
-    assert (faster.resolved_train_micro_batch, faster.accumulation) == (24, 20)
+    assert random_batches(faster, 1).accumulation == 20  # 480 sequences a step, 24 a pass
     assert faster.train.eval_micro_batch == 12
     assert paper.identity() == faster.identity()  # the same run
     with pytest.raises(ConfigError, match="micro_batch: 7 does not divide train.batch_size = 480"):
@@ -94,5 +93,7 @@ def test_divergence_is_found_at_its_exact_step_between_flushes(
 
 
 def test_auto_micro_batch_keeps_the_evaluations_on_cpu():
-    paper = load_run("paper", "baseline")
-    assert paper.runtime.train_micro_batch == "auto" and paper.resolved_train_micro_batch == 12
+    auto = load_run("tiny", "baseline", train_micro_batch="auto")
+    resolved = with_train_micro_batch(auto, build(auto, torch.device("cpu")))
+    assert resolved.runtime.train_micro_batch == auto.train.eval_micro_batch == 2
+    assert resolved.identity() == auto.identity()  # the same run

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from test_train import read_metrics
 
-from repro.build import build, make_optimizer
+from repro.build import build, make_optimizer, with_train_micro_batch
 from repro.cli import main
 from repro.config import load_run
 from repro.data.batches import DeviceBatches, inputs_targets
@@ -48,10 +48,11 @@ def test_compiled_bf16_step_gives_a_finite_loss_without_syncing(device):
     run = small_run()
     # Compiled and fused where the fast path is (CUDA); eager on CPU, where compiling takes long.
     run = run.with_runtime(compile=cuda, fused_projection=True)
-    model, step_model, optimizer, autocast = build(run, device)
+    built = build(run, device)
+    model, step_model, optimizer, autocast = built
     assert (step_model is not model) == cuda and model.transformer.h[0].attn.fused
-    batches = DeviceBatches(random_batches(run, 4), device)
-    step = lambda i: train_step(step_model, optimizer, batches, i, run.accumulation, 1.0, autocast)
+    batches = DeviceBatches(random_batches(with_train_micro_batch(run, built), 4), device)
+    step = lambda i: train_step(step_model, optimizer, batches, i, 1.0, autocast)
     step(0)  # compiles
     if not cuda:
         losses = [step(i) for i in (1, 2)]
@@ -67,9 +68,9 @@ def test_compiled_bf16_step_gives_a_finite_loss_without_syncing(device):
 
 def test_prefetched_micro_batches_are_the_index_windows(device):
     run = small_run()
-    host = random_batches(run, 2)
+    host = random_batches(run.with_runtime(train_micro_batch=run.train.batch_size // 4), 2)
     device_batches = DeviceBatches(host, device)
-    for k, (x, y) in enumerate(device_batches.step(1, range(run.accumulation))):
+    for k, (x, y) in enumerate(device_batches.step(1, range(host.accumulation))):
         ex, ey = inputs_targets(host.window("train", 1, k))
         assert x.device.type == device.type
         assert torch.equal(x.cpu(), ex) and torch.equal(y.cpu(), ey)
@@ -354,11 +355,11 @@ def test_the_probe_compiles_the_graph_training_runs(fake_cuda_memory, capsys):
     torch._dynamo.reset()
     assert fit.peak_memory(compiled, 4, run.model.block_size, autocast) == GiB
     batches = DeviceBatches(random_batches(run, 1), torch.device("cpu"))
-    train_step(compiled, optimizer, batches, 0, run.accumulation, 1.0, autocast)
+    train_step(compiled, optimizer, batches, 0, 1.0, autocast)
     assert graphs.frame_count == 1
     assert fit.auto_micro_batch(compiled, 4, run.model.block_size, autocast) == 4
     assert graphs.frame_count == 1  # its pass ran the graph compiled above, and then ...
-    train_step(compiled, optimizer, batches, 0, run.accumulation, 1.0, autocast)
+    train_step(compiled, optimizer, batches, 0, 1.0, autocast)
     assert graphs.frame_count == 2  # ... dropped it: training compiles its graph anew
 
 
@@ -399,7 +400,7 @@ def test_the_gpu_path_compiled_on_cpu(fake_cuda_memory):
     counters.clear()
     assert fit.peak_memory(step_model, 4, run.model.block_size, autocast) == GiB
     batches = DeviceBatches(random_batches(run, 3), cpu)
-    step = lambda i: train_step(step_model, optimizer, batches, i, run.accumulation, 1.0, autocast)
+    step = lambda i: train_step(step_model, optimizer, batches, i, 1.0, autocast)
     losses = [step(i).item() for i in range(3)]
     assert all(math.isfinite(loss) for loss in losses) and losses[2] < losses[0]
     assert counters["stats"]["unique_graphs"] == 1

@@ -35,7 +35,10 @@ def test_screen_keeps_the_papers_model_data_and_evaluation():
 
 def test_screen_warms_up_fully_and_decays_within_its_horizon():
     t, (lr_max, lr_min) = load_preset("screen").train, (3e-3, 3e-5)
-    lr = [learning_rate(s, lr_max, lr_min, t.warmup_steps, t.decay_steps) for s in range(6001)]
+    lr = [
+        learning_rate(s, lr_max, lr_min, t.warmup_steps, t.decay_steps, t.schedule)
+        for s in range(6001)
+    ]
     assert lr[0] == pytest.approx(lr_max / 2001) and lr[1999] == pytest.approx(lr_max * 2000 / 2001)
     assert lr[2000] == pytest.approx(lr_max) and max(lr) == pytest.approx(lr_max)
     assert lr[4000] == pytest.approx((lr_max + lr_min) / 2)  # halfway through the cosine

@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-from conftest import write_token_files
+from conftest import shortened, write_token_files
 
 from repro.build import make_optimizer
 from repro.config import load_preset, load_run
@@ -19,7 +19,7 @@ from repro.rundir import RunError, read_record
 from repro.step import learning_rate
 from repro.train import train
 
-PAPER = dict(lr_max=6e-4, lr_min=6e-5, warmup_steps=2000, decay_steps=60002)
+PAPER = dict(lr_max=6e-4, lr_min=6e-5, warmup_steps=2000, decay_steps=60002, schedule="cosine")
 
 
 def cosine(step):  # §2, written out
@@ -105,7 +105,7 @@ def test_indices_for_other_token_files_are_refused(tmp_path, tiny_indices):
     with pytest.raises(
         IndicesError, match=r"indices\.json was drawn for a train\.bin .* but .*other/train\.bin"
     ):
-        Batches.open(other, tiny_indices, "preset tiny", 32, load_preset("tiny").train)
+        Batches.open(other, tiny_indices, "preset tiny", 32, load_preset("tiny").train, 2)
 
 
 def read_metrics(run_dir):
@@ -191,3 +191,15 @@ def test_a_run_directory_of_another_configuration_is_not_overwritten(
     with pytest.raises(RunError, match="holds a run of another configuration"):
         train(load_run("tiny", "baseline"), token_dir, tiny_indices, tmp_path / "run")
     assert (tmp_path / "run" / "metrics.csv").read_bytes() == before
+
+
+def test_run_json_records_the_training_micro_batch_as_the_number_trained_with(
+    token_dir, tiny_indices, tmp_path
+):
+    """`auto` is resolved before anything is recorded: on CPU the evaluation's micro-batch."""
+    run = shortened(load_run("tiny", "baseline", train_micro_batch="auto"), 1)
+    train(run, token_dir, tiny_indices, tmp_path)
+    record = json.loads((tmp_path / "run.json").read_text())
+    assert record["train_micro_batch"] == 2
+    assert record["config"]["runtime"]["train_micro_batch"] == 2
+    assert record["sessions"][0]["train_micro_batch"] == 2

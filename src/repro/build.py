@@ -1,18 +1,22 @@
-"""What a run trains with on a device: the model, its AdamW, the compiled model the steps call and
-the autocast context, all from the run's resolved configuration (repro.config.RunConfig).
+"""What a run trains with on a device: the model, its AdamW, the compiled model the steps call,
+the autocast context, all from the run's resolved configuration (repro.config.RunConfig), and the
+training micro-batch that fits them.
 
 repro.train builds them once per session; repro.perf.bench builds them to time steps.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from repro.config import AdamW, RunConfig
+from repro.memory import check_memory
 from repro.model import GPT
 from repro.runtime import distributed
 from repro.runtime.device import precision
-from repro.runtime.fit import TRAINING_COPIES, check_memory, weight_bytes
+from repro.runtime.fit import TRAINING_COPIES, auto_micro_batch, weight_bytes
 
 
 def make_model(run: RunConfig, device: torch.device) -> GPT:
@@ -42,7 +46,16 @@ def make_optimizer(model: GPT, adamw: AdamW, fused_kernel: bool) -> torch.optim.
     )
 
 
-def build(run: RunConfig, device: torch.device):
+class Built(NamedTuple):
+    """What build makes for a run on a device."""
+
+    model: GPT
+    step_model: torch.nn.Module  # the model, or its compiled (and DDP) wrapper: what steps call
+    optimizer: torch.optim.AdamW
+    autocast: object  # the autocast context of the device's precision
+
+
+def build(run: RunConfig, device: torch.device) -> Built:
     """The model, the model the steps call (compiled or not), the optimiser, the autocast context.
 
     The fast path (§2): TF32 matmuls, bf16 autocast, fused AdamW, torch.compile and the fused
@@ -57,4 +70,23 @@ def build(run: RunConfig, device: torch.device):
     step_model = distributed.wrap(model, device)
     if run.runtime.enabled("compile", device.type):
         step_model = torch.compile(step_model, dynamic=False)
-    return model, step_model, optimizer, autocast
+    return Built(model, step_model, optimizer, autocast)
+
+
+def with_train_micro_batch(run: RunConfig, built: Built) -> RunConfig:
+    """The run with runtime.train_micro_batch a number, the one place it is resolved (training
+    and `repro bench` both call this): `auto` on a GPU is the largest that fits the model the
+    steps call, the same on every rank; None, and `auto` elsewhere, the evaluation's micro-batch.
+    """
+    chosen, (model, step_model, _, autocast) = run.runtime.train_micro_batch, built
+    if chosen == "auto" and next(model.parameters()).device.type == "cuda":
+        # Under torchrun the bare model, whose backward is no collective: each rank probes its GPU.
+        probed = model if distributed.launched() else step_model
+        chosen = auto_micro_batch(
+            probed, run.train.batch_size, run.model.block_size, autocast, distributed.size()
+        )
+        chosen = distributed.smallest(chosen)  # one micro-batch for every rank
+        print(f"{run.experiment.name}: training micro-batch {chosen} (auto)", flush=True)
+    elif not isinstance(chosen, int):
+        chosen = run.train.eval_micro_batch
+    return run.with_runtime(train_micro_batch=chosen)

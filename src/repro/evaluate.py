@@ -102,7 +102,12 @@ def evaluate(
     step = last_evaluation_step(own_step, preset) if step is None else step
     row = evaluation_row(step, preset)
     batches = Batches.open(
-        data_dir, indices_dir, f"preset {preset.name}", preset.model.block_size, preset.train
+        data_dir,
+        indices_dir,
+        f"preset {preset.name}",
+        preset.model.block_size,
+        preset.train,
+        preset.train.eval_micro_batch,  # the training stream is never read here
     )
     dev = resolve_device(device)
     autocast = precision(dev)

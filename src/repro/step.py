@@ -20,7 +20,7 @@ def learning_rate(
     lr_min: float,
     warmup_steps: int,
     decay_steps: int,
-    schedule: str = "cosine",
+    schedule: str,
 ) -> float:
     """Linear warm-up, then until decay_steps either cosine from lr_max to lr_min, then lr_min
     (the paper's, docs/specification.md §2), or `linear` from lr_max to zero, then zero (decay
@@ -64,16 +64,17 @@ def train_step(
     optimizer,
     batches: DeviceBatches,
     step: int,
-    accumulation: int,
     grad_clip: float,
     autocast,
 ) -> torch.Tensor:
-    """One optimiser step over `accumulation` micro-batches; returns the mean loss (on device).
+    """One optimiser step over the batches' accumulation micro-batches (Batches.accumulation, the
+    slices they take of a row); returns the mean loss (on device).
 
     Nothing here waits for the device: the loss stays a device tensor until the caller logs it.
     Under torchrun a rank takes its share of the micro-batches; DDP averages (hence the scale).
     """
     total = torch.zeros((), device=batches.device)
+    accumulation = batches.batches.accumulation
     mine, ranks = distributed.share(accumulation), distributed.size()
     for k, (x, y) in zip(mine, batches.step(step, mine)):
         with distributed.no_sync(model, last=k == mine[-1]):

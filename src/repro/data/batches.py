@@ -103,7 +103,7 @@ class Batches:
     tokens: dict[str, np.memmap]
     block_size: int
     eval_micro_batch: int  # train.eval_micro_batch
-    train_micro_batch: int  # this machine's (RunConfig.resolved_train_micro_batch)
+    train_micro_batch: int  # this machine's (repro.build.with_train_micro_batch)
     manifest: dict = field(default_factory=dict)  # the token files' and the indices' metadata,
     sidecar: dict = field(default_factory=dict)  # for run.json
 
@@ -115,11 +115,10 @@ class Batches:
         reader: str,
         block_size: int,
         train: TrainSettings,
-        train_micro_batch: int | None = None,
+        train_micro_batch: int,
     ) -> "Batches":
         """Read the manifest and the sidecar once, check them against each other and against the
-        sequences and schedule they are read for (train_micro_batch None: train.eval_micro_batch).
-        """
+        sequences and schedule they are read for."""
         data_dir, indices_dir = Path(data_dir), Path(indices_dir)
         manifest = read_manifest(data_dir)
         sidecar = read_sidecar(indices_dir)
@@ -132,10 +131,15 @@ class Batches:
             streams,
             block_size,
             train.eval_micro_batch,
-            train_micro_batch or train.eval_micro_batch,
+            train_micro_batch,
             manifest,
             sidecar,
         )
+
+    @property
+    def accumulation(self) -> int:
+        """Training micro-batches per optimiser step: the slices `window` takes of a train row."""
+        return self.starts["train"].shape[1] // self.train_micro_batch
 
     def window(self, stream: str, row: int, micro_step: int) -> torch.Tensor:
         """Micro-batch `micro_step` of row `row` of a stream, columns [k*mb, (k+1)*mb), as the

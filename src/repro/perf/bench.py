@@ -18,11 +18,11 @@ from dataclasses import asdict
 import numpy as np
 import torch
 
-from repro.build import build
+from repro.build import build, with_train_micro_batch
 from repro.config import RunConfig
 from repro.data.batches import Batches, DeviceBatches
 from repro.perf.cost import known_peak_flops, model_size
-from repro.runtime.fit import auto_micro_batch, free_device_memory, out_of_memory
+from repro.runtime.fit import free_device_memory, out_of_memory
 from repro.step import train_step
 
 
@@ -33,7 +33,8 @@ def device_name(device: torch.device) -> str:
 
 
 def random_batches(run: RunConfig, rows: int, seed: int = 0) -> Batches:
-    """Training batches of random tokens with the shapes of the preset, one row per step."""
+    """Training batches of random tokens with the shapes of the preset, one row per step, at
+    the run's training micro-batch (a number: repro.build.with_train_micro_batch's)."""
     rng = np.random.default_rng(seed)
     tokens = rng.integers(0, 50257, 1 << 20, dtype=np.uint16)
     starts = rng.integers(0, tokens.size - run.model.block_size - 1, (rows, run.train.batch_size))
@@ -42,7 +43,7 @@ def random_batches(run: RunConfig, rows: int, seed: int = 0) -> Batches:
         {"train": tokens},
         run.model.block_size,
         run.train.eval_micro_batch,
-        run.resolved_train_micro_batch,
+        run.runtime.train_micro_batch,
     )
 
 
@@ -57,18 +58,6 @@ def _fresh_start(device: torch.device) -> None:
     if device.type == "cuda":
         free_device_memory()
         torch.cuda.reset_peak_memory_stats(device)
-
-
-def default_micro_batch(run: RunConfig, device: torch.device) -> int:
-    """The micro-batch training would use: with `auto` on CUDA the probe's choice (for the model
-    as compiled and fused here), else the run's."""
-    if run.runtime.train_micro_batch != "auto" or device.type != "cuda":
-        return run.resolved_train_micro_batch
-    _fresh_start(device)
-    _, step_model, _, autocast = build(run, device)
-    chosen = auto_micro_batch(step_model, run.train.batch_size, run.model.block_size, autocast)
-    print(f"{run.experiment.name}: micro-batch {chosen} (auto)", flush=True)
-    return chosen
 
 
 def _options(attention: list[str] | None, inductor: dict | None) -> ExitStack:
@@ -107,13 +96,13 @@ def time_steps(
 
 
 def _time_steps(run, device, steps, warmup, breakdown) -> dict:
-    model, step_model, optimizer, autocast = build(run, device)
+    built = build(run, device)
+    run = with_train_micro_batch(run, built)  # training's own choice
+    model, step_model, optimizer, autocast = built
     batches = DeviceBatches(random_batches(run, warmup + steps + 1), device)
 
     def step(i):
-        return train_step(
-            step_model, optimizer, batches, i, run.accumulation, run.train.grad_clip, autocast
-        )
+        return train_step(step_model, optimizer, batches, i, run.train.grad_clip, autocast)
 
     for i in range(warmup):
         step(i)
@@ -127,7 +116,7 @@ def _time_steps(run, device, steps, warmup, breakdown) -> dict:
         "experiment": run.experiment.name,
         "query_mode": run.experiment.query_mode,
         "model": asdict(run.model),
-        "train_micro_batch": run.resolved_train_micro_batch,
+        "train_micro_batch": run.runtime.train_micro_batch,
         "step_s": seconds,
         "loss": loss,
         "compile": step_model is not model,
@@ -213,19 +202,20 @@ def bench(
     inductor: dict | None = None,
 ) -> dict:
     """Time every run at every micro-batch; the fastest micro-batch of each run is its result.
-    Without micro_batches, each run's is what training would use (default_micro_batch).
+    Without micro_batches, each run's is what training would use (with_train_micro_batch).
     Step-time ratios are to the experiment named `baseline` (the experiments file's)."""
     peak = peak or (known_peak_flops(device_name(device)) if device.type == "cuda" else None)
     rows = []
     for run in runs:
-        for mb in micro_batches or [default_micro_batch(run, device)]:
+        for mb in micro_batches or [None]:  # None: the run's own
             sized = run.with_runtime(train_micro_batch=mb)
             try:
                 row = time_steps(sized, device, steps, warmup, breakdown, attention, inductor)
             except RuntimeError as error:  # too large for this GPU: try the others
                 if not out_of_memory(error):
                     raise
-                print(f"{run.experiment.name:<22} micro-batch {mb:>3}  out of memory", flush=True)
+                said = str(mb or run.runtime.train_micro_batch)  # a number, `auto` or None
+                print(f"{run.experiment.name:<22} micro-batch {said:>3}  out of memory", flush=True)
                 continue
             per_token = model_size(sized.model)["flops_per_token"]
             row["tokens_per_s"] = sized.tokens_per_step / row["step_s"]
