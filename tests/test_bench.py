@@ -3,6 +3,7 @@
 import gc
 import json
 from dataclasses import asdict
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -214,3 +215,28 @@ def test_time_steps_with_chosen_attention_backends():
         bench.time_steps(
             load_run("tiny", "baseline"), torch.device("cpu"), 1, 1, attention=["CUDNN_ATTENTION"]
         )
+
+
+def test_auto_on_a_gpu_is_the_probes_choice_for_the_model_the_steps_call(monkeypatch, capsys):
+    """repro.build.with_train_micro_batch, training's and the bench's one resolver: `auto` on a GPU
+    probes the compiled model; a number stays; None is the evaluation's micro-batch."""
+    import repro.build
+
+    class OnGpu(torch.nn.Module):  # stands for a model on a GPU: the probe itself is replaced
+        def parameters(self, recurse=True):
+            yield SimpleNamespace(device=torch.device("cuda"))
+
+    probed = []
+    monkeypatch.setattr(repro.build, "auto_micro_batch", lambda m, *a: probed.append((m, a)) or 4)
+    model, step_model = OnGpu(), OnGpu()
+    built = repro.build.Built(model, step_model, None, "autocast")
+    auto = load_run("tiny", "baseline", train_micro_batch="auto")
+    assert repro.build.with_train_micro_batch(auto, built).runtime.train_micro_batch == 4
+    assert probed == [(step_model, (4, 32, "autocast", 1))]  # batch 4, block 32, one rank
+    assert "baseline: training micro-batch 4 (auto)" in capsys.readouterr().out
+    fixed = auto.with_runtime(train_micro_batch=1)
+    assert repro.build.with_train_micro_batch(fixed, built).runtime.train_micro_batch == 1
+    default = load_run("tiny", "baseline")
+    assert default.runtime.train_micro_batch is None
+    assert repro.build.with_train_micro_batch(default, built).runtime.train_micro_batch == 2
+    assert len(probed) == 1
