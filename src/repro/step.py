@@ -74,7 +74,7 @@ def train_step(
     Under torchrun a rank takes its share of the micro-batches; DDP averages (hence the scale).
     """
     total = torch.zeros((), device=batches.device)
-    accumulation = batches.batches.accumulation
+    accumulation = batches.accumulation
     mine, ranks = distributed.share(accumulation), distributed.size()
     for k, (x, y) in zip(mine, batches.step(step, mine)):
         with distributed.no_sync(model, last=k == mine[-1]):

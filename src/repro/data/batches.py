@@ -167,6 +167,10 @@ class DeviceBatches:
         self.batches, self.device = batches, device
         self.copy_stream = torch.cuda.Stream(device) if device.type == "cuda" else None
 
+    @property
+    def accumulation(self) -> int:
+        return self.batches.accumulation
+
     def _fetch(self, row: int, micro_step: int) -> torch.Tensor:
         window = self.batches.window("train", row, micro_step)
         if self.copy_stream is None:
