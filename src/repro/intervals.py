@@ -25,7 +25,7 @@ class StepLog:
     log_interval: int
     eval_interval: int
     start: int  # this session's first step
-    pending: list = field(default_factory=list)  # (metrics so far, device loss) of each step
+    pending: list = field(default_factory=list)  # (step, lr, evaluation; device loss) a step
     began: float = 0.0  # when the pending steps began
 
     def due(self, step: int) -> bool:
@@ -54,14 +54,14 @@ class StepLog:
         step_time = (time.perf_counter() - self.began) / len(self.pending)
         per_step = self.tokens_per_step
         rows = [
-            metrics
+            values
             | {
                 "train_loss": loss,
-                "tokens_seen": (metrics["step"] + 1) * per_step,
+                "tokens_seen": (values["step"] + 1) * per_step,
                 "step_time_s": step_time,
                 "tokens_per_s": per_step / step_time,
             }
-            for (metrics, _), loss in zip(self.pending, losses)
+            for (values, _), loss in zip(self.pending, losses)
         ]
         self.pending = []
         return rows
