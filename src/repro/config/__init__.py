@@ -24,6 +24,7 @@ from repro.config.experiments import (  # noqa: F401 (re-exported: the experimen
 )
 from repro.config.relations import check_divides, check_experiment, check_relations, mlp_hidden
 from repro.config.schema import ConfigError, load
+from repro.older_runs import LATER_MODEL_OPTIONS, LATER_TRAIN_DEFAULTS, without_later_defaults
 
 QUERY_MODES = (
     "linear",
@@ -34,22 +35,12 @@ QUERY_MODES = (
 )
 # The modes whose query goes through the bottleneck MLP of eq. (3) (repro.model.QueryMLP).
 QUERY_MLP_MODES = ("residual_gelu", "residual_bottleneck_linear")
-# Model options and train settings added after runs had been recorded, at their defaults. A run's
-# identity leaves a setting out while it has this value, so that runs recorded before it existed
-# keep theirs (they resume, and the results do not call them stale).
-LATER_MODEL_OPTIONS = {"qk_norm": False}
-LATER_TRAIN_DEFAULTS = {"schedule": "cosine", "divergence_margin": 0.5, "divergence_evaluations": 2}
 CORPORA = ("openwebtext", "python-docs")
 # The default loss ceiling: a nat above a uniform guess (an untrained GPT-2: ln(50304) = 10.83).
 LOSS_MARGIN = 1.0
 SCHEDULES = ("cosine", "linear")
 # Seeds, shifted by --seed, stay in the range every generator takes (the schema's maximum).
 MAX_SEED = 2**32 - 1
-
-
-def _without_later_defaults(values: dict, later: dict) -> dict:
-    """`values` less the settings of `later` that still have their default there."""
-    return {k: v for k, v in values.items() if k not in later or v != later[k]}
 
 
 def config_dir(explicit: str | os.PathLike | None = None) -> Path:
@@ -353,11 +344,12 @@ class RunConfig:
     def identity(self) -> dict:
         """What makes two runs the same run: what the training computes with, nothing else.
 
-        In the layout run.json and checkpoints have always had (AdamW's constants under train)."""
+        AdamW's constants stand under train, as run.json and checkpoints keep them; settings that
+        older runs were recorded without are left out at those runs' values (repro.older_runs)."""
         o = self.optimizer
         return {
-            "model": _without_later_defaults(asdict(self.model), LATER_MODEL_OPTIONS),
-            "train": _without_later_defaults(asdict(self.train), LATER_TRAIN_DEFAULTS)
+            "model": without_later_defaults(asdict(self.model), LATER_MODEL_OPTIONS),
+            "train": without_later_defaults(asdict(self.train), LATER_TRAIN_DEFAULTS)
             | {"beta1": o.beta1, "beta2": o.beta2, "adam_eps": o.eps},
             "optimizer": {
                 "lr_max": o.lr_max,
