@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from repro.data import corpus, prepare
+from repro.data import corpus, prepare, python_docs
 from repro.data.tokenizer import gpt2_encoding
 from repro.files import file_sha256
 
@@ -42,7 +42,7 @@ DOC_CHARS = 4_500
 
 def owt_sized_documents() -> list[str]:
     docs, current = [], ""
-    for text in corpus.python_docs_documents():
+    for text in python_docs.python_docs_documents():
         current += text + "\n\n"
         if len(current) >= DOC_CHARS:
             docs.append(current)

@@ -52,7 +52,7 @@ def write_token_files(data_dir, train_tokens=30_000, val_tokens=6_000, seed=0):
 
 @pytest.fixture(autouse=True)
 def plenty_of_disk(monkeypatch):
-    """No test reads the machine's real free space: preparing needs about 72 GB (issue 10).
+    """No test reads the machine's real free space: preparing needs about 72 GB.
     The tests of a full disk replace free_bytes again."""
     import repro.data.corpus
 

@@ -13,7 +13,7 @@ import pytest
 matplotlib.use("Agg")
 
 from repro.analysis import plots
-from repro.analysis.results import read_run
+from repro.analysis.runs import read_run
 from repro.authors.audit import AuditError, import_audit_log, import_audit_logs, read_audit_log
 from repro.cli import main
 from repro.config import load_config

@@ -12,7 +12,7 @@ from authors_helpers import authors_folder
 from conftest import write_run
 
 from repro.analysis import compare
-from repro.analysis.results import read_run
+from repro.analysis.runs import read_run
 from repro.analysis.status import format_status, status_table
 from repro.authors.runs import import_authors_run
 from repro.cli import main

@@ -13,6 +13,7 @@ import pytest
 from repro import cli
 from repro.cli import data as cli_data
 from repro.data import corpus as corpus_module
+from repro.data import openwebtext
 from repro.data.corpus import Source
 from repro.data.tokenizer import gpt2_encoding
 from repro.data.tokens import DataError, fingerprint, read_manifest, token_memmap
@@ -203,13 +204,16 @@ def test_hub_copy_with_too_few_documents_points_to_data_files(tmp_path, monkeypa
 
     def fake_load_dataset(path, revision=None, **kwargs):
         loaded.append(revision)
-        if revision == corpus_module.PARQUET_REVISION:
+        if revision == openwebtext.PARQUET_REVISION:
             return datasets.Dataset.from_dict({"text": ["a", "b"]})
         raise RuntimeError("Dataset scripts are no longer supported")
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
     with pytest.raises(DataError) as e:
-        prepare(Source("hub", revision="main", cache_dir=str(tmp_path)), tmp_path / "out")
+        source = Source(
+            "hub", hub_id=openwebtext.OWT_HUB_ID, revision="main", cache_dir=str(tmp_path)
+        )
+        prepare(source, tmp_path / "out")
     assert loaded == ["main", "refs/convert/parquet"]  # the revision asked for first
     message = str(e.value)
     assert "2 documents, expected 8,013,769" in message and "--data-files" in message
@@ -261,7 +265,7 @@ def test_a_corpus_name_maps_to_its_source():
         cli_data.resolve_corpus(args)
         return args.python_docs, args.hub_id, args.data_files
 
-    assert resolved("--corpus", "openwebtext") == (False, corpus_module.OWT_HUB_ID, None)
+    assert resolved("--corpus", "openwebtext") == (False, openwebtext.OWT_HUB_ID, None)
     assert resolved("--corpus", "openwebtext", "--hub-id", "me/owt") == (False, "me/owt", None)
     assert resolved("--corpus", "python-docs") == (True, None, None)
     for flags, named in [

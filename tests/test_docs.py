@@ -1,8 +1,10 @@
-"""The README and docs/ hold no placeholder, name no repository path that does not exist, and no
-file of the project speaks of the tickets or sessions it came from."""
+"""The README and docs/ hold no placeholder; no page, module, test, notebook or rule names a
+repository path or a module of the package that does not exist; no file of the project speaks of
+the tickets or sessions it came from, and only repro.older_runs speaks of the package's past."""
 
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 from conftest import REPO
@@ -54,10 +56,11 @@ def test_every_path_named_exists(page):
 
 
 def test_the_path_check_catches_a_missing_path(tmp_path):
-    named = [
-        m.group(1) for m in REPO_PATH.finditer("see `workflow/rules/x.smk` and src/repro/a.py")
-    ]
-    assert named == ["workflow/rules/x.smk", "src/repro/a.py"]
+    paths = ["{}/rules/x.smk".format("workflow"), "{}/repro/a.py".format("src")]
+    missing = f"see `{paths[0]}` and {paths[1]}, or {'repro'}.nah"
+    assert [m.group(1) for m in REPO_PATH.finditer(missing)] == paths
+    assert [m.group(0) for m in MODULE.finditer(missing)] == ["repro" + ".nah"]
+    assert not module_exists("repro" + ".nah") and module_exists("repro.rundir.RunRecord")
     assert PLACEHOLDER.search(prose("in about\nSMOKETIME on 2 cores")) is not None
 
 
@@ -65,21 +68,85 @@ def git_ignores(path: str) -> bool:
     return subprocess.run(["git", "-C", str(REPO), "check-ignore", "-q", path]).returncode == 0
 
 
-def project_files():
-    """The files of the project (tracked by git, not generated ones such as *.egg-info)."""
-    tops = ["src", "docs", "benchmarks", "workflow", "config", "profiles"]
-    tops += ["README.md", "Snakefile", "environment.yml"]
+PROJECT = ("src", "docs", "benchmarks", "workflow", "config", "profiles", "tests", "notebooks")
+PROJECT += ("README.md", "Snakefile", "environment.yml", ".ci")
+
+
+def project_files(*tops: str):
+    """The text files of the project under `tops` (tracked by git, not generated ones such as
+    *.egg-info, nor the fixtures: run directories as older code wrote them)."""
     listed = subprocess.run(
-        ["git", "-C", str(REPO), "ls-files", *tops], capture_output=True, text=True, check=True
+        ["git", "-C", str(REPO), "ls-files", *(tops or PROJECT)],
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    return [REPO / line for line in listed.stdout.splitlines()]
+    paths = [REPO / line for line in listed.stdout.splitlines()]
+    binary = {".pyc", ".png", ".pdf", ".pt", ".bin", ".npy", ".parquet"}
+    return [p for p in paths if p.suffix not in binary and "fixtures" not in p.parts]
 
 
 def test_no_words_private_to_their_authors():
     found = [
         f"{path.relative_to(REPO)}: {m.group(0)}"
         for path in project_files()
-        if path.suffix not in {".pyc", ".png", ".pdf"}
         for m in PRIVATE.finditer(path.read_text(errors="replace"))
     ]
     assert not found, found
+
+
+# A dotted name of the package in a comment, docstring or page: repro.rundir, repro.model.GPT.
+MODULE = re.compile(r"(?<![\w./-])repro(?:\.[A-Za-z_]\w*)+")
+
+
+def module_exists(dotted: str) -> bool:
+    """Whether a dotted name is a module of the package, or a name that one of its modules
+    holds (repro.rundir.RunRecord)."""
+    parts = dotted.split(".")
+    for n in range(len(parts), 0, -1):
+        base = REPO / "src" / Path(*parts[:n])
+        module = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+        if module.exists():
+            rest = parts[n:]
+            return (
+                not rest
+                or rest[0].startswith("__")
+                or re.search(rf"\b{rest[0]}\b", module.read_text()) is not None
+            )
+    return False
+
+
+def test_every_path_and_module_named_in_the_code_exists():
+    """Modules, tests, notebooks and rules name files and modules as the pages do: each exists."""
+    found = []
+    for path in project_files(*PROJECT[:-3], "Snakefile", ".ci"):
+        text = path.read_text(errors="replace")
+        named = {m.group(1).rstrip(".") for m in REPO_PATH.finditer(text)}
+        found += [
+            f"{path.relative_to(REPO)}: {p}"
+            for p in sorted(named)
+            if not (REPO / p).exists() and not git_ignores(p)
+        ]
+        modules = {m.group(0).rstrip(".") for m in MODULE.finditer(text)}
+        found += [f"{path.relative_to(REPO)}: {m}" for m in sorted(modules) if not module_exists(m)]
+    assert not found, found
+
+
+# The package speaks of what it is: the past of the code is git's, and the layouts of older run
+# directories are repro.older_runs' alone.
+HISTORY = re.compile(
+    r"\bused to\b|\bpreviously\b|\b(?:earlier|older) versions?\b|\bcommit [0-9a-f]{7,40}\b"
+    r"|\b(?:has|have) always\b|\bwas changed\b|\bformerly\b",
+    re.I,
+)
+
+
+def test_only_the_compatibility_module_speaks_of_the_past():
+    found = [
+        f"{path.relative_to(REPO)}: {m.group(0)}"
+        for path in project_files("src", "workflow")
+        if path.name != "older_runs.py"
+        for m in HISTORY.finditer(path.read_text(errors="replace"))
+    ]
+    assert not found, found
+    assert HISTORY.search("the layout the package used to write") is not None

@@ -20,7 +20,7 @@ import yaml
 from conftest import REPO, train_args, write_experiments, write_token_files
 
 from repro import memory
-from repro.analysis import plots, report
+from repro.analysis import report
 from repro.cli import main
 from repro.config import MAX_SEED, config_dir, load_experiments, load_preset, load_run
 from repro.config.schema import MAX_YAML_BYTES, ConfigError, schema
@@ -131,7 +131,7 @@ def test_written_files_replace_links_never_their_targets(tmp_path, linked):
 def write_figure(path):
     fig, ax = plt.subplots()
     ax.plot([0, 1], [1, 0])
-    plots.save(fig, path)
+    report.save_figure(fig, path)
     plt.close(fig)
 
 
@@ -206,11 +206,11 @@ def test_a_disk_that_fills_during_training_is_one_line_and_the_run_resumes(
     once there is room, resumes to the rows of a run never stopped."""
     from test_train import read_metrics, without_timing
 
-    import repro.rundir
+    import repro.rundir.metrics
     import repro.runtime.tensorboard
 
     opened = {}
-    for module in (repro.rundir, repro.runtime.tensorboard):
+    for module in (repro.rundir.metrics, repro.runtime.tensorboard):
 
         def recording(path, flags, what, opener=module.open_no_link):
             opened[Path(path).name] = fd = opener(path, flags, what)

@@ -1,5 +1,5 @@
-"""One writer per run: the run lock, SIGTERM, a trainer orphaned by its workflow, prepare's workers
-(issue 9, point 1)."""
+"""One writer per run: the run lock, SIGTERM, a trainer orphaned by its workflow, prepare's
+workers."""
 
 import json
 import os

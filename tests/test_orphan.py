@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO
 
 # Started by the test through REAPER: starts `repro train`, waits until the trainer is loading
-# torch (the window the parent death signal used to miss), then dies by SIGKILL.
+# torch (the window in which the parent death signal can be missed), then dies by SIGKILL.
 PARENT = """
 import os, signal, subprocess, sys, time
 trainer = subprocess.Popen([sys.executable, "-m", "repro", *sys.argv[1:]])

@@ -8,7 +8,8 @@ matplotlib.use("Agg")
 from conftest import write_run
 from PIL import Image
 
-from repro.analysis import plots, results
+from repro.analysis import plots, report, results
+from repro.analysis.runs import read_run
 from repro.rundir import RunError
 
 
@@ -31,7 +32,9 @@ def test_figure1(tiny_runs, tmp_path):
     fig.canvas.draw()
     legend = fig.axes[0].get_legend().get_window_extent()
     assert legend.x0 >= fig.axes[0].get_window_extent().x1
-    png, pdf = plots.save(fig, tmp_path / "f" / "figure1.png", tmp_path / "f" / "figure1.pdf")
+    png, pdf = report.save_figure(
+        fig, tmp_path / "f" / "figure1.png", tmp_path / "f" / "figure1.pdf"
+    )
     assert Image.open(png).size[0] > 500
     assert pdf.read_bytes().startswith(b"%PDF")
 
@@ -57,17 +60,17 @@ def test_figure2_with_part_of_the_sweep(tiny_runs, tmp_path):
     (wd005,) = [line for line in nonlinear if line.get_label().startswith("resgelu-wd0.05")]
     assert wd005.get_zorder() > max(line.get_zorder() for line in nonlinear if line is not wd005)
     assert "preset: tiny" in fig.axes[0].get_title()
-    (png,) = plots.save(fig, tmp_path / "figure2.png")
+    (png,) = report.save_figure(fig, tmp_path / "figure2.png")
     Image.open(png).verify()
 
 
 def test_run_curves(tiny_runs):
-    fig = plots.run_curves(results.read_run(tiny_runs / "baseline"))
+    fig = plots.run_curves(read_run(tiny_runs / "baseline"))
     assert "baseline" in fig.axes[0].get_title()
 
 
 def test_table_frame(tiny_runs):
-    frame = plots.table_frame(results.table1(tiny_runs, "tiny"))
+    frame = results.table_frame(results.table1(tiny_runs, "tiny"))
     assert frame.loc[4, "rel_improvement"].endswith("%")
     assert frame.loc[0, "non_embedding_params"] == "1,000"  # exact, never "0.00M"
 
@@ -89,5 +92,5 @@ def test_figures_state_on_the_image_that_a_small_preset_cannot_test_the_paper(
         title = fig._suptitle.get_window_extent()
         assert title.y0 >= max(ax.get_window_extent().y1 for ax in fig.axes)
     # At the paper's scale there is nothing to warn of.
-    monkeypatch.setattr(results, "scale_caveat", lambda preset, config_dir=None: "")
+    monkeypatch.setattr(plots, "scale_caveat", lambda preset, config_dir=None: "")
     assert plots.figure1(tiny_runs, "tiny").get_suptitle() == ""

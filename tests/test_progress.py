@@ -1,4 +1,4 @@
-"""The progress line training prints and appends to train.log every log interval (issue 10)."""
+"""The progress line training prints and appends to train.log every log interval."""
 
 from repro.runtime.progress import Progress, duration, progress_line
 

@@ -4,7 +4,7 @@ import re
 
 import pandas as pd
 
-from repro.analysis import plots, report, results
+from repro.analysis import report, results
 
 
 def test_table_html_says_constant_columns_once_and_leaves_missing_values_empty(tmp_path):
@@ -28,7 +28,7 @@ def test_table_html_says_constant_columns_once_and_leaves_missing_values_empty(t
 def test_table1_on_the_page_has_no_empty_column_and_says_constant_ones_once(tiny_runs):
     table = results.table1(tiny_runs, "tiny")
     assert (table["config_differences"].fillna("") == "").all()  # as the runs recorded them
-    html = report.table_html(plots.table_frame(table))
+    html = report.table_html(results.table_frame(table))
     head, body = html.split("</thead>")
     headers = [h.replace("<wbr>", "") for h in re.findall(r"<th>(.*?)</th>", head)]
     rows = re.findall(r"<tr>(.*?)</tr>", body, re.S)

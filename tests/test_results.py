@@ -6,12 +6,14 @@ from conftest import write_run
 
 from repro.analysis import results
 from repro.analysis.claims import check_claims
+from repro.analysis.curves import relative_improvement_curves
+from repro.analysis.runs import evals_table, list_runs, read_run, read_run_list, read_runs
 from repro.config import load_preset
 from repro.rundir import RunError
 
 
 def test_read_run(tiny_runs):
-    run = results.read_run(tiny_runs / "baseline")
+    run = read_run(tiny_runs / "baseline")
     assert run.status == "completed" and run.name == "baseline"
     assert list(run.evals().index) == [0, 4, 8, 12]
     assert run.loss_at(12) == 5.0 and math.isnan(run.loss_at(5))
@@ -19,7 +21,7 @@ def test_read_run(tiny_runs):
 
 def test_read_run_missing(tmp_path):
     with pytest.raises(RunError, match="run.json: no such file"):
-        results.read_run(tmp_path)
+        read_run(tmp_path)
 
 
 def test_table1(tiny_runs):
@@ -38,7 +40,7 @@ def test_table1(tiny_runs):
     assert row["step"] == 12 and row["preset"] == "tiny" and row["status"] == "completed"
     assert row["paper_val_loss"] == 2.915 and row["paper_rel_improvement"] == 0.014
     assert row["query_mode"] == "residual_gelu" and row["weight_decay"] == 0.03125
-    assert "cannot test the paper" in row["caveat"]  # said next to the numbers (issue 10)
+    assert "cannot test the paper" in row["caveat"]  # said next to the numbers
     assert table.set_index("experiment").loc["baseline", "rel_improvement"] == 0
     assert table.set_index("experiment").loc["mlp4.75", "non_embedding_params"] == 2000
 
@@ -70,13 +72,13 @@ def test_table1_missing_and_diverged(tiny_runs):
 
 
 def test_relative_improvement_curves(tiny_runs):
-    runs = results.read_runs(tiny_runs, ["baseline", "resgelu-lr3e-3", "mlp4.75"])
-    curves = results.relative_improvement_curves(runs, "baseline")
+    runs = read_runs(tiny_runs, ["baseline", "resgelu-lr3e-3", "mlp4.75"])
+    curves = relative_improvement_curves(runs, "baseline")
     assert set(curves["experiment"]) == {"resgelu-lr3e-3", "mlp4.75"}
     ours = curves[curves["experiment"] == "resgelu-lr3e-3"].set_index("step")
     assert list(ours.index) == [4, 8, 12]  # step 0 (the untrained model) left out
     assert ours.at[4, "rel_improvement"] == pytest.approx(0.4 / 8.0)
-    train = results.relative_improvement_curves(runs, "baseline", split="train", last_step=8)
+    train = relative_improvement_curves(runs, "baseline", split="train", last_step=8)
     assert train["step"].max() == 8
 
 
@@ -114,7 +116,7 @@ def test_claims_fail(tiny_runs):
 
 
 def test_list_runs(tiny_runs):
-    listing = results.list_runs(tiny_runs)
+    listing = list_runs(tiny_runs)
     assert len(listing) == 5 and set(listing["status"]) == {"completed"}
     assert listing.set_index("experiment").at["baseline", "last_eval_val_loss"] == 5.0
 
@@ -123,10 +125,10 @@ def test_read_run_list_takes_names_paths_and_one_name(tiny_runs, tmp_path):
     theirs = write_run(
         tmp_path / "theirs" / "baseline", "baseline", {0: 11.0, 12: 7.5}, last_step=12
     )
-    picked = results.read_run_list(tiny_runs, ["baseline", str(theirs)])
+    picked = read_run_list(tiny_runs, ["baseline", str(theirs)])
     assert list(picked) == ["baseline", str(theirs)]
     assert picked[str(theirs)].loss_at(12) == 7.5 and picked["baseline"].loss_at(12) == 5.0
-    assert list(results.read_run_list(tiny_runs, "mlp4.75")) == ["mlp4.75"]
-    assert list(results.evals_table(picked).index.names) == ["run", "step"]
+    assert list(read_run_list(tiny_runs, "mlp4.75")) == ["mlp4.75"]
+    assert list(evals_table(picked).index.names) == ["run", "step"]
     with pytest.raises(RunError):
-        results.read_run_list(tiny_runs, ["no-such-run"])
+        read_run_list(tiny_runs, ["no-such-run"])

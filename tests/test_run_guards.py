@@ -1,6 +1,6 @@
-"""Nothing that passes the checks breaks later (issue 9, points 2-6): verified index files, the
-checkpoints' disk space, relations between configuration values, the default loss ceiling, Table 1
-from what each run recorded, and a one-line error for each broken input."""
+"""Nothing that passes the checks breaks later: verified index files, the checkpoints' disk space,
+relations between configuration values, the default loss ceiling, Table 1 from what each run
+recorded, and a one-line error for each broken input."""
 
 import json
 import logging

@@ -6,7 +6,7 @@ import socket
 import pandas as pd
 from conftest import write_run
 
-from repro.analysis import results
+from repro.analysis.runs import read_run, read_runs
 from repro.analysis.status import status_table, trainer_holding
 from repro.cli import main
 from repro.runtime.lock import hold
@@ -27,9 +27,9 @@ def in_progress(runs_dir, name, last_step=5):
 
 def test_results_read_a_run_in_progress_from_its_live_folder(tmp_path):
     in_progress(tmp_path, "baseline")
-    run = results.read_run(tmp_path / "baseline")
+    run = read_run(tmp_path / "baseline")
     assert run.status == "running" and run.loss_at(4) == 5.5
-    assert list(results.read_runs(tmp_path, ["baseline", "mlp4.75"])) == ["baseline"]
+    assert list(read_runs(tmp_path, ["baseline", "mlp4.75"])) == ["baseline"]
 
 
 def test_status_lists_each_run(tmp_path, capsys):

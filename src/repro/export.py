@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from repro.analysis.results import Run, read_run
+from repro.analysis.runs import Run, read_run
 from repro.evaluate import load_any_checkpoint
 from repro.files import atomic_folder, atomic_write, make_dir, read_json, write_json
 from repro.model import CONFIG_JSON, WEIGHTS, count_parameters

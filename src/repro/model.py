@@ -1,7 +1,7 @@
 """The GPT-2-style model of the paper and its query projections (docs/specification.md §1).
 
 Module names follow nanoGPT (c_attn, c_proj, c_fc, ln_1, ...) so that the authors' checkpoints map
-onto ours with a short rename table (repro.checkpoint).
+onto ours with a short rename table (repro.authors.checkpoint).
 """
 
 from __future__ import annotations

@@ -144,7 +144,7 @@ def train_gpus(wildcards):
 
 
 def train_command(wildcards):
-    """`repro train`, or torchrun starting gpus_per_run ranks of it (src/repro/distributed.py)."""
+    """`repro train`, or torchrun starting gpus_per_run ranks of it (src/repro/runtime/distributed.py)."""
     ranks = config["gpus_per_run"]
     if ranks == 1:
         return "repro train"

@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 
 from repro.analysis import ablation, tuning
-from repro.analysis.results import relative_improvement, relative_improvement_curves, scale_caveat
+from repro.analysis.curves import relative_improvement, relative_improvement_curves
+from repro.analysis.results import scale_caveat
 from repro.analysis.seeds import BySeed, losses_at, over_seeds, paired, read_seed_runs, summarise
 from repro.config import Experiments, Preset, load_config
 

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from repro.analysis.results import Run, has_run, read_run
+from repro.analysis.runs import Run, has_run, read_run
 from repro.analysis.seeds import CONFIDENCE
 from repro.errors import ReproError
 from repro.rundir import identity_differences

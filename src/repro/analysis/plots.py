@@ -1,4 +1,5 @@
-"""The figures (docs/specification.md §4), drawn from runs read by repro.analysis.results.
+"""The figures (docs/specification.md §4), drawn from runs read by repro.analysis.runs; what
+they draw is computed in repro.analysis.figure_data, how it looks is repro.analysis.styles.
 
 The notebooks call these.
 
@@ -8,101 +9,32 @@ Solid lines are validation, dashed lines training (the periodic evaluation losse
 
 from __future__ import annotations
 
-import base64
-import io
-from collections import Counter
 from pathlib import Path
 
-import matplotlib
 import matplotlib.pyplot as plt
 import pandas as pd
-import seaborn as sns
-from matplotlib.ticker import FuncFormatter, PercentFormatter
+from matplotlib.ticker import PercentFormatter
 
-from repro.analysis import compare, results
-from repro.analysis.seeds import over_seeds, paired, read_seed_runs
+from repro.analysis import figure_data
+from repro.analysis.curves import loss_curves, relative_improvement_curves
+from repro.analysis.figure_data import authors_runs, reference_runs, require_baseline, window
+from repro.analysis.results import scale_caveat
+from repro.analysis.runs import Run, read_runs
+from repro.analysis.seeds import read_seed_runs
+from repro.analysis.styles import (
+    AUTHORS_STYLE,
+    SERIES_COLORS,
+    SPLIT_STYLE,
+    apply_theme,
+    band,
+    cycle,
+    decay_styles,
+    legend_beside,
+    series_styles,
+    steps_axis,
+    sweep_colors,
+)
 from repro.config import Preset, load_config
-from repro.files import atomic_write, make_dir
-from repro.rundir import RunError
-
-SPLIT_STYLE = {"val": "-", "train": "--"}
-# Okabe & Ito's colour-blind-safe palette (the baseline black) and a marker per series: every
-# series differs in colour and marker, so none is lost in grey print or to colour blindness.
-SERIES_COLORS = ["#000000", "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00"]
-SERIES_MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
-
-AUTHORS_STYLE = {"lw": 4.5, "alpha": 0.3}  # the authors' imported runs: wide, pale, same colour
-
-
-def _style():
-    sns.set_theme(context="paper", style="whitegrid", font_scale=1.2)
-    matplotlib.rcParams.update({"figure.dpi": 110, "savefig.dpi": 200, "lines.linewidth": 1.6})
-
-
-def _steps_axis(ax, preset: Preset):
-    """Steps as 'k' on the paper's scale (thousands of optimiser steps), plain otherwise."""
-    if preset.report.table_step >= 10_000:
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:g}k"))
-    ax.set_xlabel("optimiser step")
-
-
-def _window(preset: Preset) -> tuple[int, int]:
-    """Steps 1k..59k on the paper preset: from the first evaluation after 0 to the table step."""
-    return preset.train.eval_interval, preset.report.table_step
-
-
-def _require_baseline(runs: dict, runs_dir, baseline: str) -> str:
-    if baseline not in runs:
-        raise RunError(f"{Path(runs_dir) / baseline}: the baseline run is missing")
-    return baseline
-
-
-def _band(ax, curve: pd.DataFrame, value: str, color) -> None:
-    """The 95% interval over seeds around a mean curve (nothing with one seed: NaN bounds)."""
-    ax.fill_between(
-        curve["step"],
-        curve[f"{value}_ci_low"],
-        curve[f"{value}_ci_high"],
-        color=color,
-        alpha=0.2,
-        lw=0,
-    )
-
-
-def series_styles(names: list[str], baseline: str) -> dict[str, dict]:
-    """Colour, marker, width and drawing order of each experiment: the baseline first, black,
-    thinnest, on top; each later one wider and lower, so that curves that coincide (mlp4.75 and
-    the baseline on a small preset) show as nested stripes rather than one hiding the other."""
-    ordered = [baseline] + [n for n in names if n != baseline]
-    return {
-        name: {"color": color, "marker": marker, "zorder": 3 - 0.1 * k, "lw": 1.4 + 0.7 * k}
-        for k, (name, color, marker) in enumerate(zip(ordered, SERIES_COLORS, SERIES_MARKERS))
-    }
-
-
-def _legend_beside(ax, **kwargs) -> None:
-    """The legend right of the axes, outside them: it never covers a curve."""
-    ax.legend(
-        loc="upper left",
-        bbox_to_anchor=(1.01, 1),
-        fontsize="small",
-        borderaxespad=0,
-        title_fontsize="small",
-        **kwargs,
-    )
-
-
-def _reference_runs(runs_dir, names: list[str]) -> dict:
-    """The imported runs (the authors', the audit's) among `names` in runs_dir, if a folder."""
-    if runs_dir is None or not Path(runs_dir).is_dir():
-        return {}
-    return results.read_runs(runs_dir, names)
-
-
-def _authors_runs(authors_runs_dir, names: list[str], baseline: str) -> dict:
-    """The imported authors' runs among `names` (none without their baseline or a folder)."""
-    runs = _reference_runs(authors_runs_dir, names)
-    return runs if baseline in runs else {}
 
 
 def _draw_authors(
@@ -113,7 +45,7 @@ def _draw_authors(
     colours, labelled "(authors' run)" or "(audit's run)"."""
     if not runs:
         return
-    losses = results.loss_curves(runs, first_step=window[0], last_step=window[1])
+    losses = loss_curves(runs, first_step=window[0], last_step=window[1])
     for (name, split), curve in losses.groupby(["experiment", "split"], sort=False):
         top.plot(
             curve["step"],
@@ -124,7 +56,7 @@ def _draw_authors(
             **AUTHORS_STYLE,
         )
     for split in ("val", "train") if baseline in runs else ():
-        curves = results.relative_improvement_curves(
+        curves = relative_improvement_curves(
             runs, baseline, split=split, first_step=window[0], last_step=window[1]
         )
         for name, curve in curves.groupby("experiment", sort=False):
@@ -137,34 +69,22 @@ def _draw_authors(
             )
 
 
-def _mark_off_course(
-    top, losses: pd.DataFrame, by_seed: dict, theirs: dict, whose: str = "authors'"
-) -> None:
-    """Where our mean validation loss leaves the authors' band (their run's loss plus or minus
-    the tolerance of repro.analysis.compare: our seeds' spread, else its fixed margin): a red
-    cross on our curve at each such step."""
+def _mark_off_course(top, off: dict[str, pd.DataFrame], whose: str = "authors'") -> None:
+    """A red cross on our validation curve at each step where it leaves a reference run's band
+    (figure_data.off_course)."""
     marked = False
-    for name, their_run in theirs.items():
-        seeds = [runs[name] for runs in by_seed.values() if name in runs]
-        tolerance = (
-            compare.measured_tolerance(seeds) if len(seeds) >= 2 else compare.DEFAULT_TOLERANCE
-        )
-        ours = losses[(losses["experiment"] == name) & (losses["split"] == "val")]
-        table = compare.compare_curves(
-            ours.set_index("step")["loss_mean"], their_run.evals()["eval_val_loss"], tolerance
-        )
-        off = table[table["verdict"] != "within"]
+    for steps in off.values():
         top.plot(
-            off["step"],
-            off["val_loss"],
+            steps["step"],
+            steps["val_loss"],
             "x",
             color="#D55E00",
             markersize=9,
             mew=2,
             zorder=4,
-            label=None if marked or off.empty else f"outside the {whose} band",
+            label=None if marked or steps.empty else f"outside the {whose} band",
         )
-        marked |= not off.empty
+        marked |= not steps.empty
 
 
 def figure1(
@@ -182,24 +102,19 @@ def figure1(
     Runs imported from the authors' artefacts (authors_runs_dir), if any, are drawn beside ours,
     and a red cross marks each step where our validation loss leaves their band; so are the
     audit's logs imported as our experiments (audit_runs_dir, repro.authors.audit)."""
-    _style()
+    apply_theme()
     preset, experiments = load_config(preset, config_dir)
     names = [e.name for e in experiments.group("table1")]
     by_seed = read_seed_runs(runs_dir, names, seeds)
-    baseline = _require_baseline(by_seed[0], runs_dir, experiments.baseline)
-    first, last = _window(preset)
+    baseline = require_baseline(by_seed[0], runs_dir, experiments.baseline)
+    first, last = window(preset)
     styles = series_styles(names, baseline)
     colors = {name: style["color"] for name, style in styles.items()}
 
     fig, (top, bottom) = plt.subplots(
         2, 1, figsize=(10.5, 8), sharex=True, gridspec_kw={"height_ratios": [3, 2]}
     )
-    losses = over_seeds(
-        by_seed,
-        lambda runs: results.loss_curves(runs, first, last),
-        ["experiment", "split", "step"],
-        "loss",
-    )
+    losses = figure_data.mean_losses(by_seed, first, last)
     marks = max(1, losses["step"].nunique() // 12)  # about a dozen markers a line
     for (name, split), curve in losses.groupby(["experiment", "split"], sort=False):
         top.plot(
@@ -213,30 +128,23 @@ def figure1(
             label=name if split == "val" else None,
         )
         if split == "val":
-            _band(top, curve, "loss", colors[name])
-    theirs = _authors_runs(authors_runs_dir, names, baseline)
+            band(top, curve, "loss", colors[name])
+    theirs = authors_runs(authors_runs_dir, names, baseline)
     _draw_authors(top, bottom, theirs, baseline, colors, (first, last))
-    _mark_off_course(top, losses, by_seed, theirs)
-    audit = _reference_runs(audit_runs_dir, names)
+    _mark_off_course(top, figure_data.off_course(losses, by_seed, theirs))
+    audit = reference_runs(audit_runs_dir, names)
     _draw_authors(top, bottom, audit, baseline, colors, (first, last), whose="audit's")
-    _mark_off_course(top, losses, by_seed, audit, whose="audit's")
+    _mark_off_course(top, figure_data.off_course(losses, by_seed, audit), whose="audit's")
     top.set_ylabel("loss (nats per token)")
     n = int(losses["n_seeds"].max())
     top.set_title(
         f"Training dynamics, steps {first:,}-{last:,} (preset: {preset.name})"
         + (f"\nmean of {n} seeds, bands: 95% t-interval" if n > 1 else "")
     )
-    _legend_beside(top, title="colour and marker: experiment\nsolid: validation, dashed: training")
+    legend_beside(top, title="colour and marker: experiment\nsolid: validation, dashed: training")
 
     for split in ("val", "train"):
-        curves = over_seeds(
-            paired(by_seed, baseline),
-            lambda runs: results.relative_improvement_curves(
-                runs, baseline, split=split, first_step=first, last_step=last
-            ),
-            ["experiment", "step"],
-            "rel_improvement",
-        )
+        curves = figure_data.mean_improvements(by_seed, baseline, split, first, last)
         for name, curve in curves.groupby("experiment", sort=False):
             bottom.plot(
                 curve["step"],
@@ -248,11 +156,11 @@ def figure1(
                 fillstyle="full" if split == "val" else "none",
             )
             if split == "val":
-                _band(bottom, curve, "rel_improvement", colors[name])
+                band(bottom, curve, "rel_improvement", colors[name])
     bottom.axhline(0, color=colors[baseline], lw=1, label="baseline")
     bottom.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=1))
     bottom.set_ylabel("relative improvement\nover baseline (%)")
-    _steps_axis(bottom, preset)
+    steps_axis(bottom, preset)
     _state_caveat(fig, preset, config_dir)
     fig.tight_layout()
     return fig
@@ -262,7 +170,7 @@ def _state_caveat(fig, preset: Preset, config_dir: str | Path | None) -> None:
     """On the image itself, above everything, where the preset is not at the paper's scale: a
     figure copied out of the report (a slide, a chat) still says its numbers cannot test the
     paper."""
-    caveat = results.scale_caveat(preset, config_dir)
+    caveat = scale_caveat(preset, config_dir)
     if caveat:
         fig.suptitle(caveat[0].upper() + caveat[1:], color="#B00000", fontsize="medium")
 
@@ -276,43 +184,29 @@ def figure2(
     """Figure 2: relative validation improvement over the baseline of the sweep (group figure2):
     nonlinear configurations one colour each (in order of learning rate), MLP-widened linear
     controls in grey dashes; the authors' imported runs, if any, in wide pale lines beside."""
-    _style()
+    apply_theme()
     preset, experiments = load_config(preset, config_dir)
     members = experiments.group("figure2")
-    runs = results.read_runs(runs_dir, [e.name for e in members])
-    baseline = _require_baseline(runs, runs_dir, experiments.baseline)
-    first, last = _window(preset)
-    curves = results.relative_improvement_curves(runs, baseline, first_step=first, last_step=last)
-    theirs = _authors_runs(authors_runs_dir, [e.name for e in members], baseline)
+    runs = read_runs(runs_dir, [e.name for e in members])
+    baseline = require_baseline(runs, runs_dir, experiments.baseline)
+    first, last = window(preset)
+    curves = relative_improvement_curves(runs, baseline, first_step=first, last_step=last)
+    theirs = authors_runs(authors_runs_dir, [e.name for e in members], baseline)
     their_curves = (
-        results.relative_improvement_curves(theirs, baseline, first_step=first, last_step=last)
+        relative_improvement_curves(theirs, baseline, first_step=first, last_step=last)
         if theirs
         else None
     )
     drawn = set(runs) | set(theirs)
-    nonlinear = [e for e in members if e.query_mode != "linear" and e.name in drawn]
-    controls = [
-        e for e in members if e.query_mode == "linear" and e.name != baseline and e.name in drawn
-    ]
-    palette = dict(
-        zip(
-            [e.name for e in sorted(nonlinear, key=lambda e: e.optimizer.lr_max)],
-            _distinct_colors(len(nonlinear)),
-        )
-    )
-    greys = dict(
-        zip(
-            [e.name for e in sorted(controls, key=lambda e: e.mlp_ratio)],
-            sns.color_palette("Greys", len(controls) + 2)[2:],
-        )
-    )
+    nonlinear, controls = figure_data.sweep_series(members, drawn, baseline)
+    colors = sweep_colors(nonlinear, controls)
 
     fig, ax = plt.subplots(figsize=(10, 6))
-    decay_styles = _decay_styles(e.optimizer.weight_decay for e in nonlinear)
+    by_decay = decay_styles(e.optimizer.weight_decay for e in nonlinear)
     lines = [
         (
             e,
-            {"color": palette[e.name], **decay_styles[e.optimizer.weight_decay]},
+            {"color": colors[e.name], **by_decay[e.optimizer.weight_decay]},
             f"{e.name} (lr {e.optimizer.lr_max:g}, wd {e.optimizer.weight_decay:g})",
         )
         for e in nonlinear
@@ -320,7 +214,7 @@ def figure2(
     lines += [
         (
             e,
-            {"color": greys[e.name], "linestyle": "--", "zorder": 1.5},
+            {"color": colors[e.name], "linestyle": "--", "zorder": 1.5},
             f"{e.name} (linear query, MLP h/d {e.mlp_ratio:.3g})",
         )
         for e in controls
@@ -341,7 +235,7 @@ def figure2(
     ax.axhline(0, color="black", lw=1)
     ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=1))
     ax.set_ylabel("relative improvement over baseline (%)\n(validation loss)")
-    _steps_axis(ax, preset)
+    steps_axis(ax, preset)
     ax.set_title(
         f"Sweep: relative improvement over baseline, steps {first:,}-{last:,} "
         f"(preset: {preset.name})"
@@ -359,34 +253,16 @@ def figure2(
     return fig
 
 
-def _distinct_colors(n: int) -> list:
-    """n colours no two alike: tab20's ten dark hues, then its ten light ones (then again)."""
-    tab20 = sns.color_palette("tab20", 20)
-    return _cycle([tab20[i] for i in [*range(0, 20, 2), *range(1, 20, 2)]], n)
-
-
-def _decay_styles(decays) -> dict[float, dict]:
-    """Line style per weight decay: the one most of the sweep uses (2^-5) solid and below; each
-    other dotted or dash-dotted, wider, with markers and on top, so that none hides under the
-    solid lines."""
-    common = [wd for wd, _ in Counter(decays).most_common()]
-    others = [(":", "o"), ("-.", "s"), ((0, (5, 1, 1, 1)), "^")]
-    styles = {common[0]: {"linestyle": "-", "lw": 1.6, "zorder": 2}} if common else {}
-    for wd, (linestyle, marker) in zip(common[1:], _cycle(others, len(common) - 1)):
-        styles[wd] = {"linestyle": linestyle, "marker": marker, "lw": 2.4, "zorder": 3}
-    return styles
-
-
-def run_curves(runs: results.Run | dict[str, results.Run], title: str | None = None):
+def run_curves(runs: Run | dict[str, Run], title: str | None = None):
     """Runs overlaid (one, or a dict label -> Run as read by results.read_run_list): per-step
     training loss (thin, pale), evaluation losses (solid validation, dashed training) and the
     learning rate, one colour per run; the legend beside the axes, never over a curve."""
-    _style()
-    runs = {runs.name: runs} if isinstance(runs, results.Run) else runs
+    apply_theme()
+    runs = {runs.name: runs} if isinstance(runs, Run) else runs
     fig, (loss_ax, lr_ax) = plt.subplots(
         2, 1, figsize=(9, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 1]}
     )
-    for (label, run), color in zip(runs.items(), _cycle(SERIES_COLORS, len(runs))):
+    for (label, run), color in zip(runs.items(), cycle(SERIES_COLORS, len(runs))):
         m, evals = run.metrics, run.evals().reset_index()
         loss_ax.plot(m["step"], m["train_loss"], color=color, lw=0.6, alpha=0.35)
         for split in ("val", "train"):
@@ -415,40 +291,3 @@ def run_curves(runs: results.Run | dict[str, results.Run], title: str | None = N
     lr_ax.set_xlabel("optimiser step")
     fig.tight_layout()
     return fig
-
-
-def _cycle(colors: list, n: int) -> list:
-    """n colours, repeating the list when it is shorter."""
-    return [colors[i % len(colors)] for i in range(n)]
-
-
-def save(fig, *paths: str | Path) -> list[Path]:
-    """Save a figure to each path (the format from the suffix: .png, .pdf; .html: the PNG inside
-    an <img> tag, which Snakemake's report shows on its page), creating folders."""
-    saved = []
-    for path in map(Path, paths):
-        make_dir(path.parent)
-        if path.suffix == ".html":
-            png = io.BytesIO()
-            fig.savefig(png, format="png", bbox_inches="tight")
-            data = base64.b64encode(png.getvalue()).decode("ascii")
-            with atomic_write(path) as f:
-                f.write(f'<img src="data:image/png;base64,{data}" style="max-width: 100%">\n')
-        else:
-            with atomic_write(path, "wb") as f:
-                fig.savefig(f, format=path.suffix[1:].lower(), bbox_inches="tight")
-        saved.append(path)
-    return saved
-
-
-def table_frame(table: pd.DataFrame) -> pd.DataFrame:
-    """Table 1 formatted for reading: percentages, 4-decimal losses, exact parameter counts."""
-    out = table.copy()
-    for col in ("rel_improvement", "paper_rel_improvement"):
-        out[col] = out[col].map(lambda v: "" if pd.isna(v) else f"{v:.2%}")
-    for col in ("val_loss", "paper_val_loss"):
-        out[col] = out[col].map(lambda v: "" if pd.isna(v) else f"{v:.4f}")
-    out["non_embedding_params"] = out["non_embedding_params"].map(
-        lambda v: "" if pd.isna(v) else f"{v:,}"
-    )
-    return out

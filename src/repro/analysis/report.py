@@ -1,14 +1,16 @@
-"""Tables as HTML for Snakemake's report (docs/report.md): each notebook that writes a table as
-CSV writes it as an HTML table beside it, which the report shows on its page (a CSV would only
-be a download link there).
+"""Tables and figures as files for Snakemake's report (docs/report.md): each notebook that writes
+a table as CSV writes it as an HTML table beside it, which the report shows on its page (a CSV
+would only be a download link there); a figure is saved as PNG or PDF, or as HTML holding the PNG.
 
-The file is a fragment (a style block and a table), so that it reads both on its own and inside
-the report's page; ASCII only, non-ASCII characters as entities, whatever charset it is served
-with.
+A table's file is a fragment (a style block and a table), so that it reads both on its own and
+inside the report's page; ASCII only, non-ASCII characters as entities, whatever charset it is
+served with.
 """
 
 from __future__ import annotations
 
+import base64
+import io
 from html import escape
 from pathlib import Path
 
@@ -57,3 +59,22 @@ def write_table_html(
     with atomic_write(path) as f:
         f.write(table_html(table, formats))
     return path
+
+
+def save_figure(fig, *paths: str | Path) -> list[Path]:
+    """Save a figure to each path (the format from the suffix: .png, .pdf; .html: the PNG inside
+    an <img> tag, which Snakemake's report shows on its page), creating folders."""
+    saved = []
+    for path in map(Path, paths):
+        make_dir(path.parent)
+        if path.suffix == ".html":
+            png = io.BytesIO()
+            fig.savefig(png, format="png", bbox_inches="tight")
+            data = base64.b64encode(png.getvalue()).decode("ascii")
+            with atomic_write(path) as f:
+                f.write(f'<img src="data:image/png;base64,{data}" style="max-width: 100%">\n')
+        else:
+            with atomic_write(path, "wb") as f:
+                fig.savefig(f, format=path.suffix[1:].lower(), bbox_inches="tight")
+        saved.append(path)
+    return saved

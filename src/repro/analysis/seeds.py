@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from repro.analysis.results import Run, read_runs, relative_improvement
+from repro.analysis.curves import relative_improvement
+from repro.analysis.runs import Run, read_runs
 from repro.config import Preset, load_config, seed_dir
 from repro.config.schema import ConfigError
 

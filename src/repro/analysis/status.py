@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from repro.analysis import compare
-from repro.analysis.results import has_run, list_runs, read_run
+from repro.analysis.runs import has_run, list_runs, read_run
 from repro.errors import ReproError
 from repro.rundir import LIVE
 from repro.runtime.lock import holder

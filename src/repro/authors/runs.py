@@ -18,7 +18,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from repro.analysis.results import read_run, relative_improvement
+from repro.analysis.curves import relative_improvement
+from repro.analysis.runs import read_run
 from repro.authors.checkpoint import authors_model_config, authors_step
 from repro.checkpoint import read_checkpoint
 from repro.config import Experiments, Preset, RunConfig, resolve_run

@@ -15,7 +15,7 @@ def reference_run(reference: Path, run, config_dir):
     """REF as a run: a run directory as it is; one of the authors' out_config_* folders, or one
     of the audit's loss logs (a .csv file), imported (into a temporary folder) at the run's
     preset, an authors' folder as the run's experiment."""
-    from repro.analysis.results import read_run
+    from repro.analysis.runs import read_run
     from repro.authors import audit
     from repro.authors import runs as authors
 
@@ -33,7 +33,7 @@ def reference_run(reference: Path, run, config_dir):
 
 def cmd_compare(args) -> None:
     from repro.analysis import compare
-    from repro.analysis.results import read_run
+    from repro.analysis.runs import read_run
 
     options.check_positive(args, "tolerance")
     run = read_run(args.run)

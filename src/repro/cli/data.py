@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from repro.config import CORPORA
-from repro.data import corpus, tokens
+from repro.data import corpus, openwebtext, python_docs, tokens
 from repro.errors import ReproError
 
 
@@ -26,7 +26,7 @@ def resolve_corpus(args) -> None:
                 raise ReproError(f"--{flag.replace('_', '-')}: python-docs is generated, not read")
         args.python_docs = True
     elif args.hub_id is None and args.data_files is None:
-        args.hub_id = corpus.OWT_HUB_ID
+        args.hub_id = openwebtext.OWT_HUB_ID
 
 
 def cmd_prepare(args) -> None:
@@ -39,7 +39,7 @@ def cmd_prepare(args) -> None:
         for flag in ("revision", "cache_dir", "expected_docs"):
             if getattr(args, flag) is not None:
                 raise ReproError(f"--{flag.replace('_', '-')}: does not apply to --python-docs")
-        test_size = corpus.SMOKE_TEST_SIZE if args.test_size is None else args.test_size
+        test_size = python_docs.SMOKE_TEST_SIZE if args.test_size is None else args.test_size
         manifest = prepare.prepare_python_docs(
             args.out, num_proc=args.num_proc, test_size=test_size
         )
@@ -54,7 +54,7 @@ def cmd_prepare(args) -> None:
             source = corpus.Source(
                 "files", data_files=tuple(args.data_files), cache_dir=args.cache_dir
             )
-        expected = corpus.OWT_DOCUMENTS if args.expected_docs is None else args.expected_docs
+        expected = openwebtext.OWT_DOCUMENTS if args.expected_docs is None else args.expected_docs
         test_size = corpus.TEST_SIZE if args.test_size is None else args.test_size
         manifest = prepare.prepare(
             source, args.out, expected_docs=expected, test_size=test_size, num_proc=args.num_proc
@@ -86,7 +86,9 @@ def _prepare_parser(p: argparse.ArgumentParser) -> None:
         help="local parquet/json/jsonl/txt files with a 'text' column",
     )
     source.add_argument(
-        "--hub-id", metavar="ID", help=f"a Hugging Face dataset (OpenWebText: {corpus.OWT_HUB_ID})"
+        "--hub-id",
+        metavar="ID",
+        help=f"a Hugging Face dataset (OpenWebText: {openwebtext.OWT_HUB_ID})",
     )
     source.add_argument(
         "--python-docs",
@@ -100,13 +102,14 @@ def _prepare_parser(p: argparse.ArgumentParser) -> None:
         "--expected-docs",
         type=int,
         metavar="N",
-        help=f"document count to insist on (default {corpus.OWT_DOCUMENTS:,}, OpenWebText's)",
+        help=f"document count to insist on (default {openwebtext.OWT_DOCUMENTS:,}, OpenWebText's)",
     )
     p.add_argument(
         "--test-size",
         type=float,
         metavar="F",
-        help=f"val share (default {corpus.TEST_SIZE}; --python-docs: {corpus.SMOKE_TEST_SIZE})",
+        help=f"val share (default {corpus.TEST_SIZE}; "
+        f"--python-docs: {python_docs.SMOKE_TEST_SIZE})",
     )
     p.add_argument(
         "--num-proc", type=int, metavar="N", help="worker processes (default: all cores)"

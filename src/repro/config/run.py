@@ -11,19 +11,10 @@ from repro.config.experiments import Experiment
 from repro.config.model import ModelConfig
 from repro.config.preset import Preset, Report, Runtime, TrainSettings
 from repro.config.relations import check_relations, mlp_hidden
+from repro.older_runs import LATER_MODEL_OPTIONS, LATER_TRAIN_DEFAULTS, without_later_defaults
 
-# Model options and train settings added after runs had been recorded, at their defaults. A run's
-# identity leaves a setting out while it has this value, so that runs recorded before it existed
-# keep theirs (they resume, and the results do not call them stale).
-LATER_MODEL_OPTIONS = {"qk_norm": False}
-LATER_TRAIN_DEFAULTS = {"schedule": "cosine", "divergence_margin": 0.5, "divergence_evaluations": 2}
 # The default loss ceiling: a nat above a uniform guess (an untrained GPT-2: ln(50304) = 10.83).
 LOSS_MARGIN = 1.0
-
-
-def _without_later_defaults(values: dict, later: dict) -> dict:
-    """`values` less the settings of `later` that still have their default there."""
-    return {k: v for k, v in values.items() if k not in later or v != later[k]}
 
 
 @dataclass(frozen=True)
@@ -93,8 +84,8 @@ class RunConfig:
         In the layout run.json and checkpoints have always had (AdamW's constants under train)."""
         o = self.optimizer
         return {
-            "model": _without_later_defaults(asdict(self.model), LATER_MODEL_OPTIONS),
-            "train": _without_later_defaults(asdict(self.train), LATER_TRAIN_DEFAULTS)
+            "model": without_later_defaults(asdict(self.model), LATER_MODEL_OPTIONS),
+            "train": without_later_defaults(asdict(self.train), LATER_TRAIN_DEFAULTS)
             | {"beta1": o.beta1, "beta2": o.beta2, "adam_eps": o.eps},
             "optimizer": {
                 "lr_max": o.lr_max,

@@ -24,15 +24,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from repro.data.corpus import (
-    OWT_DOCUMENTS,
-    SMOKE_TEST_SIZE,
-    SPLIT_SEED,
-    TEST_SIZE,
-    Source,
-    load_corpus,
-    python_docs_documents,
-)
+from repro.data.corpus import SPLIT_SEED, TEST_SIZE, Source, check_documents, load_files
+from repro.data.openwebtext import OWT_DOCUMENTS, hub_files, load_hub
+from repro.data.python_docs import SMOKE_TEST_SIZE, python_docs_documents
 from repro.data.tokenizer import EOT_TOKEN, gpt2_encoding, tokenizer_identity
 from repro.data.tokens import MANIFEST, DataError, corpus_note, fingerprint, is_authors_corpus
 from repro.files import atomic_write, make_dir, open_new, write_json
@@ -43,6 +37,18 @@ _EOT = np.array([EOT_TOKEN], dtype=np.uint32)  # the dtype tiktoken's buffers ha
 # OpenWebText), read from Arrow DOCS_PER_BATCH at a time; small corpora get 4 ranges per worker.
 DOCS_PER_RANGE = 4096
 DOCS_PER_BATCH = 256
+
+
+def load_corpus(source: Source, out_dir: Path, expected_docs: int | None, num_proc: int):
+    """The whole corpus as one Dataset with a text column, and the manifest's source entry."""
+    described = source.describe()
+    if source.kind == "hub":
+        dataset, described["revision"] = load_hub(source, out_dir, expected_docs, num_proc)
+        described |= hub_files(source, described["revision"])
+    else:
+        dataset = load_files(source, out_dir, num_proc)
+        check_documents(len(dataset), expected_docs, ", ".join(source.data_files))
+    return dataset, described
 
 
 def split_corpus(dataset: datasets.Dataset, test_size: float) -> dict[str, datasets.Dataset]:

@@ -70,7 +70,7 @@ def _verify_split(data_dir: Path, entry: dict, full: bool) -> None:
                 f"{path}: fingerprint differs from {MANIFEST}'s {entry['fingerprint']} "
                 f"(sampled blocks changed): not this manifest's file"
             )
-    # A manifest of an earlier version has no fingerprint: its SHA-256 is the only check.
+    # A manifest without fingerprints is checked by its SHA-256 alone.
     elif file_sha256(path) != entry["sha256"]:
         raise DataError(f"{path}: SHA-256 differs from {MANIFEST}'s {entry['sha256']}")
 
@@ -120,7 +120,7 @@ def _check_manifest(path: Path, manifest) -> None:
 def verify(data_dir: str | os.PathLike) -> dict:
     """Check every token file's size and full SHA-256 against the manifest; return the manifest.
 
-    A manifest of an earlier version gets the fingerprints that make later starts fast, with its
+    A manifest without fingerprints gets those that make later starts fast, with its
     modification time kept: Snakemake must not take it for new token files and redraw indices.
     """
     manifest = read_manifest(data_dir, full=True)

@@ -1,0 +1,88 @@
+"""What the figures draw (repro.analysis.plots), computed apart from the drawing: their window of
+steps, their runs, the mean curves over seeds with their intervals (repro.analysis.seeds), and
+the steps where our curve leaves a reference run's band (repro.analysis.compare)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from repro.analysis import compare
+from repro.analysis.curves import loss_curves, relative_improvement_curves
+from repro.analysis.runs import read_runs
+from repro.analysis.seeds import BySeed, over_seeds, paired
+from repro.config import Experiment, Preset
+from repro.rundir import RunError
+
+
+def window(preset: Preset) -> tuple[int, int]:
+    """Steps 1k..59k on the paper preset: from the first evaluation after 0 to the table step."""
+    return preset.train.eval_interval, preset.report.table_step
+
+
+def require_baseline(runs: dict, runs_dir, baseline: str) -> str:
+    if baseline not in runs:
+        raise RunError(f"{Path(runs_dir) / baseline}: the baseline run is missing")
+    return baseline
+
+
+def reference_runs(runs_dir, names: list[str]) -> dict:
+    """The imported runs (the authors', the audit's) among `names` in runs_dir, if a folder."""
+    if runs_dir is None or not Path(runs_dir).is_dir():
+        return {}
+    return read_runs(runs_dir, names)
+
+
+def authors_runs(authors_runs_dir, names: list[str], baseline: str) -> dict:
+    """The imported authors' runs among `names` (none without their baseline or a folder)."""
+    runs = reference_runs(authors_runs_dir, names)
+    return runs if baseline in runs else {}
+
+
+def mean_losses(by_seed: BySeed, first: int, last: int) -> pd.DataFrame:
+    """Evaluation losses per experiment, split and step, over the seeds: loss_mean, its 95%
+    interval (loss_ci_low, loss_ci_high) and n_seeds."""
+    curves = lambda runs: loss_curves(runs, first, last)
+    return over_seeds(by_seed, curves, ["experiment", "split", "step"], "loss")
+
+
+def mean_improvements(
+    by_seed: BySeed, baseline: str, split: str, first: int, last: int
+) -> pd.DataFrame:
+    """Relative improvement over the baseline per experiment and step, paired with the baseline
+    seed by seed, over the seeds: rel_improvement_mean and its 95% interval."""
+    curves = lambda runs: relative_improvement_curves(
+        runs, baseline, split=split, first_step=first, last_step=last
+    )
+    return over_seeds(paired(by_seed, baseline), curves, ["experiment", "step"], "rel_improvement")
+
+
+def off_course(losses: pd.DataFrame, by_seed: BySeed, theirs: dict) -> dict[str, pd.DataFrame]:
+    """For each reference run, the steps where our mean validation loss (mean_losses) leaves its
+    band: its loss plus or minus the tolerance of repro.analysis.compare (our seeds' spread,
+    else its fixed margin). Rows of compare.compare_curves (step, val_loss, ...)."""
+    off = {}
+    for name, their_run in theirs.items():
+        seeds = [runs[name] for runs in by_seed.values() if name in runs]
+        tolerance = (
+            compare.measured_tolerance(seeds) if len(seeds) >= 2 else compare.DEFAULT_TOLERANCE
+        )
+        ours = losses[(losses["experiment"] == name) & (losses["split"] == "val")]
+        table = compare.compare_curves(
+            ours.set_index("step")["loss_mean"], their_run.evals()["eval_val_loss"], tolerance
+        )
+        off[name] = table[table["verdict"] != "within"]
+    return off
+
+
+def sweep_series(
+    members: list[Experiment], drawn: set, baseline: str
+) -> tuple[list[Experiment], list[Experiment]]:
+    """Figure 2's series among those with a run (in the group's order): the nonlinear
+    configurations, and the MLP-widened linear controls."""
+    nonlinear = [e for e in members if e.query_mode != "linear" and e.name in drawn]
+    controls = [
+        e for e in members if e.query_mode == "linear" and e.name != baseline and e.name in drawn
+    ]
+    return nonlinear, controls

@@ -1,0 +1,181 @@
+"""Run directories, read: a run's metrics and record (Run), the runs of a folder, and where each
+stands.
+
+A run directory (results/runs/<preset>/<experiment>/, repro.rundir) holds metrics.csv, one row per
+optimiser step whose eval_* columns are filled at evaluation steps only, and run.json, what was run
+and how it ended. Everything here reads those two files; nothing trains or plots.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from repro.errors import ReproError
+from repro.rundir import (
+    METRICS_COLUMNS,
+    METRICS_CSV,
+    RUN_JSON,
+    RunError,
+    RunRecord,
+    files_dir,
+    read_record,
+)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run directory, read: its metrics (one row per step) and its run.json."""
+
+    path: Path
+    metrics: pd.DataFrame
+    record: RunRecord
+
+    @property
+    def name(self) -> str:
+        return self.record.experiment
+
+    @property
+    def status(self) -> str:
+        return self.record.status
+
+    def evals(self) -> pd.DataFrame:
+        """The evaluation rows only (step, eval_train_loss, eval_val_loss, ...), indexed by step."""
+        evals = self.metrics.dropna(subset=["eval_val_loss"])
+        return evals.set_index("step")[
+            ["eval_train_loss", "eval_train_std", "eval_val_loss", "eval_val_std"]
+        ]
+
+    def loss_at(self, step: int, split: str = "val") -> float:
+        """The evaluation loss at `step` (NaN if the run has no evaluation there)."""
+        evals = self.evals()
+        return float(evals.at[step, f"eval_{split}_loss"]) if step in evals.index else math.nan
+
+
+def read_run(run_dir: str | Path) -> Run:
+    """Read metrics.csv and run.json of a run directory (its live/ folder while it trains)."""
+    run_dir = files_dir(run_dir)
+    record = read_record(run_dir)
+    if not (run_dir / METRICS_CSV).exists():
+        raise RunError(f"{run_dir / METRICS_CSV}: no such file (has this run been trained?)")
+    return Run(path=run_dir, metrics=read_metrics(run_dir / METRICS_CSV), record=record)
+
+
+def read_metrics(path: Path) -> pd.DataFrame:
+    """metrics.csv, checked: its header, then one row per step from 0, each value a number.
+
+    A last line without its newline is one being written (a run in progress): left out."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise RunError(f"{path}: cannot be read ({e})") from None
+    if not text.startswith(",".join(METRICS_COLUMNS)):
+        raise RunError(f"{path}: not a metrics file (no header {METRICS_COLUMNS[0]},...)")
+    metrics = pd.read_csv(io.StringIO(text[: text.rfind("\n") + 1]), dtype=str)
+    numbers = metrics.apply(pd.to_numeric, errors="coerce")
+    written_nan = metrics.apply(lambda column: column.str.lower() == "nan")  # a diverged loss
+    bad = (numbers.isna() & metrics.notna() & ~written_nan).to_numpy().nonzero()
+    if len(bad[0]):
+        row, column = bad[0][0], metrics.columns[bad[1][0]]
+        raise RunError(
+            f"{path}, line {row + 2}: {column} {metrics.iat[row, bad[1][0]][:40]!r} is not a number"
+        )
+    wrong = (numbers["step"].to_numpy() != np.arange(len(numbers))).nonzero()[0]
+    if len(wrong):
+        raise RunError(
+            f"{path}, line {wrong[0] + 2}: step {metrics['step'][wrong[0]]}, expected {wrong[0]} "
+            f"(rows missing or moved)"
+        )
+    numbers["step"] = numbers["step"].astype(int)
+    return numbers
+
+
+def has_run(run_dir: str | Path) -> bool:
+    """Whether a run directory (or its live/ folder) holds a run to read."""
+    files = files_dir(run_dir)
+    return (files / RUN_JSON).exists() and (files / METRICS_CSV).exists()
+
+
+def read_runs(runs_dir: str | Path, names: list[str]) -> dict[str, Run]:
+    """The runs of `names` under runs_dir (results/runs/<preset>/), those in progress too;
+    missing ones are left out."""
+    return {
+        name: read_run(Path(runs_dir) / name) for name in names if has_run(Path(runs_dir) / name)
+    }
+
+
+def read_run_list(runs_dir: str | Path, runs: str | Path | list) -> dict[str, Run]:
+    """The runs a user lists (one, or a list), keyed by what was written: each a folder under
+    runs_dir (`baseline`, `seed1/baseline`) or else the path of any run folder (the authors'
+    imported runs, another preset's). A run that is in neither place is an error."""
+    listed = [runs] if isinstance(runs, (str, Path)) else list(runs)
+    picked = {}
+    for entry in listed:
+        under = Path(runs_dir) / str(entry)
+        picked[str(entry)] = read_run(under if has_run(under) else Path(entry))
+    return picked
+
+
+def evals_table(runs: dict[str, Run]) -> pd.DataFrame:
+    """The evaluations of several runs, one row per run and evaluation step."""
+    return pd.concat({label: run.evals() for label, run in runs.items()}, names=["run"])
+
+
+RUN_COLUMNS = [
+    "experiment",
+    "status",
+    "problem",
+    "last_step",
+    "max_step",
+    "last_eval_step",
+    "last_eval_val_loss",
+    "tokens_per_s",
+    "eta_s",
+]
+RECENT_STEPS = 50  # the steps whose median speed the ETA assumes
+
+
+def run_summary(run: Run) -> dict:
+    """Where a run stands: status, last step (of metrics.csv: run.json's is written only at the
+    start and end), its last evaluation, its recent speed and, while it runs, the time left."""
+    evals, recent = run.evals(), run.metrics.tail(RECENT_STEPS)
+    # The identity, not the config: read_record gives it in today's layout (repro.older_runs).
+    max_step = run.record.identity.get("train", {}).get("max_step")
+    last_step = int(run.metrics["step"].iloc[-1]) if len(run.metrics) else None
+    left = (max_step - last_step) if None not in (max_step, last_step) else None
+    running = run.status == "running" and left is not None and len(recent)
+    return {
+        "experiment": run.name,
+        "status": run.status,
+        "problem": None,
+        "last_step": last_step,
+        "max_step": max_step,
+        "last_eval_step": evals.index.max() if len(evals) else None,
+        "last_eval_val_loss": evals["eval_val_loss"].iloc[-1] if len(evals) else None,
+        "tokens_per_s": recent["tokens_per_s"].median() if len(recent) else None,
+        "eta_s": left * recent["step_time_s"].median() if running else None,
+    }
+
+
+def list_runs(runs_dir: str | Path, names: list[str] | None = None) -> pd.DataFrame:
+    """Every run under runs_dir (results/runs/<preset>/), or those of `names`, those in progress
+    too: one row of run_summary each."""
+    dirs = (
+        sorted(Path(runs_dir).iterdir()) if names is None else [Path(runs_dir) / n for n in names]
+    )
+    rows = [_summary_or_problem(d) for d in dirs if has_run(d)]
+    return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+def _summary_or_problem(run_dir: Path) -> dict:
+    """run_summary of a run, or, for a run whose files cannot be read, status "damaged" and
+    the reason: one damaged run never hides the others."""
+    try:
+        return run_summary(read_run(run_dir))
+    except ReproError as e:
+        return {"experiment": run_dir.name, "status": "damaged", "problem": str(e)}

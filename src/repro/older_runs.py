@@ -1,0 +1,54 @@
+"""Run directories that older versions of the package wrote, read as today's: the one module that
+knows how they differ (tests/test_legacy.py resumes such directories, made by the code that wrote
+them).
+
+- run.json without `format`: the training micro-batch under `micro_batch`, and an identity laid
+  out as preset/experiment/model (legacy_record, legacy_identity).
+- Settings that runs were recorded without (LATER_MODEL_OPTIONS, LATER_TRAIN_DEFAULTS): a run's
+  identity leaves such a setting out while it has the value those runs trained with, so that they
+  keep their identity: they resume, and the results do not call them stale.
+
+No imports of the package: the configuration (repro.config) and the run directory
+(repro.rundir) both read this.
+"""
+
+LATER_MODEL_OPTIONS = {"qk_norm": False}
+LATER_TRAIN_DEFAULTS = {"schedule": "cosine", "divergence_margin": 0.5, "divergence_evaluations": 2}
+
+
+def without_later_defaults(values: dict, later: dict) -> dict:
+    """`values` less the settings of `later` that still have their default there."""
+    return {k: v for k, v in values.items() if k not in later or v != later[k]}
+
+
+def legacy_record(data: dict) -> dict:
+    """A run.json without `format` in today's fields (KeyError or TypeError where it is none)."""
+    data = dict(data)
+    data["train_micro_batch"] = data.pop("micro_batch", None)
+    eval_micro_batch = data["config"]["preset"]["train"]["micro_batch"]
+    data["identity"] = legacy_identity(data["identity"], eval_micro_batch)
+    return data
+
+
+def legacy_identity(identity: dict, eval_micro_batch: int) -> dict:
+    """An identity of the preset/experiment/model layout in today's (model/train/optimizer); one
+    in today's layout is returned as it is.
+
+    That layout left out the micro-batch, which sets how evaluation batches; it is passed in."""
+    if "preset" not in identity:
+        return identity
+    train = {
+        k: v
+        for k, v in identity["preset"]["train"].items()
+        if k not in ("table_step", "checkpoint_interval")
+    }  # report and runtime settings, outside today's identity
+    e = identity["experiment"]
+    return {
+        "model": identity["model"],
+        "train": train | {"eval_micro_batch": eval_micro_batch},
+        "optimizer": {
+            "lr_max": e["lr_max"],
+            "lr_min": e["lr_min"],
+            "weight_decay": e["weight_decay"],
+        },
+    }

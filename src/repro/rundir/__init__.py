@@ -1,0 +1,26 @@
+"""A run directory: run.json (record.py: what was run, on what, how it ended) and metrics.csv
+(metrics.py: one row a step), the files training writes and the results read back."""
+
+from repro.older_runs import legacy_identity  # noqa: F401
+from repro.rundir.metrics import (  # noqa: F401
+    METRICS_COLUMNS,
+    MetricsLog,
+    check_resume,
+    rows_before,
+    write_metrics,
+)
+from repro.rundir.record import (  # noqa: F401
+    CHECKPOINT,
+    FINISHED,
+    LIVE,
+    METRICS_CSV,
+    RECORD_FORMAT,
+    RUN_JSON,
+    RunError,
+    RunRecord,
+    code_version,
+    files_dir,
+    identity_differences,
+    publish,
+    read_record,
+)

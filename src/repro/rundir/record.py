@@ -1,0 +1,147 @@
+"""run.json: what a run was (its identity and configuration), on what it ran, and how it ended.
+
+Training writes it through this module and the results read it back through it, so its fields
+are defined once. A run.json without `format` is read through repro.older_runs.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import repro
+from repro.errors import ReproError
+from repro.files import copy_file, read_json, write_json
+from repro.older_runs import legacy_record
+
+RUN_JSON, METRICS_CSV, CHECKPOINT = "run.json", "metrics.csv", "ckpt.pt"
+LIVE = "live"  # where `repro train` works in the workflow's run folders (rules/train.smk)
+RECORD_FORMAT = "repro-run/2"
+FINISHED = ("completed", "diverged")
+
+
+class RunError(ReproError):
+    """A run directory that cannot be (re)started or read as asked; the message names it."""
+
+
+@dataclass
+class RunRecord:
+    """run.json. `identity` is RunConfig.identity(); `config` the whole preset and experiment."""
+
+    status: str  # running, completed or diverged (an imported run may have "stopped")
+    preset: str
+    experiment: str
+    identity: dict
+    config: dict
+    params: dict  # total_params, non_embedding_params
+    tokens_per_step: int
+    last_step: int | None = None
+    diverged_step: int | None = None
+    diverged_reason: str | None = None  # what the divergence stop saw (repro.train)
+    data: dict = field(default_factory=dict)  # token files: dir, source, counts and hashes
+    indices: dict = field(default_factory=dict)  # dir and the index files' hashes
+    package_version: str | None = None
+    git_commit: str | None = None
+    git_dirty: bool | None = None
+    torch_version: str | None = None
+    python_version: str | None = None
+    device: str | None = None
+    compile: bool | None = None
+    fused_projection: bool | None = None
+    train_micro_batch: int | None = None
+    world_size: int | None = None  # processes (torchrun ranks) of the latest session
+    torch_threads: int | None = None  # torch's CPU threads in the latest session
+    malloc: str | None = None  # the C allocator of the latest session: tcmalloc or glibc
+    # What bit-for-bit equality with an uninterrupted run depends on, per training session
+    # (docs/runs.md, "What exact resume means"): the first step, device, threads, versions...
+    sessions: list = field(default_factory=list)
+    started: str | None = None
+    finished: str | None = None
+    source: str = "repro"  # "authors": imported by repro.authors.runs, never trained over
+    format: str = RECORD_FORMAT
+
+    def session(self) -> dict:
+        """The settings of this training process that exactness depends on, from the step it
+        started at (one entry of `sessions`, which a resumed run extends)."""
+        keys = ("device", "torch_threads", "torch_version", "train_micro_batch", "world_size")
+        keys += ("compile", "fused_projection")
+        first = 0 if self.last_step is None else self.last_step + 1
+        return {"first_step": first} | {key: getattr(self, key) for key in keys}
+
+    @property
+    def finished_training(self) -> bool:
+        return self.status in FINISHED
+
+    def write(self, run_dir: Path) -> None:
+        write_json(Path(run_dir) / RUN_JSON, asdict(self))
+
+
+def files_dir(run_dir: str | Path) -> Path:
+    """Where a run's files are: the run folder once training has ended, else its live/ folder
+    (a run in progress, or stopped part-way)."""
+    run_dir = Path(run_dir)
+    if not (run_dir / RUN_JSON).exists() and (run_dir / LIVE / RUN_JSON).exists():
+        return run_dir / LIVE
+    return run_dir
+
+
+def read_record(run_dir: str | Path) -> RunRecord:
+    """run.json of a run directory, in today's layout (repro.older_runs reads an older one)."""
+    path = Path(run_dir) / RUN_JSON
+    data = read_json(path, RunError, "has this run been trained?")
+    if not isinstance(data, dict):
+        raise RunError(f"{path}: not a run record (a {type(data).__name__})")
+    if "format" not in data:
+        try:
+            data = legacy_record(data)
+        except (KeyError, TypeError) as e:
+            raise RunError(f"{path}: not a run record (no `format`, and no {e})") from None
+    known = {f.name for f in fields(RunRecord)}
+    try:
+        return RunRecord(**{k: v for k, v in data.items() if k in known})
+    except TypeError as e:
+        raise RunError(f"{path}: not a run record ({e})") from None
+
+
+def identity_differences(old: dict, new: dict, prefix: str = "") -> list[str]:
+    """The dotted keys whose values differ between two identities (or exist in only one)."""
+    keys = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            keys += identity_differences(a, b, f"{prefix}{key}.")
+        elif a != b or (key in old) != (key in new):
+            keys.append(f"{prefix}{key}: {a!r} -> {b!r}")
+    return keys
+
+
+def publish(run_dir: Path, dest: Path) -> None:
+    """Copy a run's metrics.csv and run.json to dest (the workflow's declared outputs), each
+    atomically."""
+    for name in (METRICS_CSV, RUN_JSON):
+        copy_file(Path(run_dir) / name, Path(dest) / name)
+
+
+def code_version() -> dict:
+    """The package version and, in a git checkout, the commit and whether the tree was dirty."""
+    src = Path(__file__).resolve().parent
+
+    def git(*args):
+        try:
+            return subprocess.run(
+                ["git", "-C", str(src), *args],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=True,
+            ).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    commit = git("rev-parse", "HEAD")
+    return {
+        "package_version": repro.__version__,
+        "git_commit": commit,
+        "git_dirty": bool(git("status", "--porcelain")) if commit else None,
+    }
