@@ -24,7 +24,7 @@ class StepLog:
     tokens_per_step: int
     log_interval: int
     eval_interval: int
-    start: int  # this session's first step
+    start: int  # the first step this process trains (after a resume, the checkpoint's)
     pending: list = field(default_factory=list)  # (step, lr, evaluation; device loss) a step
     began: float = 0.0  # when the pending steps began
 

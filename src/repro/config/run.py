@@ -81,7 +81,8 @@ class RunConfig:
     def identity(self) -> dict:
         """What makes two runs the same run: what the training computes with, nothing else.
 
-        In the layout run.json and checkpoints have always had (AdamW's constants under train)."""
+        AdamW's constants stand under train, as run.json and checkpoints keep them; settings that
+        older runs were recorded without are left out at those runs' values (repro.older_runs)."""
         o = self.optimizer
         return {
             "model": without_later_defaults(asdict(self.model), LATER_MODEL_OPTIONS),
