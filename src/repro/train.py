@@ -25,6 +25,7 @@ from repro.data.tokens import corpus_note
 from repro.divergence import DivergenceStop
 from repro.files import WriteError, make_dir
 from repro.intervals import Checkpoints, StepLog
+from repro.older_runs import legacy_identity
 from repro.provenance import now, run_record
 from repro.rundir import (
     CHECKPOINT,
@@ -34,7 +35,6 @@ from repro.rundir import (
     RunRecord,
     check_resume,
     identity_differences,
-    legacy_identity,
     read_record,
     rows_before,
 )

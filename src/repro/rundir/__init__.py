@@ -1,7 +1,6 @@
 """A run directory: run.json (record.py: what was run, on what, how it ended) and metrics.csv
 (metrics.py: one row a step), the files training writes and the results read back."""
 
-from repro.older_runs import legacy_identity  # noqa: F401
 from repro.rundir.metrics import (  # noqa: F401
     METRICS_COLUMNS,
     MetricsLog,
