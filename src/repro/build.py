@@ -79,6 +79,8 @@ def with_train_micro_batch(run: RunConfig, built: Built) -> RunConfig:
     steps call, the same on every rank; None, and `auto` elsewhere, the evaluation's micro-batch.
     """
     chosen, (model, step_model, _, autocast) = run.runtime.train_micro_batch, built
+    if isinstance(chosen, int):
+        return run  # a number already: its relations were checked when it was set
     if chosen == "auto" and next(model.parameters()).device.type == "cuda":
         # Under torchrun the bare model, whose backward is no collective: each rank probes its GPU.
         probed = model if distributed.launched() else step_model
@@ -87,6 +89,6 @@ def with_train_micro_batch(run: RunConfig, built: Built) -> RunConfig:
         )
         chosen = distributed.smallest(chosen)  # one micro-batch for every rank
         print(f"{run.experiment.name}: training micro-batch {chosen} (auto)", flush=True)
-    elif not isinstance(chosen, int):
+    else:
         chosen = run.train.eval_micro_batch
     return run.with_runtime(train_micro_batch=chosen)

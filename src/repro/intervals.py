@@ -24,13 +24,13 @@ class StepLog:
     tokens_per_step: int
     log_interval: int
     eval_interval: int
-    start: int  # the first step this process trains (after a resume, the checkpoint's)
+    start: int  # the first step this process trains
     pending: list = field(default_factory=list)  # (step, lr, evaluation; device loss) a step
     began: float = 0.0  # when the pending steps began
 
     def due(self, step: int) -> bool:
         """Whether to write after `step`: at the log interval, before an evaluation (so that its
-        time stays out of the step times), and after the session's first step (so that
+        time stays out of the step times), and after this process's first step (so that
         compilation and warm-up are its row's time alone)."""
         return (
             (step + 1) % self.log_interval == 0
