@@ -60,7 +60,9 @@ def open_stage(name: str, args) -> tuple[Stage, Path]:
     scratch = SCRATCH / f"{name}-{args.device.replace(':', '')}"
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
-    about = {"device": args.device, "preset": args.preset, "budget_s": args.budget}
+    command = " ".join(["benchmarks/gpu/validate.sh", *sys.argv[1:]])
+    about = {"command": command, "device": args.device, "preset": args.preset}
+    about["budget_s"] = args.budget
     return Stage(name, args.out, args.budget, args.skip, about), scratch
 
 
