@@ -32,7 +32,7 @@ LARGEST_PROBED = 96  # micro-batches of 32-96 are where an H100/H200 is expected
 MEMORY_HEADROOM = 0.85  # of the GPU's memory a probe may use: the optimiser state comes later
 # What the optimiser state may take at most, beside the probe's peak: the rest is the allocator's.
 OPTIMIZER_HEADROOM = 0.95
-FIRST_PROBED = 12  # the paper's micro-batch: the line is drawn through it and the next size
+FIRST_PROBED = 12  # the paper's micro-batch: where the uncompiled pass measures the memory
 # What an allocation failure says, wherever it surfaces: torch's own OutOfMemoryError, cuBLAS or
 # cuDNN failing to allocate a workspace, or inductor wrapping either while it autotunes.
 OUT_OF_MEMORY = ("out of memory", "ALLOC_FAILED")
