@@ -72,9 +72,12 @@ def merged(outcome: dict, report: Path) -> dict:
 
 
 def keep(s: Stage, source: Path, name: str) -> None:
-    """A step's raw output beside the stage's JSON, as <stage>-<name>."""
+    """A step's raw output beside the stage's JSON, as <stage>-<name> (a new file: an earlier one,
+    or a link, is removed first, never written through)."""
     if source.exists():
-        shutil.copyfile(source, s.out / f"{s.name}-{name}")
+        target = s.out / f"{s.name}-{name}"
+        target.unlink(missing_ok=True)
+        shutil.copyfile(source, target)
 
 
 def environment(s: Stage, args, scratch: Path) -> None:
