@@ -218,45 +218,52 @@ def test_after_the_precision_set_up_both_precision_getters_answer():
     assert done.stdout.split() == ["high", "tf32", "True"]  # TF32 matmuls, by either API
 
 
-# The auto micro-batch, with fake memory: one GiB per sequence over 2 GiB of weights.
+# The auto micro-batch, with fake memory: 2 GiB held whatever the size, and per sequence 1 GiB as
+# the steps run the model (compiled), 1.5 GiB uncompiled (which keeps more activations).
 def linear_memory(calls, out_of_memory_above=math.inf):
-    def measure(n):
-        calls.append(n)
-        return None if n > out_of_memory_above else (2 + n) * GiB
+    def measure(n, compiled):
+        calls.append((n, "compiled" if compiled else "uncompiled"))
+        return None if n > out_of_memory_above else (2 + n * (1 if compiled else 1.5)) * GiB
 
     return measure
+
+
+def fitting(calls, limit, batch=480, ranks=1, out_of_memory_above=math.inf):
+    measure = linear_memory(calls, out_of_memory_above)
+    return fit.largest_fitting(batch, measure, 2 * GiB, limit * GiB, ranks)
 
 
 @pytest.mark.parametrize("ranks", [1, 2, 4, 8])
 def test_auto_micro_batch_gives_every_rank_the_same_micro_steps(ranks):
     """On 8 GPUs, 96 of 480 is 5 micro-steps: no equal shares. Each rank's share is divided."""
-    chosen = fit.largest_fitting(480, linear_memory([]), 1000 * GiB, ranks)
+    chosen = fitting([], 1000, ranks=ranks)
     assert (480 // chosen) % ranks == 0
     assert chosen == {1: 96, 2: 80, 4: 60, 8: 60}[ranks]
 
 
 def test_auto_micro_batch_needs_a_batch_the_ranks_share():
     with pytest.raises(fit.ReproError, match="480 sequences cannot be shared equally by 7"):
-        fit.largest_fitting(480, linear_memory([]), 1000 * GiB, ranks=7)
+        fitting([], 1000, ranks=7)
 
 
-def test_auto_micro_batch_probes_small_sizes_first_and_predicts_the_rest():
+def test_auto_micro_batch_runs_one_size_as_the_steps_do_and_predicts_the_rest():
+    """One uncompiled pass gives the memory per sequence; the largest size predicted to fit
+    (2 + 1.5 n <= 68: 44, so 40) is the one size compiled."""
     calls = []
-    assert fit.largest_fitting(480, linear_memory(calls), 68 * GiB) == 60  # 62 GiB; 80: 82
-    assert calls == [12, 15, 60]  # no size that runs out of memory is ever tried
-    calls = []  # memory that grows faster than the line: one size runs out, the next fits
-    assert fit.largest_fitting(480, linear_memory(calls, 50), 68 * GiB) == 48
-    assert calls == [12, 15, 60, 48]
+    assert fitting(calls, 68) == 40
+    assert calls == [(12, "uncompiled"), (40, "compiled")]
+    calls = []  # the compiled pass runs out of memory after all: the next smaller size
+    assert fitting(calls, 68, out_of_memory_above=32) == 32
+    assert calls == [(12, "uncompiled"), (40, "compiled"), (32, "compiled")]
 
 
 def test_auto_micro_batch_edges():
-    assert fit.largest_fitting(4, linear_memory([]), 1000 * GiB) == 4  # batches below 12
-    assert fit.largest_fitting(480, linear_memory([], 12), 68 * GiB) == 12
-    calls = []  # not even the first probed size: the smaller ones, largest first
-    assert fit.largest_fitting(480, linear_memory(calls, 9), 68 * GiB) == 8
-    assert calls == [12, 10, 8]
+    assert fitting([], 1000, batch=4) == 4  # batches below 12
+    calls = []  # not even the first size: the smaller ones, largest first
+    assert fitting(calls, 68, out_of_memory_above=9) == 8
+    assert calls == [(12, "uncompiled"), (10, "uncompiled"), (8, "uncompiled"), (8, "compiled")]
     with pytest.raises(fit.ReproError, match="no training micro-batch fits"):
-        fit.largest_fitting(480, linear_memory([], 0), 68 * GiB)
+        fitting([], 68, out_of_memory_above=0)
 
 
 @pytest.fixture
@@ -267,6 +274,7 @@ def fake_cuda_memory(monkeypatch):
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: log.append("empty_cache"))
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda d=None: log.append("reset"))
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda d=None: GiB)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda d=None: 0)
     monkeypatch.setattr(
         torch.cuda, "get_device_properties", lambda d=None: SimpleNamespace(total_memory=80 * GiB)
     )
@@ -327,7 +335,9 @@ def test_the_probe_resets_the_peak_memory_statistics(fake_cuda_memory, capsys):
     model, _, _, autocast = build(load_run("tiny", "baseline"), torch.device("cpu"))
     assert fit.auto_micro_batch(model, 4, 32, autocast) == 4
     assert fake_cuda_memory[-1] == "reset"  # a peak read later is training's, not the probe's
-    assert "micro-batch probe: 4 sequences, peak 1.0 GiB" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "micro-batch probe: 4 sequences uncompiled, peak 1.0 GiB" in out
+    assert "micro-batch probe: 4 sequences as the steps run it, peak 1.0 GiB" in out
 
 
 def test_the_probe_leaves_room_for_the_optimiser_state():
@@ -342,25 +352,27 @@ def test_the_probe_leaves_room_for_the_optimiser_state():
         assert fit.probe_limit(gpu * GiB, weights) / GiB == pytest.approx(limit, abs=0.1)
 
 
-def test_the_probe_compiles_the_graph_training_runs(fake_cuda_memory, capsys):
-    """The probe's pass at the chosen micro-batch is training's step (the same overlapping views
-    of a token window): one graph, not a second one for other strides. Then the probe drops its
-    graphs, which else count towards dynamo's recompile limit."""
+def test_the_probe_compiles_once_the_graph_training_runs(fake_cuda_memory, capsys):
+    """Of a batch of 48 the probe compiles one size, the largest predicted to fit (here all fit:
+    48), with the inputs training takes (the same overlapping views of a token window); training's
+    steps at that size then run the probe's graph without compiling another."""
+    from dataclasses import replace
+
     from torch._dynamo.testing import CompileCounter
 
-    run = load_run("tiny", "resgelu-lr3e-3", train_micro_batch=4)
+    run = load_run("tiny", "resgelu-lr3e-3")
+    run = replace(run, train=replace(run.train, batch_size=48)).with_runtime(train_micro_batch=48)
     model, _, optimizer, autocast = build(run, torch.device("cpu"))
     graphs = CompileCounter()  # compiles nothing, counts what dynamo hands a backend
     compiled = torch.compile(model, backend=graphs, dynamic=False)
     torch._dynamo.reset()
-    assert fit.peak_memory(compiled, 4, run.model.block_size, autocast) == GiB
-    batches = DeviceBatches(random_batches(run, 1), torch.device("cpu"))
-    train_step(compiled, optimizer, batches, 0, 1.0, autocast)
+    assert fit.auto_micro_batch(compiled, 48, run.model.block_size, autocast) == 48
     assert graphs.frame_count == 1
-    assert fit.auto_micro_batch(compiled, 4, run.model.block_size, autocast) == 4
-    assert graphs.frame_count == 1  # its pass ran the graph compiled above, and then ...
-    train_step(compiled, optimizer, batches, 0, 1.0, autocast)
-    assert graphs.frame_count == 2  # ... dropped it: training compiles its graph anew
+    assert capsys.readouterr().out.count("as the steps run it") == 1
+    batches = DeviceBatches(random_batches(run, 2), torch.device("cpu"))
+    for i in range(2):
+        train_step(compiled, optimizer, batches, i, 1.0, autocast)
+    assert graphs.frame_count == 1  # training ran the probe's graph
 
 
 def test_one_training_process_compiles_the_train_and_eval_graphs_once_each(
@@ -385,8 +397,8 @@ def test_one_training_process_compiles_the_train_and_eval_graphs_once_each(
 )
 def test_the_gpu_path_compiled_on_cpu(fake_cuda_memory):
     """What a GPU runs, on CPU: inductor's compiled model with the fused projection and the
-    chunked loss, bf16 autocast, the fused AdamW; the probe's pass, then training's steps on the
-    one graph the probe compiled."""
+    chunked loss, bf16 autocast, the fused AdamW; the auto micro-batch's probe, then training's
+    steps on the one graph the probe compiled."""
     from torch._dynamo.utils import counters
 
     cpu = torch.device("cpu")
@@ -398,7 +410,8 @@ def test_the_gpu_path_compiled_on_cpu(fake_cuda_memory):
     autocast = torch.autocast("cpu", dtype=torch.bfloat16)
     torch._dynamo.reset()
     counters.clear()
-    assert fit.peak_memory(step_model, 4, run.model.block_size, autocast) == GiB
+    assert fit.auto_micro_batch(step_model, 4, run.model.block_size, autocast) == 4
+    assert counters["stats"]["unique_graphs"] == 1  # the probe compiled one size, training's
     batches = DeviceBatches(random_batches(run, 3), cpu)
     step = lambda i: train_step(step_model, optimizer, batches, i, 1.0, autocast)
     losses = [step(i).item() for i in range(3)]

@@ -1,13 +1,18 @@
-"""The GPU validation's step runner (benchmarks/gpu/steps.py): a step past its deadline is killed
-with everything it started, and a stage killed at any moment keeps every finished step's outcome
-in its JSON (docs/gpu.md)."""
+"""The GPU validation (docs/gpu.md): on a node's Python that lacks a module the training path
+imports, validate.sh brings it from the wheelhouse without pip; a compile toolchain that fails
+leaves the stage uncompiled; the window stage's figures; the step runner (benchmarks/gpu/steps.py):
+a step past its deadline is killed with everything it started, and a stage killed at any moment
+keeps every finished step's outcome in its JSON."""
 
+import importlib.metadata
 import json
 import os
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +21,78 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks" / "gpu"))
 
 from steps import Stage  # noqa: E402 (the benchmark's folder is no package)
+
+VALIDATE = REPO / "benchmarks" / "gpu" / "validate.sh"
+WINDOW_STEPS = ["indices", "train", "pair", "stopped", "resumed", "resume", "probe"]
+
+
+def environment_without(tmp_path: Path, distribution: str) -> Path:
+    """The python of a virtual environment holding this one's packages but `distribution`, as a
+    GPU node's holds all but jsonschema; and a wheelhouse of that distribution's wheel."""
+    env, packages = tmp_path / "node", tmp_path / "node-packages"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", env], check=True)
+    packages.mkdir()
+    dist = importlib.metadata.distribution(distribution)
+    ours = Path(sysconfig.get_paths()["purelib"])
+    located = {dist.locate_file(f).resolve() for f in dist.files}
+    files = {f for f in located if f.is_relative_to(ours.resolve())}  # not its console script
+    for entry in ours.iterdir():
+        if not any(f.is_relative_to(entry.resolve()) for f in files):
+            (packages / entry.name).symlink_to(entry)
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    site = env / "lib" / f"python{version}" / "site-packages"
+    (site / "node.pth").write_text(f"{packages}\n")
+    wheels = tmp_path / "wheelhouse" / f"py{version}"
+    wheels.mkdir(parents=True)
+    wheel = wheels / f"{distribution}-{dist.version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:  # a wheel: the installed files, zipped
+        for f in sorted(files):
+            archive.write(f, f.relative_to(ours.resolve()))
+    return env / "bin" / "python"
+
+
+def validate(tmp_path, python, *args, **env) -> subprocess.CompletedProcess:
+    """validate.sh in CPU mode with the folders of tmp_path; its record, log and result."""
+    env = os.environ | {"PYTHON": str(python), "REPRO_VALIDATE_SCRATCH": str(tmp_path / "s")} | env
+    env.pop("PYTHONPATH", None)
+    command = [VALIDATE, *args, "--device", "cpu", "--out", tmp_path / "out"]
+    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+
+
+@pytest.mark.slow
+def test_what_the_node_lacks_comes_from_the_wheelhouse_without_pip(tmp_path):
+    """A Python without jsonschema (imported only at the first configuration validated): the
+    environment step imports it, unpacked from the wheelhouse, and validates a configuration."""
+    python = environment_without(tmp_path, "jsonschema")
+    lacking = subprocess.run([python, "-c", "import jsonschema"], capture_output=True)
+    assert lacking.returncode != 0 and b"No module named 'jsonschema'" in lacking.stderr
+    wheelhouse = str(tmp_path / "wheelhouse")
+    done = validate(
+        tmp_path, python, "window", "--skip", *WINDOW_STEPS, REPRO_WHEELHOUSE=wheelhouse
+    )
+    assert "jsonschema" in done.stderr.split("unpacked from")[-1], done.stderr
+    record = json.loads((tmp_path / "out" / "window.json").read_text())
+    environment = record["steps"]["environment"]
+    assert environment["imports"]["jsonschema"] == "ok"
+    assert environment["configuration"] == "ok" and environment["status"] == "ok", environment
+    assert next((tmp_path / "s").glob("site-packages-py*/jsonschema/__init__.py"))
+
+
+@pytest.mark.slow
+def test_a_failing_compile_toolchain_leaves_the_rest_uncompiled(tmp_path):
+    """No C++ compiler for inductor: the environment step says so, and the pair is timed
+    uncompiled instead of failing on its first compiled step."""
+    skipped = [step for step in WINDOW_STEPS if step != "pair"]
+    done = validate(tmp_path, sys.executable, "window", "--skip", *skipped, CXX="false")
+    record = json.loads((tmp_path / "out" / "window.json").read_text())
+    assert record["steps"]["environment"]["toolchain"]["status"] == "failed"
+    assert record["compile"] == "off: the toolchain failed"
+    assert "every later step runs uncompiled" in done.stdout
+    pair = record["steps"]["pair"]
+    assert (
+        pair["status"] == "ok" and "--no-compile" in (tmp_path / "out" / "window.log").read_text()
+    )
+    assert all(row["compile"] is False for row in pair["fastest"])
 
 
 def gone(pid: int) -> bool:
@@ -79,27 +156,48 @@ def test_a_second_run_keeps_the_steps_it_skips_and_starts_none_past_the_budget(t
 
 
 @pytest.mark.slow
+def test_the_window_stage_brings_back_every_figure(tmp_path):
+    """The window at the tiny preset's size: every step ok, the loss falling on the skewed
+    synthetic tokens, the resumed run bit for bit the whole one's, at most 8 files."""
+    done = validate(tmp_path, sys.executable, "window")
+    assert done.returncode == 0, done.stdout[-3000:]
+    record = json.loads((tmp_path / "out" / "window.json").read_text())
+    steps = record["steps"]
+    assert record["failed_steps"] == [] and all(
+        steps[key]["status"] == "ok" for key in WINDOW_STEPS
+    )
+    train = steps["train"]
+    assert train["loss_fell"] and set(train["evaluations"]) == {"0", "10", "20"}
+    assert train["tokens_per_s"] > 0 and train["compile_time_s"] is not None
+    assert set(steps["pair"]["step_time_ratios"]) == {"resgelu-lr3e-3"}
+    assert steps["stopped"]["exit"] == 75 and steps["resume"]["bit_identical"]
+    files = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert len(files) <= 8 and "window-train-metrics.csv" in files, files
+
+
+@pytest.mark.slow
 def test_killing_validate_sh_mid_stage_keeps_the_finished_steps(tmp_path):
-    """The whole command killed, as a GPU window's time limit does, while its second step runs."""
+    """The whole command killed, as a GPU window's time limit does, while its training runs."""
     out = tmp_path / "out"
     env = os.environ | {"PYTHON": sys.executable, "REPRO_VALIDATE_SCRATCH": str(tmp_path / "s")}
-    command = [REPO / "benchmarks/gpu/validate.sh", "A", "--device", "cpu", "--out", out]
+    command = [VALIDATE, "window", "--device", "cpu", "--out", out]
     validate = subprocess.Popen(
         command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, start_new_session=True
     )
     try:
 
-        def probing():
-            steps = json.loads((out / "A.json").read_text())["steps"] if out.exists() else {}
-            return steps.get("probe", {}).get("status") == "running" and steps
+        def training():
+            steps = json.loads((out / "window.json").read_text())["steps"] if out.exists() else {}
+            return steps.get("train", {}).get("status") == "running" and steps
 
-        steps = wait_for(probing, 300)
+        steps = wait_for(training, 300)
     finally:
         os.killpg(validate.pid, signal.SIGKILL)
         validate.wait()
-    record = json.loads((out / "A.json").read_text())
+    record = json.loads((out / "window.json").read_text())
     environment = record["steps"]["environment"]
     assert environment["status"] == "ok" and environment["imports"]["repro.train"] == "ok"
-    assert record["steps"]["probe"]["status"] == "running"  # where the stage was cut
-    wait_for(lambda: gone(steps["probe"]["pid"]), 10)  # the step died with its stage
-    assert "=== stage A" in (out / "A.log").read_text()
+    assert record["steps"]["indices"]["status"] == "ok"
+    assert record["steps"]["train"]["status"] == "running"  # where the stage was cut
+    wait_for(lambda: gone(steps["train"]["pid"]), 10)  # the step died with its stage
+    assert "=== stage window" in (out / "window.log").read_text()

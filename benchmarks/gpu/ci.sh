@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # CI: what a GPU window runs, rehearsed on CPU under a GPU node's own packages (docs/gpu.md): a
-# fresh virtual environment of node-packages.txt (the node's torch) plus what validate.sh installs
-# from the wheelhouse. First the GPU path compiled on CPU (tests/test_gpu.py with
-# REPRO_TEST_COMPILED_CPU=1: inductor, bf16 autocast, fused AdamW, the chunked loss, the probe's
-# pass), then every stage of validate.sh in CPU mode: each must write its JSON with no failed step.
+# fresh virtual environment of node-packages.txt (the node's torch; no jsonschema, as on the node)
+# with the wheelhouse beside it. First the one command of a window, validate.sh window in CPU
+# mode, which must find what the environment lacks and bring it from the wheelhouse without pip;
+# then the GPU path compiled on CPU (tests/test_gpu.py with REPRO_TEST_COMPILED_CPU=1: inductor,
+# bf16 autocast, fused AdamW, the chunked loss, the probe compiling once) on the modules it
+# brought; then the pairs and extras stages. Each stage must write its JSON with no failed step.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -12,17 +14,25 @@ trap 'rm -rf "$work"' EXIT
 python3 -m venv "$work/venv"
 python=$work/venv/bin/python
 "$python" -m pip install --quiet -r "$here/node-packages.txt"
+if "$python" -c "import jsonschema" 2>/dev/null; then
+  echo "gpu validation: the node's package set holds jsonschema: the rehearsal would not be" \
+    "the node's" >&2
+  exit 1
+fi
 version=$("$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 "$here/wheelhouse.sh" "$version" >/dev/null
-"$python" -m pip install --quiet --no-index --find-links "$here/wheelhouse/py$version" \
-  -r "$here/requirements.txt"
+export PYTHON=$python REPRO_VALIDATE_SCRATCH=$work/scratch TORCHINDUCTOR_CACHE_DIR=$work/inductor
 status=0
 cd "$repo"
-REPRO_TEST_COMPILED_CPU=1 TORCHINDUCTOR_CACHE_DIR="$work/inductor" PYTHONPATH=src \
+"$here/validate.sh" window --device cpu --out "$work/results" || status=1
+files=$(ls "$work/results" | wc -l)
+[ "$files" -le 8 ] || { echo "gpu validation: $files files, more than a window brings back" >&2; status=1; }
+REPRO_TEST_COMPILED_CPU=1 PYTHONPATH="src:$work/scratch/site-packages-py$version" \
   "$python" -m pytest tests/test_gpu.py -q -p no:cacheprovider || status=1
-for stage in A B C D; do
-  PYTHON=$python REPRO_VALIDATE_SCRATCH="$work/scratch" \
-    "$here/validate.sh" "$stage" --device cpu --out "$work/results" || status=1
+for stage in pairs extras; do
+  "$here/validate.sh" "$stage" --device cpu --out "$work/results" || status=1
+done
+for stage in window pairs extras; do
   [ -s "$work/results/$stage.json" ] || { echo "gpu validation: no $stage.json" >&2; status=1; }
 done
 echo "gpu validation (CPU mode, torch $("$python" -c 'import torch; print(torch.__version__)')):" \

@@ -1,9 +1,12 @@
 """The GPU validation's measurements that run inside a step's own process (benchmarks/gpu/stages.py
 runs each as a step with a deadline), each writing its REPORT.json for the stage's record:
 
-  measure.py environment REPORT.json
-      versions of what the GPU path runs on, the GPU, and whether each training module imports
+  measure.py environment REPORT.json --device D
+      versions of what the GPU path runs on, the GPU, whether each module training, evaluation
+      and checkpointing load imports, a configuration validated, and the compile toolchain: one
+      tiny function compiled by inductor and run on the device
   measure.py pair NAME REPORT.json --preset P --device D --micro-batch N --steps S --warmup W
+      [--no-compile]
       a before/after pair that decides a default (PAIRS), both sides timed in this one process
 """
 
@@ -14,12 +17,15 @@ import json
 import platform
 import subprocess
 import sys
+import time
 
 import numpy as np
 import torch
+from packages import MODULES
 
-# Every module the training path imports: one that fails to import is found before any timing.
-GPU_PATH = [
+# Every module of the package the training path imports, and every module they import from
+# elsewhere (packages.MODULES): one that fails to import is found before any timing.
+GPU_PATH = MODULES + [
     "repro.cli",
     "repro.config",
     "repro.train",
@@ -42,8 +48,36 @@ GPU_PATH = [
 PAIRED = "resgelu-lr3e-3"  # the pairs time the paper's model
 
 
-def environment() -> dict:
-    """Versions of what the GPU path runs on, and whether each of its modules imports."""
+def toolchain(device: str) -> dict:
+    """Whether torch.compile works here: one tiny function compiled by inductor (on a GPU Triton,
+    whose launcher needs a C compiler and Python's headers; on CPU C++) and run on `device`."""
+    began = time.monotonic()
+    try:
+        x = torch.randn(256, device=device)
+        compiled = torch.compile(lambda x: torch.nn.functional.gelu(x) * 2 + 1)
+        right = torch.allclose(compiled(x), torch.nn.functional.gelu(x) * 2 + 1)
+        status, error = ("ok", None) if right else ("failed", "a wrong result")
+    except Exception as e:  # noqa: BLE001 (the failure is the finding: training runs uncompiled)
+        status, error = "failed", f"{type(e).__name__}: {str(e)[:2000]}"
+    seconds = round(time.monotonic() - began, 1)
+    print(f"compile toolchain: {status} ({seconds} s){f': {error}' if error else ''}", flush=True)
+    return {"status": status, "seconds": seconds, "error": error}
+
+
+def validates() -> str:
+    """Whether a configuration loads and validates (jsonschema's first use), as training's."""
+    try:
+        from repro.config import load_run
+
+        load_run("paper", PAIRED)
+        return "ok"
+    except Exception as e:  # noqa: BLE001 (each failure is recorded, not raised)
+        return f"{type(e).__name__}: {e}"
+
+
+def environment(device: str) -> dict:
+    """Versions of what the GPU path runs on, whether each of its modules imports, whether a
+    configuration validates, and whether torch.compile works on `device`."""
     env = {
         "status": "ok",
         "python": platform.python_version(),
@@ -81,7 +115,11 @@ def environment() -> dict:
             imports[module] = f"{type(e).__name__}: {e}"
         print(f"import {module}: {imports[module]}", flush=True)
     env["imports"] = imports
-    if any(v != "ok" for v in imports.values()):
+    env["configuration"] = validates()
+    print(f"configuration validated: {env['configuration']}", flush=True)
+    env["toolchain"] = toolchain(device)
+    checks = [*imports.values(), env["configuration"], env["toolchain"]["status"]]
+    if any(v != "ok" for v in checks):
         env["status"] = "failed"
     return env
 
@@ -98,19 +136,21 @@ def pairs(device: str) -> dict[str, tuple[dict, dict]]:
     }
 
 
-def pair(name: str, preset: str, device_name: str, micro_batch: int, steps: int, warmup: int):
+def pair(name: str, args) -> dict:
     """Both sides of pair `name`, one after the other; the ratio of their step times."""
     from repro.config import load_run
     from repro.perf import bench
     from repro.runtime.device import resolve_device
     from repro.runtime.fit import out_of_memory
 
-    device = resolve_device(device_name)
-    run = load_run(preset, PAIRED).with_runtime(train_micro_batch=micro_batch)
+    device, steps, warmup = resolve_device(args.device), args.steps, args.warmup
+    run = load_run(args.preset, PAIRED).with_runtime(
+        train_micro_batch=args.micro_batch, compile=args.compile
+    )
     if name == "inductor_mode" and not run.runtime.enabled("compile", device.type):
         return {"status": "skipped", "reason": "compile is off here"}
     rows = []
-    for side in pairs(device_name)[name]:
+    for side in pairs(args.device)[name]:
         options = dict(side)
         # Runtime settings change the run; the others are time_steps' own options.
         sized = run.with_runtime(
@@ -140,13 +180,12 @@ def main(argv=None) -> int:
         parser.add_argument(option)
     for option in ("--micro-batch", "--steps", "--warmup"):
         parser.add_argument(option, type=int)
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None)
     args = parser.parse_args(argv)
     if args.what == "environment":
-        result = environment()
+        result = environment(args.device)
     else:
-        result = pair(
-            args.name, args.preset, args.device, args.micro_batch, args.steps, args.warmup
-        )
+        result = pair(args.name, args)
     with open(args.report, "w") as f:
         json.dump(result, f, indent=2)
     return 0 if result.get("status", "ok") != "failed" else 1

@@ -1,4 +1,4 @@
-"""One `repro train` of stage C (benchmarks/gpu/stages.py), reporting its peak device memory.
+"""One `repro train` of the window's stage (benchmarks/gpu/stages.py), reporting its figures.
 
 usage: train_leg.py REPORT.json STOP_AFTER -- train ARGS...
 
@@ -6,8 +6,9 @@ The command line's own `repro train` runs here, in this process. With STOP_AFTER
 sends itself SIGTERM as soon as that step has been taken: the run's own stop-signal handling then
 checkpoints at the next step boundary and exits 75, as under a scheduler's preemption, but at a
 step known in advance (a signal from outside lands at a step that depends on the device's speed).
-REPORT.json gets the exit status, the seconds, and on CUDA the peak memory allocated and reserved
-(the auto micro-batch's probe resets the statistics: the peak is training's).
+REPORT.json gets the exit status, the seconds, what the run's metrics.csv says (runs.py's
+training_figures: the loss, the evaluations, the compile time, tokens/s), the MFU, and on CUDA the
+peak memory allocated and reserved.
 """
 
 import json
@@ -15,11 +16,15 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 import torch
+from runs import read_rows, training_figures
 
 import repro.train
 from repro.cli import main
+from repro.config import load_run
+from repro.perf.cost import known_peak_flops, model_size
 
 
 def stop_after(step: int) -> None:
@@ -34,6 +39,23 @@ def stop_after(step: int) -> None:
     repro.train.train_step = train_step
 
 
+def figures(train_args: list[str]) -> dict:
+    """The run's figures from its metrics.csv, with the MFU on a GPU of known peak."""
+    option = lambda name: train_args[train_args.index(name) + 1]  # noqa: E731
+    out = Path(option("--out"))
+    if not (out / "metrics.csv").exists():
+        return {}
+    result = training_figures(read_rows(out))
+    if torch.cuda.is_initialized():
+        run = load_run(option("--preset"), option("--experiment"))
+        peak = known_peak_flops(torch.cuda.get_device_name())
+        per_token = model_size(run.model)["flops_per_token"]
+        result["mfu"] = result["tokens_per_s"] * per_token / peak if peak else None
+        result["peak_memory_allocated_bytes"] = torch.cuda.max_memory_allocated()
+        result["peak_memory_reserved_bytes"] = torch.cuda.max_memory_reserved()
+    return result
+
+
 if __name__ == "__main__":
     report, stop, separator, *train_args = sys.argv[1:]
     assert separator == "--", __doc__
@@ -41,10 +63,7 @@ if __name__ == "__main__":
         stop_after(int(stop))
     began = time.monotonic()
     code = main(train_args)
-    result = {"exit": code, "seconds": round(time.monotonic() - began, 1)}
-    if torch.cuda.is_initialized():
-        result["peak_memory_allocated_bytes"] = torch.cuda.max_memory_allocated()
-        result["peak_memory_reserved_bytes"] = torch.cuda.max_memory_reserved()
+    result = {"exit": code, "seconds": round(time.monotonic() - began, 1)} | figures(train_args)
     with open(report, "w") as f:
         json.dump(result, f)
     print(f"train leg: {result}", flush=True)

@@ -3,18 +3,20 @@ micro-batch that fits this GPU (`runtime.train_micro_batch: auto`).
 
 A larger micro-batch means fewer micro-steps per optimiser step, so fewer of their fixed costs
 (weight casts, launches, gradient accumulation); the step's mathematics are the same. The probe
-runs one forward and backward pass of the model the steps call (compiled where compile is on, so
-that it measures the compiled graph's memory, not eager's) at a few sizes, smallest first, and
-extrapolates the rest: memory grows linearly with the micro-batch, so at most the one size the
-line overestimates runs out of memory. Its passes take the inputs training takes (overlapping views
-of one window of tokens), so that its graph at the chosen size is training's own, not one that
-dynamo compiles again for other strides; its graphs are dropped afterwards (one per size probed,
-they would count towards dynamo's recompile limit, past which it runs eagerly).
+compiles once: a run's start pays one cold compile. Memory is the model's fixed part (its weights
+and their gradients; AdamW's moments come later and are left room for) plus a part per sequence,
+which one uncompiled forward and backward pass measures in seconds; that predicts the largest size
+that fits, and one pass of the model the steps call (compiled where compile is on) checks it. The
+uncompiled pass keeps more activations than the compiled graph, so the prediction errs towards
+fitting; only where the compiled pass still runs out of memory is the next smaller size tried. Its
+passes take the inputs training takes (overlapping views of one window of tokens), so that the
+graph it compiled at the chosen size is training's own: training runs it without compiling again.
 """
 
 from __future__ import annotations
 
 import gc
+import math
 from collections.abc import Callable
 
 import torch
@@ -27,7 +29,7 @@ LARGEST_PROBED = 96  # micro-batches of 32-96 are where an H100/H200 is expected
 MEMORY_HEADROOM = 0.85  # of the GPU's memory a probe may use: the optimiser state comes later
 # What the optimiser state may take at most, beside the probe's peak: the rest is the allocator's.
 OPTIMIZER_HEADROOM = 0.95
-FIRST_PROBED = 12  # the paper's micro-batch: the line is drawn through it and the next size
+FIRST_PROBED = 12  # the paper's micro-batch: where the uncompiled pass measures the memory
 # What an allocation failure says, wherever it surfaces: torch's own OutOfMemoryError, cuBLAS or
 # cuDNN failing to allocate a workspace, or inductor wrapping either while it autotunes.
 OUT_OF_MEMORY = ("out of memory", "ALLOC_FAILED")
@@ -57,47 +59,46 @@ def weight_bytes(config: ModelConfig) -> int:
 
 def largest_fitting(
     batch_size: int,
-    measure: Callable[[int], int | None],
+    measure: Callable[[int, bool], int | None],
+    fixed: int,
     limit: float,
     ranks: int = 1,
     largest: int = LARGEST_PROBED,
 ) -> int:
-    """The largest candidate micro-batch whose measured peak memory is within `limit` bytes.
+    """The largest candidate micro-batch whose peak memory is within `limit` bytes.
 
-    measure(n): the peak bytes of a pass at micro-batch n, or None when it ran out of memory.
-    The two smallest candidates from FIRST_PROBED up are measured first; a line through them
-    predicts the rest, and the largest predicted to fit is tried, then the next smaller ones.
+    measure(n, compiled): the peak bytes of a pass at micro-batch n, uncompiled or as the steps
+    run it, or None when it ran out of memory. fixed: the bytes a pass holds whatever its size
+    (the weights and their gradients). One uncompiled pass (at FIRST_PROBED, or the largest
+    smaller size that fits) gives the bytes per sequence; the largest size predicted to fit is
+    then measured as the steps run it, and only if that fails the next smaller one. A size that
+    ran out of memory uncompiled bounds the prediction: none above it is tried.
     """
     sizes = candidates(batch_size, ranks, largest)
-    above = [n for n in sizes if n >= FIRST_PROBED] or sizes[-1:]
-    first, rest = above[:2], above[2:]
-    below = [n for n in sizes if n < first[0]]
-    peaks = {}
-    for n in first:
-        peak = measure(n)
-        if peak is None or peak > limit:
+    first = next((n for n in sizes if n >= FIRST_PROBED), sizes[-1])
+    too_large = math.inf  # the smallest size that did not fit uncompiled: none above is tried
+    for n in [first] + [m for m in reversed(sizes) if m < first]:
+        peak = measure(n, False)
+        if peak is not None and peak <= limit:
             break
-        peaks[n] = peak
-    if not peaks:  # not even the first: the smaller ones, largest first
-        for n in reversed(below):
-            peak = measure(n)
-            if peak is not None and peak <= limit:
-                return n
+        too_large = n
+    else:
         raise ReproError(
             f"no training micro-batch fits this device's memory (batch {batch_size}, "
             f"{ranks} rank(s), limit {limit / 2**30:.1f} GiB)"
         )
-    if len(peaks) < 2:  # the second did not fit, or there is only one
-        return max(peaks)
-    (a, pa), (b, pb) = sorted(peaks.items())
-    per_sequence = max(pb - pa, 0) / (b - a)
-    for n in reversed(rest):
-        if pb + per_sequence * (n - b) > limit:
-            continue  # predicted not to fit: never run
-        peak = measure(n)
+    per_sequence = max(peak - fixed, 0) / n
+    predicted = [
+        m for m in sizes if m <= n or (m < too_large and fixed + per_sequence * m <= limit)
+    ]
+    for m in reversed(predicted):
+        peak = measure(m, True)
         if peak is not None and peak <= limit:
-            return n
-    return b
+            return m
+    raise ReproError(
+        f"no training micro-batch fits this device's memory as compiled (batch {batch_size}, "
+        f"{ranks} rank(s), limit {limit / 2**30:.1f} GiB)"
+    )
 
 
 def out_of_memory(error: BaseException) -> bool:
@@ -151,19 +152,27 @@ def probe_limit(total: int, weight_bytes: int) -> float:
 
 def auto_micro_batch(model, batch_size: int, block_size: int, autocast, ranks: int = 1) -> int:
     """The largest micro-batch for `model` (the model the steps call) on its GPU, printing each
-    probe; the peak-memory statistics and dynamo's compiled graphs are reset afterwards, so that a
-    later peak is training's and training compiles its graphs anew (from inductor's cache)."""
+    pass; the peak-memory statistics are reset afterwards, so that a later peak is training's.
+    Where the compiled model ran more than one size, its graphs are dropped: each would count
+    towards dynamo's recompile limit, past which it runs eagerly."""
     device = next(model.parameters()).device
     total = torch.cuda.get_device_properties(device).total_memory
+    uncompiled = getattr(model, "_orig_mod", model)  # torch.compile's module, or the model
+    compiled_sizes = []
 
-    def measure(n: int) -> int | None:
-        peak = peak_memory(model, n, block_size, autocast)
+    def measure(n: int, compiled: bool) -> int | None:
+        peak = peak_memory(model if compiled else uncompiled, n, block_size, autocast)
+        compiled_sizes.extend([n] if compiled else [])
         said = "out of memory" if peak is None else f"{peak / 2**30:.1f} GiB"
-        print(f"micro-batch probe: {n} sequences, peak {said}", flush=True)
+        how = "as the steps run it" if compiled else "uncompiled"
+        print(f"micro-batch probe: {n} sequences {how}, peak {said}", flush=True)
         return peak
 
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    chosen = largest_fitting(batch_size, measure, probe_limit(total, weights), ranks)
-    torch._dynamo.reset()
+    fixed = torch.cuda.memory_allocated(device) + weights  # what is held, and the gradients
+    limit = probe_limit(total, weights)
+    chosen = largest_fitting(batch_size, measure, fixed, limit, ranks)
+    if len(compiled_sizes) > 1:
+        torch._dynamo.reset()
     torch.cuda.reset_peak_memory_stats(device)
     return chosen

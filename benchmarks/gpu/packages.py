@@ -1,0 +1,99 @@
+"""What the GPU path needs of a node's Python, and what the node lacks brought in without pip.
+
+  packages.py check                   the modules of MODULES that fail to import, one a line;
+                                      exit 1 when there is any
+  packages.py unpack WHEELHOUSE SITE  every wheel in WHEELHOUSE whose distribution this Python
+                                      lacks, unpacked into SITE (a folder validate.sh puts on
+                                      every process's PYTHONPATH)
+
+A wheel is a zip archive laid out as site-packages is: unpacking it is installing it, without pip
+(absent from some nodes' interpreters) and without writing to the node's environment (not always
+writable). Standard library only: this runs before anything else is known to import.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import re
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+# Every module training, evaluation, checkpointing and `repro bench` import, by the name they
+# import it, those imported lazily (at the first configuration validated, the first export)
+# included: importing the package alone proves nothing about them.
+MODULES = [
+    "torch",
+    "numpy",
+    "yaml",
+    "jsonschema",
+    "tensorboard.compat.proto.event_pb2",
+    "tensorboard.summary.writer.record_writer",
+    "safetensors.torch",
+    "tiktoken",
+]
+
+
+def missing() -> list[str]:
+    """The modules of MODULES this Python cannot import, each with why."""
+    failed = []
+    for module in MODULES:
+        try:
+            importlib.import_module(module)
+        except Exception as error:  # noqa: BLE001 (any failure to import is the finding)
+            failed.append(f"{module} ({type(error).__name__}: {error})")
+    return failed
+
+
+def distribution(wheel: Path) -> str:
+    """A wheel's distribution name, normalised (PEP 503): the file name's first field."""
+    return re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower()
+
+
+def installed(name: str) -> bool:
+    try:
+        importlib.metadata.distribution(name)
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+def unpack(wheel: Path, site: Path) -> None:
+    """Unpack one wheel into `site`; its <name>.data/purelib and platlib go to the top, as pip
+    puts them (its scripts and headers are not needed)."""
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(site)
+    for data in site.glob("*.data"):
+        for kind in ("purelib", "platlib"):
+            for entry in (data / kind).glob("*") if (data / kind).is_dir() else ():
+                shutil.copytree(entry, site / entry.name, dirs_exist_ok=True)
+        shutil.rmtree(data)
+
+
+def bring(wheelhouse: Path, site: Path) -> list[str]:
+    """Unpack the wheels of distributions this Python lacks; their names."""
+    site.mkdir(parents=True, exist_ok=True)
+    brought = []
+    for wheel in sorted(wheelhouse.glob("*.whl")):
+        if not installed(distribution(wheel)):
+            unpack(wheel, site)
+            brought.append(distribution(wheel))
+    return brought
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["check"]:
+        failed = missing()
+        print("\n".join(failed))
+        return 1 if failed else 0
+    if argv[:1] == ["unpack"] and len(argv) == 3:
+        print(" ".join(bring(Path(argv[1]), Path(argv[2]))))
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

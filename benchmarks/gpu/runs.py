@@ -1,0 +1,118 @@
+"""The short training runs of the GPU validation's window (benchmarks/gpu/stages.py): synthetic
+token files whose loss can fall, the preset of a 20-step run, and what its metrics.csv says.
+
+Imports neither torch nor the package: the stage process stays light, its children do the work.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+STEPS = 20  # steps 0..20: evaluations at 0, 10 and 20, checkpoints after 9, 19 and 20
+STOP_AFTER = 14  # the stopped leg's last step: it checkpoints there and exits 75
+GPT2_VOCAB = 50257
+
+
+def write_tokens(directory: Path, tokens: int, seed: int = 0) -> Path:
+    """train.bin, val.bin and manifest.json as `repro prepare` lays them out, of tokens drawn
+    from a Zipf law: a skewed distribution a model learns within steps (its loss falls, where on
+    uniform tokens it cannot fall below log(vocabulary))."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    splits = {}
+    for split, n in (("train", tokens), ("val", max(tokens // 10, 4096))):
+        data = ((rng.zipf(1.2, n) - 1) % GPT2_VOCAB).astype(np.uint16).tobytes()
+        (directory / f"{split}.bin").write_bytes(data)
+        digest = hashlib.sha256(data).hexdigest()
+        splits[split] = {"file": f"{split}.bin", "documents": 1, "tokens": n, "sha256": digest}
+    manifest = {"source": {"kind": "synthetic"}, "tokenizer": {"name": "gpt2"}, "splits": splits}
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    return directory
+
+
+def logits_safe_micro_batch(batch_size: int, block_size: int, vocab_size: int) -> int:
+    """The largest micro-batch dividing the batch whose logits stay under 2^31 elements: the
+    unchunked loss's edge, past which a kernel indexing in 32 bits would read wrong rows."""
+    fits = [n for n in range(1, batch_size + 1) if batch_size % n == 0]
+    return max(n for n in fits if n * block_size * vocab_size < 2**31)
+
+
+def read_preset(name: str) -> dict:
+    return yaml.safe_load((REPO / "config" / "presets" / f"{name}.yaml").read_text())
+
+
+def safe_micro_batch(preset: str) -> int:
+    """logits_safe_micro_batch at preset `preset`'s sizes."""
+    data = read_preset(preset)
+    train, model = data["train"], data["model"]
+    return logits_safe_micro_batch(train["batch_size"], model["block_size"], model["vocab_size"])
+
+
+def window_preset(base: str, directory: Path) -> tuple[Path, int]:
+    """A copy of preset `base` for steps 0..STEPS at a micro-batch safe by construction
+    (safe_micro_batch), evaluating and checkpointing every 10 steps, a metrics row every step;
+    and that micro-batch."""
+    data, mb = read_preset(base), safe_micro_batch(base)
+    train = data["train"]
+    train |= {"max_step": STEPS, "warmup_steps": 5, "decay_steps": STEPS, "eval_interval": 10}
+    train |= {"eval_sequences": 2 * train["eval_micro_batch"], "eval_rows": 4}
+    runtime = {"train_micro_batch": mb, "checkpoint_interval": 10, "log_interval": 1}
+    data["runtime"] = data.get("runtime", {}) | runtime
+    data["report"] = {"table_step": STEPS}
+    data["description"] = f"{base} for {STEPS + 1} steps: benchmarks/gpu/stages.py's window"
+    path = directory / f"{base}-window.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path, mb
+
+
+def read_rows(run_dir: Path) -> list[dict]:
+    with open(run_dir / "metrics.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def training_figures(rows: list[dict]) -> dict:
+    """What a run's metrics.csv says: the loss falling, the evaluations, the step times (the
+    first step's includes compiling the training graph)."""
+    times = [float(r["step_time_s"]) for r in rows]
+    median = float(np.median(times[1:])) if len(times) > 1 else None
+    evaluations = {
+        r["step"]: {"train": float(r["eval_train_loss"]), "val": float(r["eval_val_loss"])}
+        for r in rows
+        if r["eval_val_loss"] != ""
+    }
+    first, last = float(rows[0]["train_loss"]), float(rows[-1]["train_loss"])
+    return {
+        "first_loss": first,
+        "last_loss": last,
+        "loss_fell": last < first,
+        "evaluations": evaluations,
+        "first_step_time_s": times[0],
+        "median_step_time_s": median,
+        "compile_time_s": times[0] - median if median is not None else None,
+        "tokens_per_s": float(np.median([float(r["tokens_per_s"]) for r in rows[1:]] or [0])),
+    }
+
+
+def compare_losses(resumed: list[dict], whole: list[dict]) -> dict:
+    """The resumed run's losses against the whole run's, step by step."""
+    columns = ["train_loss", "eval_train_loss", "eval_val_loss"]
+    differences, identical = [], True
+    for ours, theirs in zip(resumed, whole):
+        for column in columns:
+            if ours.get(column, "") == theirs.get(column, "") == "":
+                continue
+            identical &= ours[column] == theirs[column]
+            a, b = float(ours[column]), float(theirs[column])
+            differences.append(abs(a - b) / max(abs(b), 1e-12))
+    return {
+        "same_steps": [r["step"] for r in resumed] == [r["step"] for r in whole],
+        "bit_identical": identical,
+        "largest_relative_difference": max(differences, default=None),
+    }
