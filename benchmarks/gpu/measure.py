@@ -25,6 +25,8 @@ GPU_PATH = [
     "repro.train",
     "repro.step",
     "repro.model",
+    "repro.attention",
+    "repro.query",
     "repro.checkpoint",
     "repro.evaluate",
     "repro.data.batches",

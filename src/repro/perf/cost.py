@@ -114,6 +114,7 @@ def describe(
         "experiment": run.experiment.name,
         "total_params": size["total_params"],
         "non_embedding_params": size["non_embedding_params"],
+        "gate_params": size["gate_params"],
         "tokens_per_step": tokens_per_step,
         "flops_per_token": per_token,
         "flops_per_step": per_token * tokens_per_step,
