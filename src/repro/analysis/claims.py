@@ -239,8 +239,8 @@ def check_claims(
     comparison (repro.analysis.tuning): the best nonlinear setting beats the best-tuned baseline
     and the best-tuned larger control; while a run of group `tuning` is missing, the detail lists
     the missing runs instead. And, from the query ablation (repro.analysis.ablation): the gain
-    needs the nonlinearity, survives QK-norm, and beats the best-tuned stabilised baseline;
-    each names the missing runs of its two arms while any is missing.
+    needs the nonlinearity, survives QK-norm, beats the best-tuned stabilised baseline and the
+    parameter-matched gate; each names the missing runs of its two arms while any is missing.
     """
     preset, experiments = load_config(preset, config_dir)
     nonlinear = [e.name for e in experiments.group("table1") if e.query_mode == "residual_gelu"]

@@ -60,9 +60,11 @@ COMPARISON_COLUMNS = [
 
 
 def model_of(experiment: Experiment) -> str:
-    """What a setting is a setting of: the query mode, the MLP width and the QK-norm."""
+    """What a setting is a setting of: the query mode, the MLP width, the QK-norm and the gate."""
     qk_norm = " + qk_norm" if experiment.model.get("qk_norm") else ""
-    return f"{experiment.query_mode}{qk_norm}, MLP h/d {experiment.mlp_ratio:g}"
+    gate = experiment.model.get("attention_gate")
+    gate = f" + {gate} gate" if gate else ""
+    return f"{experiment.query_mode}{qk_norm}{gate}, MLP h/d {experiment.mlp_ratio:g}"
 
 
 @dataclass(frozen=True)
