@@ -4,7 +4,7 @@
 # writes each setting's loss at its last evaluation with its interval and each model's best
 # (results/decay_to_zero.csv), and the best nonlinear rate against the best linear one
 # (results/decay_to_zero_comparison.csv). Not part of `all`: ask for it, e.g. at the screening scale
-#   snakemake --cores 1 --resources gpu=1 results/decay_to_zero.csv --config preset=screen seeds=3
+#   snakemake results/decay_to_zero.csv --cores 1 --resources gpu=1 --config preset=screen seeds=3
 
 
 rule decay_to_zero:
