@@ -122,8 +122,13 @@ def test_the_notebook_writes_both_tables(tmp_path):
         for k, loss in enumerate(values):
             folder = runs / seed_dir("", k) / name
             write_run(folder, name, {0: 10.0, 12: loss}, last_step=12, seed=k)
-    out = {"out_csv": tmp_path / "d2z.csv", "out_comparison": tmp_path / "comparison.csv"}
+    out = {
+        "out_csv": tmp_path / "d2z.csv",
+        "out_html": tmp_path / "d2z.html",
+        "out_comparison": tmp_path / "comparison.csv",
+    }
     run_checkout_notebook("decay_to_zero", tmp_path, runs_dir=runs, seeds=SEEDS, **out)
     table, comparison = (pd.read_csv(out[k]) for k in ("out_csv", "out_comparison"))
     assert len(table) == 4 and (table["step"] == 12).all()
     assert list(comparison["nonlinear"]) == ["d2z-resgelu-lr3e-3"]
+    assert "d2z-baseline-lr2.4e-3" in out["out_html"].read_text()
