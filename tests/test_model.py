@@ -1,5 +1,6 @@
 """The model and its query projections (docs/specification.md §1)."""
 
+import json
 import math
 import subprocess
 import sys
@@ -249,12 +250,17 @@ def test_chunked_loss_equals_the_full_loss_and_its_gradients(chunks):
 
 
 @pytest.mark.parametrize(
-    "mode,qk_norm",
-    [("residual_gelu", False), ("residual_bottleneck_linear", False), ("residual_gelu", True)],
+    "mode,qk_norm,gate",
+    [
+        ("residual_gelu", False, None),
+        ("residual_bottleneck_linear", False, None),
+        ("residual_gelu", True, None),
+        ("residual_gelu", True, "elementwise"),
+    ],
 )
-def test_fused_projection_is_the_same_function_with_the_same_gradients(mode, qk_norm):
+def test_fused_projection_is_the_same_function_with_the_same_gradients(mode, qk_norm, gate):
     """The fused K, V, W1 matmul (paper section 4) against the plain modules, in float64."""
-    model = small(mode, qk_norm=qk_norm).double()
+    model = small(mode, qk_norm=qk_norm, attention_gate=gate).double()
     with torch.no_grad():  # a non-trivial RMSNorm gain, so that a wrongly folded gain would show
         for block in model.transformer.h:
             block.attn.query_mlp.norm_in.weight.uniform_(0.5, 1.5)
@@ -383,3 +389,14 @@ def test_a_gated_model_generates_with_its_cache_as_without(gate):
     model(idx[:, :6], cache=cache)
     step = model(idx[:, 6:], cache=cache)
     torch.testing.assert_close(step, model(idx)[:, 6:], rtol=1e-10, atol=1e-10)
+
+
+def test_describe_reports_the_gates_parameters(capsys):
+    from repro.cli import main
+
+    args = ["describe", "--preset", "paper", "--experiment", "identity-gate-elementwise"]
+    assert main(args) == 0
+    assert "(gate 7,077,888)" in capsys.readouterr().out
+    assert main([*args, "--json"]) == 0
+    described = json.loads(capsys.readouterr().out)
+    assert (described["gate_params"], described["non_embedding_params"]) == (7_077_888, 84_953_856)
