@@ -213,3 +213,29 @@ def test_no_runs_yet_is_a_table_without_bests(tmp_path):
 def ablation_claims_at_one_seed(runs_dir):
     claims = check_claims(runs_dir, "tiny", seeds=1).set_index("claim")
     return tuple(claims.loc["the gain needs the nonlinearity", ["experiment", "holds", "detail"]])
+
+
+@pytest.mark.parametrize("experiment", ["identity-gate-elementwise", "d2z-resgelu-lr4.8e-3"])
+def test_a_gated_or_decaying_run_trains_and_records_what_it_is(
+    experiment, token_dir, tiny_indices, tmp_path
+):
+    """`repro train` of a gated arm (and of a run decaying to zero) at the tiny preset: its run
+    records the option in its identity, the gates' parameters, and a learning rate of zero at the
+    end of the decay."""
+    from conftest import train_args
+
+    from repro.analysis.results import read_run
+    from repro.cli import main
+
+    args = train_args(token_dir, tiny_indices, tmp_path / "run")
+    args[args.index("baseline")] = experiment
+    assert main(args) == 0
+    run = read_run(tmp_path / "run")
+    assert run.status == "completed" and run.loss_at(12) > 0
+    model, train = run.record.identity["model"], run.record.identity["train"]
+    if experiment.startswith("identity-gate"):
+        assert model["attention_gate"] == "elementwise" and "schedule" not in train
+        assert run.record.params["gate_params"] == 2 * 32 * 32  # tiny: 2 layers, d 32
+    else:
+        assert "attention_gate" not in model and train["schedule"] == "linear"
+        assert run.metrics["lr"].iloc[-1] == 0.0
