@@ -3,6 +3,7 @@ table read at each run's last evaluation and its claim, on runs written as `repr
 them at a tiny preset whose table step (8) comes before its last evaluation (12)."""
 
 import re
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -60,6 +61,16 @@ def test_the_group_decays_both_queries_to_zero_at_the_audits_rates():
         assert run.identity()["train"]["schedule"] == "linear"  # not the cosine runs' identity
         wd = 0.1 if run.model.query_mode == "linear" else 2**-5  # the audit's; Table 1's
         assert run.optimizer.weight_decay == wd
+
+
+def test_a_schedule_written_with_a_reference_length_keeps_its_kind():
+    """An experiment may decay to zero on a schedule scaled to the preset (reference_max_step)."""
+    _, experiments = load_config("tiny")
+    e = replace(
+        experiments["d2z-baseline-lr4.8e-3"],
+        train={"schedule": "linear", "max_step": 120, "decay_steps": 120, "reference_max_step": 60},
+    )
+    assert e.schedule(12) == {"schedule": "linear", "max_step": 24, "decay_steps": 24}
 
 
 def test_the_table_reads_each_run_at_its_last_evaluation(tmp_path, preset):
