@@ -24,6 +24,9 @@ LOSSES = {
     "residual_gelu": [4.95, 4.86, 4.82],
     "residual_gelu + qk_norm": [4.94, 4.83, 4.84],
     "identity": [5.10, 5.05, 5.04],
+    "linear + headwise gate": [4.99, 4.93, 4.91],
+    "linear + elementwise gate": [4.98, 4.91, 4.88],
+    "identity + elementwise gate": [5.02, 4.95, 4.90],
 }
 
 
@@ -32,7 +35,9 @@ def arms():
     _, experiments = load_config("tiny")
     by_arm = {}
     for e in experiments.group(GROUP):
-        by_arm.setdefault(e.query_mode + " + qk_norm" * bool(e.model.get("qk_norm")), []).append(e)
+        gate = e.model.get("attention_gate")
+        arm = e.query_mode + " + qk_norm" * bool(e.model.get("qk_norm"))
+        by_arm.setdefault(arm + (f" + {gate} gate" if gate else ""), []).append(e)
     return by_arm
 
 
@@ -86,11 +91,12 @@ def ablation_claims(runs_dir):
             "the gain needs the nonlinearity",
             "the gain survives QK-norm",
             "the nonlinear query beats the best-tuned stabilised baseline",
+            "the nonlinear query beats the parameter-matched gate",
         )
     }
 
 
-def test_the_group_gives_seven_arms_the_same_settings():
+def test_the_group_gives_ten_arms_the_same_settings():
     settings = {
         arm: [(e.optimizer.lr_max, e.optimizer.lr_min, e.optimizer.weight_decay) for e in members]
         for arm, members in arms().items()
@@ -123,6 +129,31 @@ def test_the_ablation_says_the_nonlinearity_matters(tmp_path):
     assert "best bottleneck-linear-lr3e-3" in detail and "95% CI" in detail
     assert claims["the gain survives QK-norm"][1] is True
     assert claims["the nonlinear query beats the best-tuned stabilised baseline"][1] is True
+
+
+def test_the_nonlinear_query_against_the_gate_with_its_parameters(tmp_path):
+    """Identity + elementwise gate: W_Q's d^2 parameters a layer moved to the gate; the claim
+    pairs the best of each arm seed by seed and names them."""
+    experiment, holds, detail = ablation_claims(write_runs(tmp_path))[
+        "the nonlinear query beats the parameter-matched gate"
+    ]
+    assert (experiment, holds) == ("resgelu-lr3e-3", True)
+    assert "best identity-gate-elementwise-lr3e-3" in detail and "95% CI" in detail
+    table = ablation(tmp_path, "tiny", SEEDS).table.set_index("arm")
+    gated = table.loc["identity + elementwise gate"]
+    assert (gated["query_mode"], gated["attention_gate"]) == ("identity", "elementwise")
+    better_gate = {**LOSSES, "identity + elementwise gate": [5.0, 4.85, 4.76]}
+    claims = ablation_claims(write_runs(tmp_path / "gate", better_gate))
+    assert claims["the nonlinear query beats the parameter-matched gate"][1] is False
+
+
+def test_the_gated_arms_name_the_runs_they_miss(tmp_path):
+    runs = write_runs(tmp_path, leave_out={"seed2/identity-gate-elementwise"})
+    experiment, holds, detail = ablation_claims(runs)[
+        "the nonlinear query beats the parameter-matched gate"
+    ]
+    assert (experiment, holds) == (GROUP, None)
+    assert "1 runs missing: seed2/identity-gate-elementwise" in detail
 
 
 def test_the_ablation_says_the_nonlinearity_does_not_matter(tmp_path):
@@ -168,13 +199,13 @@ def test_the_notebook_writes_the_table_and_its_html(tmp_path):
     run_checkout_notebook("ablation", tmp_path, runs_dir=runs, seeds=SEEDS, **out)
     table = pd.read_csv(out["out_csv"])
     assert list(table["arm"]) == list(LOSSES)
-    assert len(pd.read_csv(out["out_settings"])) == 21
+    assert len(pd.read_csv(out["out_settings"])) == 30
     assert "resgelu-qknorm-lr1.5e-3" in out["out_html"].read_text()
 
 
 def test_no_runs_yet_is_a_table_without_bests(tmp_path):
     result = ablation(tmp_path, "tiny", 1)
-    assert result.table["best"].isna().all() and len(result.missing) == 21
+    assert result.table["best"].isna().all() and len(result.missing) == 30
     _, holds, detail = ablation_claims_at_one_seed(tmp_path)
     assert holds is None and "6 runs missing" in detail
 
@@ -182,3 +213,29 @@ def test_no_runs_yet_is_a_table_without_bests(tmp_path):
 def ablation_claims_at_one_seed(runs_dir):
     claims = check_claims(runs_dir, "tiny", seeds=1).set_index("claim")
     return tuple(claims.loc["the gain needs the nonlinearity", ["experiment", "holds", "detail"]])
+
+
+@pytest.mark.parametrize("experiment", ["identity-gate-elementwise", "d2z-resgelu-lr4.8e-3"])
+def test_a_gated_or_decaying_run_trains_and_records_what_it_is(
+    experiment, token_dir, tiny_indices, tmp_path
+):
+    """`repro train` of a gated arm (and of a run decaying to zero) at the tiny preset: its run
+    records the option in its identity, the gates' parameters, and a learning rate of zero at the
+    end of the decay."""
+    from conftest import train_args
+
+    from repro.analysis.runs import read_run
+    from repro.cli import main
+
+    args = train_args(token_dir, tiny_indices, tmp_path / "run")
+    args[args.index("baseline")] = experiment
+    assert main(args) == 0
+    run = read_run(tmp_path / "run")
+    assert run.status == "completed" and run.loss_at(12) > 0
+    model, train = run.record.identity["model"], run.record.identity["train"]
+    if experiment.startswith("identity-gate"):
+        assert model["attention_gate"] == "elementwise" and "schedule" not in train
+        assert run.record.params["gate_params"] == 2 * 32 * 32  # tiny: 2 layers, d 32
+    else:
+        assert "attention_gate" not in model and train["schedule"] == "linear"
+        assert run.metrics["lr"].iloc[-1] == 0.0

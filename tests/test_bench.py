@@ -10,6 +10,7 @@ import torch
 
 from repro.cli import main
 from repro.config import load_run
+from repro.older_runs import LATER_MODEL_OPTIONS
 from repro.perf import bench
 from repro.perf.cost import known_peak_flops, model_size
 
@@ -95,6 +96,19 @@ def test_describe_uses_the_bench_report(tiny_bench, tmp_path, capsys):
         flop_rate / rows["mlp4.75"]["flops_per_token"]
     )
     assert "FLOP/s measured for baseline" in rows["mlp4.75"]["throughput_source"]
+
+
+def test_describe_reads_a_bench_report_written_before_the_later_model_options(
+    tiny_bench, tmp_path, capsys
+):
+    """Its models have no attention_gate or qk_norm: it timed them at their defaults."""
+    for row in tiny_bench["fastest"]:
+        row["model"] = {k: v for k, v in row["model"].items() if k not in LATER_MODEL_OPTIONS}
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(tiny_bench))
+    args = ["describe", "--preset", "tiny", "--experiment", "baseline", "--bench", str(path)]
+    assert main([*args, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["throughput_source"].startswith("measured (baseline")
 
 
 def fake_report(tokens_per_s: dict) -> dict:

@@ -31,6 +31,8 @@ GPU_PATH = MODULES + [
     "repro.train",
     "repro.step",
     "repro.model",
+    "repro.attention",
+    "repro.query",
     "repro.checkpoint",
     "repro.evaluate",
     "repro.data.batches",

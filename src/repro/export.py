@@ -30,6 +30,11 @@ QUERIES = {  # docs/specification.md §1.2
     "residual_bottleneck_linear": "q = (x + LN(RMSNorm(x) W1 W2)) / 2 (an ablation: no GELU)",
 }
 QK_NORM = "; queries and keys RMS-normalised per head (qk_norm)"
+GATES = {  # attention_gate: each head's output times sigmoid(x W_g) (docs/ablation.md)
+    None: "",
+    "headwise": "; each head's attention output gated, one sigmoid gate per head",
+    "elementwise": "; each head's attention output gated, one sigmoid gate per channel",
+}
 LICENSE = "mit"  # the package's (pyproject.toml, LICENSE); the weights are trained here
 
 
@@ -136,7 +141,12 @@ def model_card(run: Run, model, steps: int, name: str) -> str:
         )
     rows = [
         ("paper", PAPER),
-        ("query", f"`{m.query_mode}`: {QUERIES[m.query_mode]}" + QK_NORM * m.qk_norm),
+        (
+            "query",
+            f"`{m.query_mode}`: {QUERIES[m.query_mode]}"
+            + QK_NORM * m.qk_norm
+            + GATES[m.attention_gate],
+        ),
         ("experiment", f"`{r.experiment}`: {r.config['experiment'].get('description', '')}"),
         (
             "model",

@@ -12,7 +12,7 @@ No imports of the package: the configuration (repro.config) and the run director
 (repro.rundir) both read this.
 """
 
-LATER_MODEL_OPTIONS = {"qk_norm": False}
+LATER_MODEL_OPTIONS = {"qk_norm": False, "attention_gate": None}
 LATER_TRAIN_DEFAULTS = {"schedule": "cosine", "divergence_margin": 0.5, "divergence_evaluations": 2}
 
 

@@ -1,5 +1,5 @@
-# The query ablation (docs/ablation.md): group `query_ablation` of config/experiments.yaml (seven
-# query arms, each at the same three learning-rate settings) trained at the configured preset and
+# The query ablation (docs/ablation.md): group `query_ablation` of config/experiments.yaml (ten
+# query arms, gated attention's among them, each at the same three learning-rate settings) trained at the configured preset and
 # seeds, then notebooks/ablation.ipynb writes each arm's best setting paired with the best linear
 # arm (results/ablation.csv, and as HTML on the report's page) and every setting
 # (results/ablation_settings.csv). Not part of `all`: ask for it, e.g. at the screening scale

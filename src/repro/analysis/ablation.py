@@ -2,11 +2,12 @@
 
 The paper's query path q = (x + f(x))/2, f(x) = LN(GELU(RMSNorm(x) W1) W2), changes several
 things at once against q = x W_Q: a residual path, a bottleneck, two normalisations and a GELU.
-Group `query_ablation` of the experiments file trains seven arms (a query mode, with or without
-qk_norm), each at the same settings of learning rate and weight decay. Each arm is represented by
+Group `query_ablation` of the experiments file trains ten arms (a query mode, with or without
+qk_norm, with or without a gate on the attention output: repro.attention.AttentionGate), each at
+the same settings of learning rate and weight decay. Each arm is represented by
 its best setting, chosen as the tuning comparison chooses (repro.analysis.tuning: the lowest mean
 validation loss at the table step among the settings every seed has and none diverged), and
-paired seed by seed with the best linear arm (results/ablation.csv). Three questions are answered
+paired seed by seed with the best linear arm (results/ablation.csv). Four questions are answered
 from pairs of arms (CLAIMS), each with the 95% interval of its paired relative improvement.
 """
 
@@ -22,29 +23,37 @@ from repro.analysis.tuning import Settings, settings
 from repro.config import Experiment, Preset, load_config
 
 GROUP = "query_ablation"
-# An arm: a query mode, with (True) or without the model option qk_norm.
-Arm = tuple[str, bool]
-REFERENCE: Arm = ("linear", False)  # what every arm of the table is paired with
+# An arm: a query mode, with (True) or without the model option qk_norm, and its attention_gate.
+Arm = tuple[str, bool, str | None]
+REFERENCE: Arm = ("linear", False, None)  # what every arm of the table is paired with
 # (claim, the arm that should be ahead, the arm it is compared with)
 CLAIMS: list[tuple[str, Arm, Arm]] = [
     # the same residual bottleneck with both norms, without its GELU
     (
         "the gain needs the nonlinearity",
-        ("residual_gelu", False),
-        ("residual_bottleneck_linear", False),
+        ("residual_gelu", False, None),
+        ("residual_bottleneck_linear", False, None),
     ),
     # both arms with the normalisation that stabilises the linear query
-    ("the gain survives QK-norm", ("residual_gelu", True), ("linear", True)),
+    ("the gain survives QK-norm", ("residual_gelu", True, None), ("linear", True, None)),
     (
         "the nonlinear query beats the best-tuned stabilised baseline",
-        ("residual_gelu", False),
-        ("linear", True),
+        ("residual_gelu", False, None),
+        ("linear", True, None),
+    ),
+    # W_Q's d^2 parameters a layer moved to a gate on the attention output (gated attention, Qiu
+    # et al. 2025): the same parameters, another nonlinearity
+    (
+        "the nonlinear query beats the parameter-matched gate",
+        ("residual_gelu", False, None),
+        ("identity", False, "elementwise"),
     ),
 ]
 ABLATION_COLUMNS = [
     "arm",
     "query_mode",
     "qk_norm",
+    "attention_gate",
     "best",
     "lr_max",
     "lr_min",
@@ -65,11 +74,12 @@ ABLATION_COLUMNS = [
 
 
 def arm_of(experiment: Experiment) -> Arm:
-    return experiment.query_mode, bool(experiment.model.get("qk_norm", False))
+    m = experiment.model
+    return experiment.query_mode, bool(m.get("qk_norm", False)), m.get("attention_gate")
 
 
 def arm_name(arm: Arm) -> str:
-    return arm[0] + " + qk_norm" * arm[1]
+    return arm[0] + " + qk_norm" * arm[1] + (f" + {arm[2]} gate" if arm[2] else "")
 
 
 @dataclass(frozen=True)
@@ -122,6 +132,7 @@ def ablation(
             "arm": arm_name(arm),
             "query_mode": arm[0],
             "qk_norm": arm[1],
+            "attention_gate": arm[2],
             "best": best[0] if len(best) else None,
             "settings": len(names),
             "settings_complete": int(((own["n_seeds"] == seeds) & (own["n_diverged"] == 0)).sum()),

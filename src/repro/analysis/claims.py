@@ -14,13 +14,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from repro.analysis import ablation, tuning
+from repro.analysis import ablation, decay, tuning
 from repro.analysis.curves import relative_improvement, relative_improvement_curves
 from repro.analysis.results import scale_caveat
 from repro.analysis.seeds import BySeed, losses_at, over_seeds, paired, read_seed_runs, summarise
 from repro.config import Experiments, Preset, load_config
 
 CLAIM_COLUMNS = ["claim", "experiment", "holds", "detail"]
+NOT_IN = "in the experiments file"
 
 
 def _early_limit(preset: Preset) -> int:
@@ -141,31 +142,42 @@ def _tuned_claims(runs_dir, preset: Preset, experiments: Experiments, seeds: int
         "baseline": experiments[experiments.baseline],
         "larger control": experiments[experiments.claims["larger_control"]],
     }
-    claims = {role: f"beats the best-tuned {role}" for role in roles}
+    claims = {f"beats the best-tuned {role}": e for role, e in roles.items()}
     if tuning.GROUP not in experiments.groups:
-        return [
-            (c, tuning.GROUP, None, "no group `tuning` in the experiments file")
-            for c in claims.values()
-        ]
+        return [(c, tuning.GROUP, None, f"no group `{tuning.GROUP}` {NOT_IN}") for c in claims]
     result = tuning.tuning(runs_dir, preset, seeds, config_dir)
-    where = f"preset {preset.name}, group {tuning.GROUP}, {seeds} seed{'s' * (seeds > 1)}"
+    return _best_against_best(result, tuning.GROUP, claims, seeds)
+
+
+def _decay_claims(runs_dir, preset: Preset, experiments: Experiments, seeds: int, config_dir):
+    """(claim, experiment, holds, detail) of decay to zero (repro.analysis.decay): the best
+    nonlinear rate against the best linear baseline's, both read at their last evaluation."""
+    if decay.GROUP not in experiments.groups:
+        return [(decay.CLAIM, decay.GROUP, None, f"no group `{decay.GROUP}` {NOT_IN}")]
+    result = decay.decay_to_zero(runs_dir, preset, seeds, config_dir)
+    baseline = experiments[experiments.baseline]
+    return _best_against_best(result, decay.GROUP, {decay.CLAIM: baseline}, seeds)
+
+
+def _best_against_best(result: tuning.Tuning, group: str, claims: dict, seeds: int) -> list:
+    """Each claim (-> an experiment of the linear model it compares with) from result's row
+    pairing the best nonlinear setting with that model's best; while a run of the group is
+    missing, the detail lists the missing runs instead."""
+    where = f"preset {result.preset.name}, group {group}, {seeds} seed{'s' * (seeds > 1)}"
     if result.missing:
         detail = f"not answered at {where}: {len(result.missing)} runs missing: " + ", ".join(
             result.missing
         )
-        return [(c, tuning.GROUP, None, detail) for c in claims.values()]
+        return [(c, group, None, detail) for c in claims]
     rows = []
-    for role, experiment in roles.items():
+    for claim, experiment in claims.items():
         row = result.comparison[result.comparison["linear_model"] == tuning.model_of(experiment)]
         if row.empty:
-            rows.append((claims[role], tuning.GROUP, None, f"no complete setting at {where}"))
+            rows.append((claim, group, None, f"no complete setting at {where}"))
             continue
         row = row.iloc[0]
-        rows.append(
-            _paired_claim(
-                claims[role], f"{where}, step {row['step']}", row, row["nonlinear"], row["linear"]
-            )
-        )
+        at = f"{where}, step {row['step']}"
+        rows.append(_paired_claim(claim, at, row, row["nonlinear"], row["linear"]))
     return rows
 
 
@@ -240,8 +252,10 @@ def check_claims(
     comparison (repro.analysis.tuning): the best nonlinear setting beats the best-tuned baseline
     and the best-tuned larger control; while a run of group `tuning` is missing, the detail lists
     the missing runs instead. And, from the query ablation (repro.analysis.ablation): the gain
-    needs the nonlinearity, survives QK-norm, and beats the best-tuned stabilised baseline;
-    each names the missing runs of its two arms while any is missing.
+    needs the nonlinearity, survives QK-norm, beats the best-tuned stabilised baseline and the
+    parameter-matched gate; each names the missing runs of its two arms while any is missing.
+    And, from decay to zero (repro.analysis.decay): the best nonlinear rate beats the best linear
+    baseline's, both decaying to zero and read at their last evaluation.
     """
     preset, experiments = load_config(preset, config_dir)
     nonlinear = [e.name for e in experiments.group("table1") if e.query_mode == "residual_gelu"]
@@ -271,6 +285,7 @@ def check_claims(
     else:
         rows.append((claim, unstable, None, "not trained (group `claims`)"))
     rows += _tuned_claims(runs_dir, preset, experiments, seeds, config_dir)
+    rows += _decay_claims(runs_dir, preset, experiments, seeds, config_dir)
     rows += _ablation_claims(runs_dir, preset, experiments, seeds, config_dir)
     claims = pd.DataFrame(rows, columns=CLAIM_COLUMNS)
     claims["caveat"] = scale_caveat(preset, config_dir)

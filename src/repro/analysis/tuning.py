@@ -60,9 +60,11 @@ COMPARISON_COLUMNS = [
 
 
 def model_of(experiment: Experiment) -> str:
-    """What a setting is a setting of: the query mode, the MLP width and the QK-norm."""
+    """What a setting is a setting of: the query mode, the MLP width, the QK-norm and the gate."""
     qk_norm = " + qk_norm" if experiment.model.get("qk_norm") else ""
-    return f"{experiment.query_mode}{qk_norm}, MLP h/d {experiment.mlp_ratio:g}"
+    gate = experiment.model.get("attention_gate")
+    gate = f" + {gate} gate" if gate else ""
+    return f"{experiment.query_mode}{qk_norm}{gate}, MLP h/d {experiment.mlp_ratio:g}"
 
 
 @dataclass(frozen=True)
@@ -110,10 +112,16 @@ def _best(table: pd.DataFrame, seeds: int) -> pd.Series:
 
 
 def settings(
-    runs_dir: str | Path, preset: Preset, seeds: int, config_dir, members: list[Experiment]
+    runs_dir: str | Path,
+    preset: Preset,
+    seeds: int,
+    config_dir,
+    members: list[Experiment],
+    step: int | None = None,
 ) -> Settings:
-    """Each setting's loss over seeds 0..seeds-1 at the table step, and each model's best."""
-    step = preset.report.table_step
+    """Each setting's loss over seeds 0..seeds-1 at `step` (None: the table step), and each
+    model's best."""
+    step = preset.report.table_step if step is None else step
     outcomes = _outcomes(runs_dir, members, seeds, step)
     by_experiment = outcomes.groupby("experiment", sort=False)
     table = summarise(by_experiment, "val_loss").join(
@@ -150,10 +158,12 @@ def tuning(
     seeds: int = 1,
     config_dir: str | Path | None = None,
     group: str = GROUP,
+    step: int | None = None,
 ) -> Tuning:
-    """The tuning comparison of `group` from the runs of seeds 0..seeds-1 under runs_dir."""
+    """The tuning comparison of `group` from the runs of seeds 0..seeds-1 under runs_dir, read at
+    `step` (None: the preset's table step)."""
     preset, experiments = load_config(preset, config_dir)
-    result = settings(runs_dir, preset, seeds, config_dir, experiments.group(group))
+    result = settings(runs_dir, preset, seeds, config_dir, experiments.group(group), step)
     best = result.table[result.table["best"]]
     linear = best[best["query_mode"] == "linear"]
     comparison = pd.DataFrame(
@@ -166,7 +176,9 @@ def tuning(
         columns=COMPARISON_COLUMNS,
     )
     comparison = comparison.assign(
-        step=preset.report.table_step, preset=preset.name, caveat=scale_caveat(preset, config_dir)
+        step=result.table["step"].iloc[0],
+        preset=preset.name,
+        caveat=scale_caveat(preset, config_dir),
     )
     return Tuning(
         table=result.table,

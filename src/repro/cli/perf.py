@@ -49,6 +49,7 @@ def cmd_describe(args) -> None:
             f"{r['experiment']:<26} non-embedding {r['non_embedding_params']:>12,}  "
             f"total {r['total_params']:>12,}  {r['tokens_per_step']:,} tokens/step  "
             f"{r['flops_per_token'] / 1e9:.3f} GFLOP/token  {r['gpu_hours']:8.1f} GPU-hours"
+            + (f"  (gate {r['gate_params']:,})" if r["gate_params"] else "")
             + (f"  ({r['tokens_per_s']:,.0f} tokens/s, {r['throughput_source']})" if report else "")
         )
     if args.group or args.seeds > 1:

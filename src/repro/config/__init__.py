@@ -16,7 +16,7 @@ from repro.config.experiments import (
     parse_experiments,
 )
 from repro.config.load import config_dir, load_config, load_experiments, load_preset, load_run
-from repro.config.model import QUERY_MLP_MODES, QUERY_MODES, ModelConfig
+from repro.config.model import ATTENTION_GATES, QUERY_MLP_MODES, QUERY_MODES, ModelConfig
 from repro.config.preset import (
     CORPORA,
     MAX_SEED,
@@ -33,6 +33,7 @@ from repro.config.run import LOSS_MARGIN, AdamW, RunConfig, resolve_run
 from repro.config.schema import ConfigError
 
 __all__ = [
+    "ATTENTION_GATES",
     "CORPORA",
     "LOSS_MARGIN",
     "MAX_SEED",

@@ -56,9 +56,10 @@ class Experiment:
         reference = overrides.pop("reference_max_step", None)
         if reference is None:
             return overrides
-        return {
-            key: (steps * preset_max_step + reference // 2) // reference
-            for key, steps in overrides.items()
+        return overrides | {
+            key: (overrides[key] * preset_max_step + reference // 2) // reference
+            for key in ("max_step", "decay_steps")
+            if key in overrides
         }
 
 

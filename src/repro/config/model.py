@@ -14,8 +14,11 @@ QUERY_MODES = (
     "residual_linear",
     "residual_bottleneck_linear",
 )
-# The modes whose query goes through the bottleneck MLP of eq. (3) (repro.model.QueryMLP).
+# The modes whose query goes through the bottleneck MLP of eq. (3) (repro.query.QueryMLP).
 QUERY_MLP_MODES = ("residual_gelu", "residual_bottleneck_linear")
+# A sigmoid gate on each head's attention output (repro.attention.AttentionGate): none, one per head
+# or one per channel.
+ATTENTION_GATES = (None, "headwise", "elementwise")
 
 
 @dataclass(frozen=True)
@@ -35,12 +38,16 @@ class ModelConfig:
     query_scale: float | None = None
     # RMSNorm of each head's queries and keys before attention (an ablation; the paper has none).
     qk_norm: bool = False
+    # A sigmoid gate on each head's attention output (an ablation: Qiu et al. 2025).
+    attention_gate: str | None = None
 
     def __post_init__(self):
         if self.query_mode not in QUERY_MODES:
             raise ConfigError(
                 f"query_mode {self.query_mode!r} is not one of {', '.join(QUERY_MODES)}"
             )
+        if self.attention_gate not in ATTENTION_GATES:
+            raise ConfigError(f"attention_gate {self.attention_gate!r}: headwise or elementwise")
         check_divides("model", "n_head", self.n_head, "d_model", self.d_model)
 
     @property

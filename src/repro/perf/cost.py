@@ -10,6 +10,7 @@ from dataclasses import asdict
 from repro.config import RunConfig
 from repro.config.schema import ConfigError
 from repro.model import ModelConfig, flops_per_token, parameter_counts
+from repro.older_runs import LATER_MODEL_OPTIONS
 
 H100_BF16_PEAK_FLOPS = 989e12  # dense bf16, H100 and H200 SXM
 
@@ -66,12 +67,14 @@ def bench_throughput(report: dict, run: RunConfig) -> tuple[float, str]:
     """
     config = asdict(run.model)
     fastest = lambda rows: max(rows, key=lambda r: r["tokens_per_s"])
-    same = [r for r in report["fastest"] if r["model"] == config]
+    # A report written before a model option existed timed that option at its default.
+    timed = lambda r: LATER_MODEL_OPTIONS | r["model"]
+    same = [r for r in report["fastest"] if timed(r) == config]
     if same:
         r = fastest(same)
         return r["tokens_per_s"], f"measured ({r['experiment']}, {report['device']})"
     but_mlp = lambda model: {k: v for k, v in model.items() if k != "mlp_hidden"}
-    similar = [r for r in report["fastest"] if but_mlp(r["model"]) == but_mlp(config)]
+    similar = [r for r in report["fastest"] if but_mlp(timed(r)) == but_mlp(config)]
     if not similar:
         raise ConfigError(
             f"the bench report ({report['preset']} on {report['device']}) timed no "
@@ -114,6 +117,7 @@ def describe(
         "experiment": run.experiment.name,
         "total_params": size["total_params"],
         "non_embedding_params": size["non_embedding_params"],
+        "gate_params": size["gate_params"],
         "tokens_per_step": tokens_per_step,
         "flops_per_token": per_token,
         "flops_per_step": per_token * tokens_per_step,
