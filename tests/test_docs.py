@@ -83,3 +83,14 @@ def test_no_words_private_to_their_authors():
         for m in PRIVATE.finditer(path.read_text(errors="replace"))
     ]
     assert not found, found
+
+
+def test_counts_the_docs_give_are_the_configuration_s():
+    from repro.config import load_experiments, load_run
+
+    sweep = len(load_experiments().group("figure2"))
+    assert f"adds Figure 2's sweep: {sweep} runs)" in (REPO / "docs" / "scale.md").read_text()
+    untied = load_run("paper", "untied-baseline").train.max_step
+    tuning = " ".join((REPO / "docs" / "tuning.md").read_text().split())
+    assert f"run {untied + 1:,} steps" in tuning
+    assert f"max_step is {untied:,} at `paper` ({untied + 1:,} steps" in tuning

@@ -29,3 +29,25 @@ def test_no_rule_has_a_conda_directive():
     # --use-conda is not offered: the environment is created once, by hand (README, Conda).
     for rules in (REPO / "workflow" / "rules").glob("*.smk"):
         assert "conda:" not in rules.read_text(), rules
+
+
+def layout() -> dict[str, str]:
+    """The README's layout block: each folder or file it describes, with its description."""
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("## Layout", 1)[1].split("```", 2)[1]
+    return dict(line.split(None, 1) for line in block.splitlines() if " " in line.strip())
+
+
+def test_the_layout_lists_every_rule_file_and_notebook():
+    listed = layout()
+    for folder, pattern in (("workflow/rules/", "*.smk"), ("notebooks/", "*.ipynb")):
+        names = {p.stem for p in (REPO / folder).glob(pattern)}
+        assert set(listed[folder].split(", ")) == names, folder
+
+
+def test_the_layout_lists_every_module_and_package_of_the_library():
+    listed = " ".join(f"{k} {v}" for k, v in layout().items()).split()
+    library = REPO / "src" / "repro"
+    modules = {p.name for p in library.glob("*.py")} - {"__init__.py", "__main__.py"}
+    packages = {f"{p.name}/" for p in library.iterdir() if (p / "__init__.py").exists()}
+    assert modules | packages <= set(listed)
