@@ -94,3 +94,12 @@ def test_counts_the_docs_give_are_the_configuration_s():
     tuning = " ".join((REPO / "docs" / "tuning.md").read_text().split())
     assert f"run {untied + 1:,} steps" in tuning
     assert f"max_step is {untied:,} at `paper` ({untied + 1:,} steps" in tuning
+
+
+def test_git_ignores_the_folders_the_docs_export_to():
+    commands = " ".join(page.read_text() for page in PAGES)
+    outs = re.findall(r"repro export \S+ --out (\S+)", commands)
+    assert outs
+    for out in outs:
+        ignored = subprocess.run(["git", "-C", str(REPO), "check-ignore", "-q", f"{out}/README.md"])
+        assert ignored.returncode == 0, f"{out}: an export the docs make would show in git status"
