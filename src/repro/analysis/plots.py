@@ -57,16 +57,31 @@ def _require_baseline(runs: dict, runs_dir, baseline: str) -> str:
     return baseline
 
 
+# Below this many seeds a curve's band is the seeds' range: at 2 seeds the 95% t-interval is
+# 12.7 standard errors wide on each side, a band that hides every curve of the figure.
+INTERVAL_SEEDS = 3
+
+
 def _band(ax, curve: pd.DataFrame, value: str, color) -> None:
-    """The 95% interval over seeds around a mean curve (nothing with one seed: NaN bounds)."""
+    """Around a mean curve over seeds: the 95% interval, or the seeds' range (min to max) where
+    fewer than INTERVAL_SEEDS seeds have it; nothing with one seed."""
+    few = curve["n_seeds"] < INTERVAL_SEEDS
     ax.fill_between(
         curve["step"],
-        curve[f"{value}_ci_low"],
-        curve[f"{value}_ci_high"],
+        curve[f"{value}_min"].where(few, curve[f"{value}_ci_low"]),
+        curve[f"{value}_max"].where(few, curve[f"{value}_ci_high"]),
         color=color,
         alpha=0.2,
         lw=0,
     )
+
+
+def _bands_title(n_seeds: int) -> str:
+    """What the bands of a figure over n_seeds seeds are."""
+    if n_seeds < 2:
+        return ""
+    bands = "95% t-interval" if n_seeds >= INTERVAL_SEEDS else "min to max over the seeds"
+    return f"\nmean of {n_seeds} seeds, bands: {bands}"
 
 
 def series_styles(names: list[str], baseline: str) -> dict[str, dict]:
@@ -177,8 +192,9 @@ def figure1(
 ):
     """Figure 1: training dynamics of the Table 1 runs. Top: evaluation losses (solid val, dashed
     train). Bottom: relative improvement over the baseline per evaluation step. Over several
-    seeds: mean curves, with the 95% t-interval over seeds as a band around validation's (and
-    the relative improvement paired with the baseline seed by seed, repro.analysis.seeds).
+    seeds: mean curves, with a band around validation's (and the relative improvement paired
+    with the baseline seed by seed, repro.analysis.seeds): the 95% t-interval over seeds, the
+    seeds' range below INTERVAL_SEEDS seeds; the title says which.
     Runs imported from the authors' artefacts (authors_runs_dir), if any, are drawn beside ours,
     and a red cross marks each step where our validation loss leaves their band; so are the
     audit's logs imported as our experiments (audit_runs_dir, repro.authors.audit)."""
@@ -221,10 +237,9 @@ def figure1(
     _draw_authors(top, bottom, audit, baseline, colors, (first, last), whose="audit's")
     _mark_off_course(top, losses, by_seed, audit, whose="audit's")
     top.set_ylabel("loss (nats per token)")
-    n = int(losses["n_seeds"].max())
     top.set_title(
         f"Training dynamics, steps {first:,}-{last:,} (preset: {preset.name})"
-        + (f"\nmean of {n} seeds, bands: 95% t-interval" if n > 1 else "")
+        + _bands_title(int(losses["n_seeds"].max()))
     )
     _legend_beside(top, title="colour and marker: experiment\nsolid: validation, dashed: training")
 
