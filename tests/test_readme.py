@@ -1,6 +1,8 @@
 """The README's two commands are what CI runs, and what it says of conda holds."""
 
 import re
+import subprocess
+import sys
 
 from conftest import REPO
 
@@ -23,6 +25,14 @@ def test_ci_runs_exactly_the_readme_set_up_and_test_commands():
     # JUnit XML that CI's last line totals.
     assert f'{test} --junitxml="$reports/quick.xml" || status=$?' in ci
     assert f'  {slow} --junitxml="$reports/slow.xml" || status=$?' in ci
+
+
+def test_the_set_up_says_how_to_install_torch_without_cuda():
+    # pip's default torch on Linux is the CUDA build, several GB a machine without a GPU never uses
+    section = (REPO / "README.md").read_text().split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert "add `--index-url https://download.pytorch.org/whl/cpu` to torch's install" in " ".join(
+        section.split()
+    )
 
 
 def test_no_rule_has_a_conda_directive():
@@ -51,3 +61,23 @@ def test_the_layout_lists_every_module_and_package_of_the_library():
     modules = {p.name for p in library.glob("*.py")} - {"__init__.py", "__main__.py"}
     packages = {f"{p.name}/" for p in library.iterdir() if (p / "__init__.py").exists()}
     assert modules | packages <= set(listed)
+
+
+def test_the_test_command_shows_each_test_as_it_starts_and_ends(tmp_path):
+    (tmp_path / "test_some.py").write_text("def test_one():\n    pass\n")
+    config = [
+        "-c",
+        str(REPO / "pyproject.toml"),
+        "--rootdir",
+        str(tmp_path),
+        "-p",
+        "no:cacheprovider",
+    ]
+    shown = subprocess.run(
+        [sys.executable, "-m", "pytest", *config, "-n", "2", str(tmp_path / "test_some.py")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    ).stdout
+    assert "test_some.py::test_one \n" in shown  # started
+    assert re.search(r"\[gw\d\] \[100%\] PASSED .*test_some.py::test_one", shown), shown
