@@ -48,6 +48,7 @@ def run_notebook(checkout, name: str, **parameters) -> nbformat.NotebookNode:
         cwd=str(checkout / "notebooks"),
         progress_bar=False,
         kernel_name="python3",
+        engine_name="repro",  # as the workflow runs them
     )
     return nbformat.read(out, as_version=4)
 
@@ -128,3 +129,30 @@ def test_explore_overlays_any_list_of_runs(checkout, tmp_path):
         o for c in notebook.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})
     ]
     assert len(figure) == 1
+
+
+def test_a_notebook_run_logs_no_warning_and_no_error(checkout, capfd):
+    run_notebook(checkout, "figure2")
+    logged = capfd.readouterr().err
+    assert "WARNING" not in logged and "ERROR" not in logged, logged
+
+
+def test_a_kernel_is_interrupted_in_a_cell_not_on_its_way_out(monkeypatch):
+    import asyncio
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    from repro.analysis.notebook_engine import KernelManager
+
+    sent = []
+
+    async def interrupt(manager):
+        sent.append(manager.shutting_down)
+
+    monkeypatch.setattr(AsyncKernelManager, "_async_interrupt_kernel", interrupt)
+    manager = KernelManager(kernel_name="python3")
+    assert manager.transport == "ipc"
+    asyncio.run(manager._async_interrupt_kernel())  # a cell that timed out: interrupted
+    manager.shutting_down = True
+    asyncio.run(manager._async_interrupt_kernel())  # after the last cell: not
+    assert sent == [False]
