@@ -97,6 +97,7 @@ def run_checkout_notebook(name: str, folder: Path, **parameters) -> None:
         | {k: str(v) if isinstance(v, Path) else v for k, v in parameters.items()},
         cwd=str(REPO),
         progress_bar=False,
+        engine_name="repro",
     )
 
 

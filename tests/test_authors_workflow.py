@@ -8,7 +8,7 @@ import shlex
 import pandas as pd
 import pytest
 from authors_helpers import write_artefacts
-from workflow_helpers import copy_workflow, snakemake
+from workflow_helpers import copy_workflow, failure, snakemake
 
 from repro import cli
 from repro.analysis import plots, results
@@ -92,7 +92,7 @@ def test_the_authors_table_is_recomputed_from_their_checkpoints(tmp_path):
         f"authors_artefacts={folder}",
         f"data_dir={HOSTILE}",
     )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    assert result.returncode == 0, failure(result)
     assert not list(tmp_path.rglob("PWNED"))  # the shell ran no code from a path
     table = pd.read_csv(workdir / "results" / "authors" / "table1.csv")
     assert list(table["experiment"]) == TABLE1[:2]

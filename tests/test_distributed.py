@@ -5,12 +5,12 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 
 import pytest
 import torch
 import torch.multiprocessing
+from hang_guard import run_watched, tail
 from test_train import read_metrics, without_timing
 
 import repro.train as train_module
@@ -73,7 +73,7 @@ def one_process(token_dir, tiny_indices, tmp_path_factory):
 def torchrun_two(token_dir, tiny_indices, tmp_path_factory):
     """The run on 2 ranks, started as the workflow starts it: torchrun ... -m repro train."""
     out = tmp_path_factory.mktemp("torchrun") / "run"
-    subprocess.run(
+    result = run_watched(
         [
             sys.executable,
             "-m",
@@ -99,9 +99,8 @@ def torchrun_two(token_dir, tiny_indices, tmp_path_factory):
             "--train-micro-batch",
             str(MICRO),
         ],
-        check=True,
-        timeout=600,
     )
+    assert result.returncode == 0, tail(result.stdout + result.stderr)
     return out
 
 

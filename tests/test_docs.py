@@ -150,3 +150,23 @@ def test_only_the_compatibility_module_speaks_of_the_past():
     ]
     assert not found, found
     assert HISTORY.search("the layout the package used to write") is not None
+
+
+def test_counts_the_docs_give_are_the_configuration_s():
+    from repro.config import load_experiments, load_run
+
+    sweep = len(load_experiments().group("figure2"))
+    assert f"adds Figure 2's sweep: {sweep} runs)" in (REPO / "docs" / "scale.md").read_text()
+    untied = load_run("paper", "untied-baseline").train.max_step
+    tuning = " ".join((REPO / "docs" / "tuning.md").read_text().split())
+    assert f"run {untied + 1:,} steps" in tuning
+    assert f"max_step is {untied:,} at `paper` ({untied + 1:,} steps" in tuning
+
+
+def test_git_ignores_the_folders_the_docs_export_to():
+    commands = " ".join(page.read_text() for page in PAGES)
+    outs = re.findall(r"repro export \S+ --out (\S+)", commands)
+    assert outs
+    for out in outs:
+        ignored = subprocess.run(["git", "-C", str(REPO), "check-ignore", "-q", f"{out}/README.md"])
+        assert ignored.returncode == 0, f"{out}: an export the docs make would show in git status"

@@ -19,7 +19,7 @@ from repro.checkpoint import load_checkpoint
 from repro.cli import main
 from repro.config import QUERY_MODES, load_run
 from repro.errors import ReproError
-from repro.export import QUERIES, export
+from repro.export import QUERIES, export, scale_warning
 from repro.model import GPT
 from repro.rundir import RunError, read_record
 from repro.train import train
@@ -81,6 +81,19 @@ def test_the_model_card_says_what_the_model_is(run_dir, tmp_path):
     if record.git_commit:
         assert f"git commit {record.git_commit}" in body
     assert set(QUERIES) == set(QUERY_MODES)  # every model's card can say what its query is
+
+
+def test_a_card_below_the_paper_s_scale_says_it_is_no_evidence(run_dir, tmp_path):
+    card = (export(run_dir, tmp_path / "card") / "README.md").read_text()
+    title, body = card.split("# card\n\n", 1)[1].split("\n\n", 1)
+    assert title.startswith("> **Not the paper's scale.** This model has 2 layers of width 32")
+    assert "not evidence for or against the paper's claim" in " ".join(title.split())
+    paper = load_run("paper", "resgelu-lr3e-3")
+    assert scale_warning(paper.identity(), paper.corpus) == ""
+    untied = load_run("paper", "untied-resgelu")  # the authors' longer schedule, same scale
+    assert scale_warning(untied.identity(), untied.corpus) == ""
+    screen = load_run("screen", "resgelu-lr3e-3")  # the paper's model on a shorter schedule
+    assert "trained 6,001 steps on openwebtext" in scale_warning(screen.identity(), screen.corpus)
 
 
 def test_a_published_run_is_exported_from_its_live_folder(run_dir, tmp_path):

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO
+from hang_guard import run_watched, watch
 from test_train import read_metrics, without_timing
 
 from repro.config import load_preset, load_run
@@ -61,13 +62,13 @@ def train_command(run, out, *extra):
     ]
 
 
-def wait_for_rows(out: Path, rows: int = 3, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if (out / "metrics.csv").exists() and len(read_metrics(out)) >= rows:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"{out}: no training within {timeout} s")
+def wait_for_rows(out: Path, trainer: subprocess.Popen, rows: int = 3) -> None:
+    """Until `rows` steps of the run in `out` are logged by `trainer` (or a process under it),
+    however long that takes; Hung if it stalls, a failure if it exits first."""
+    metrics = out / "metrics.csv"
+    logged = lambda: metrics.exists() and len(read_metrics(out)) >= rows
+    code = watch(trainer, f"training into {out}", [metrics], until=logged)
+    assert code is None, f"{out}: the trainer exited ({code}) before {rows} steps"
 
 
 def alive(pid: int) -> bool:
@@ -92,10 +93,8 @@ def test_a_second_trainer_stops_at_once_naming_the_holder(long_run, tmp_path):
         train_command(long_run, out), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        wait_for_rows(out)
-        second = subprocess.run(
-            train_command(long_run, out), env=ENV, capture_output=True, text=True, timeout=120
-        )
+        wait_for_rows(out, first)
+        second = run_watched(train_command(long_run, out), env=ENV)
         rows = len(read_metrics(out))
         time.sleep(1)
         assert len(read_metrics(out)) >= rows  # metrics.csv was not swapped under the first
@@ -115,7 +114,7 @@ def test_a_second_trainer_stops_at_once_naming_the_holder(long_run, tmp_path):
         text=True,
     )
     try:
-        wait_for_rows(out, rows + 1)
+        wait_for_rows(out, resumed, rows + 1)
     finally:
         resumed.kill()
         resumed.wait()
@@ -180,7 +179,7 @@ def test_a_trainer_stops_when_its_workflow_is_killed(long_run, tmp_path):
     )
     trainer = int(parent.stdout.readline())
     try:
-        wait_for_rows(out)
+        wait_for_rows(out, parent)
     finally:
         parent.kill()
         parent.wait()

@@ -48,6 +48,7 @@ def run_notebook(checkout, name: str, **parameters) -> nbformat.NotebookNode:
         cwd=str(checkout / "notebooks"),
         progress_bar=False,
         kernel_name="python3",
+        engine_name="repro",  # as the workflow runs them
     )
     return nbformat.read(out, as_version=4)
 
@@ -76,7 +77,9 @@ def test_a_parameters_cell_holds_literals_only(path):
 
 
 def test_table1_reads_the_preset_it_is_given(checkout):
-    run_notebook(checkout, "table1")
+    notebook = run_notebook(checkout, "table1")
+    # printed above the claims check, which says `holds` below the paper's scale too
+    assert "not evidence for or against the paper's claims" in outputs(notebook)
     table = pd.read_csv(checkout / "results" / "table1.csv").set_index("experiment")
     assert set(table["preset"]) == {"tiny"}
     assert table.at["baseline", "val_loss"] == 5.0  # tiny's runs, not smoke's 20
@@ -116,8 +119,40 @@ def test_explore_overlays_any_list_of_runs(checkout, tmp_path):
     )
     shown = outputs(notebook)
     assert "4.93" in shown and "7.5" in shown and "20.0" not in shown
-    assert "'preset': 'tiny'" in shown or "preset='tiny'" in shown
+    # it ends in a table of what each run recorded, one column per run, not a dump of records
+    last = notebook.cells[-1].outputs[0]["data"]
+    assert "RunRecord" not in shown and "<table" in last["text/html"]
+    preset_row = last["text/html"].split("<th>preset</th>", 1)[1].split("</tr>", 1)[0]
+    assert preset_row.split() == ["<td>tiny</td>"] * 3
+    assert f"<th>{elsewhere}</th>" in last["text/html"]
     figure = [
         o for c in notebook.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})
     ]
     assert len(figure) == 1
+
+
+def test_a_notebook_run_logs_no_warning_and_no_error(checkout, capfd):
+    run_notebook(checkout, "figure2")
+    logged = capfd.readouterr().err
+    assert "WARNING" not in logged and "ERROR" not in logged, logged
+
+
+def test_a_kernel_is_interrupted_in_a_cell_not_on_its_way_out(monkeypatch):
+    import asyncio
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    from repro.analysis.notebook_engine import KernelManager
+
+    sent = []
+
+    async def interrupt(manager):
+        sent.append(manager.shutting_down)
+
+    monkeypatch.setattr(AsyncKernelManager, "_async_interrupt_kernel", interrupt)
+    manager = KernelManager(kernel_name="python3")
+    assert manager.transport == "ipc"
+    asyncio.run(manager._async_interrupt_kernel())  # a cell that timed out: interrupted
+    manager.shutting_down = True
+    asyncio.run(manager._async_interrupt_kernel())  # after the last cell: not
+    assert sent == [False]

@@ -4,11 +4,11 @@ without publishing: --exit-with-parent is armed before the heavy imports."""
 import json
 import os
 import signal
-import subprocess
 import sys
 
 import pytest
 from conftest import REPO
+from hang_guard import run_watched
 
 # Started by the test through REAPER: starts `repro train`, waits until the trainer is loading
 # torch (the window in which the parent death signal can be missed), then dies by SIGKILL.
@@ -42,12 +42,9 @@ def test_a_parent_killed_while_the_trainer_imports_torch_stops_it(
     train = ["train", "--preset", "tiny", "--experiment", "baseline", "--data", str(token_dir)]
     train += ["--indices", str(tiny_indices), "--out", str(out), "--publish", str(publish)]
     path = os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])
-    reaped = subprocess.run(
+    reaped = run_watched(
         [sys.executable, "-c", REAPER, PARENT, *train, "--exit-with-parent"],
         env=os.environ | {"PYTHONPATH": path},
-        capture_output=True,
-        text=True,
-        timeout=600,
     )
     ended = json.loads(reaped.stdout.splitlines()[-1])
     assert ended["parent"] == -signal.SIGKILL

@@ -7,8 +7,9 @@ import json
 
 import pandas as pd
 import pytest
+from hang_guard import Hung
 from PIL import Image
-from workflow_helpers import REPO, copy_workflow, snakemake
+from workflow_helpers import REPO, SetUpFailure, copy_workflow, failure, shared, snakemake
 
 from repro.config import load_experiments, load_preset
 
@@ -20,11 +21,19 @@ CONFIG = ("--config", "preset=tiny", "seeds=2")
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
+def workflow_run(tmp_path_factory):
+    """The workflow built once for the module's tests, or why it failed or stalled."""
     workdir = copy_workflow(tmp_path_factory.mktemp("e2e"))
-    result = snakemake(workdir, "all", "--cores", "2", *CONFIG)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
-    return workdir
+    try:
+        result = snakemake(workdir, "all", "--cores", "2", *CONFIG)
+    except Hung as hung:
+        return SetUpFailure(str(hung))
+    return workdir if result.returncode == 0 else SetUpFailure(failure(result))
+
+
+@pytest.fixture
+def built(workflow_run):
+    return shared(workflow_run)
 
 
 def test_table1_matches_the_runs(built):
@@ -97,14 +106,14 @@ def test_runs_are_kept_and_not_retrained(built):
     checkpoint_mtime = (run / "live" / "ckpt.pt").stat().st_mtime_ns
     (run / "metrics.csv").unlink()
     redo = snakemake(built, "results/runs/tiny/baseline/metrics.csv", "--cores", "1", *CONFIG)
-    assert redo.returncode == 0, redo.stderr[-3000:]
+    assert redo.returncode == 0, failure(redo)
     assert (run / "live" / "ckpt.pt").stat().st_mtime_ns == checkpoint_mtime
     assert (run / "metrics.csv").read_text() == (run / "live" / "metrics.csv").read_text()
 
 
 def test_report_holds_table1_figures_and_the_claims(built):
     result = snakemake(built, "--report", "results/report.html", *CONFIG)
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == 0, failure(result)
     report = (built / "results" / "report.html").read_text()
     for caption in (
         "Table 1 at preset <strong>tiny",
@@ -143,7 +152,7 @@ def test_downstream_compares_the_table1_runs(built, tmp_path):
     )
     config = (*CONFIG, "downstream_tasks=[repro_count]", f"downstream_include_path={tasks}")
     result = snakemake(built, "results/downstream.csv", "--cores", "2", *config)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    assert result.returncode == 0, failure(result)
     table = pd.read_csv(built / "results" / "downstream.csv")
     experiments = load_experiments(REPO / "config" / "experiments.yaml")
     assert list(table["experiment"]) == [e.name for e in experiments.group("table1")]

@@ -7,10 +7,12 @@ import os
 import signal
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
 from conftest import REPO, train_args
+from hang_guard import watch
 from test_train import read_metrics, without_timing
 
 import repro.train as train_module
@@ -51,7 +53,10 @@ def interrupted(args: list[str], after_step: int, signals) -> subprocess.Complet
             break
     for signum in signals:
         trainer.send_signal(signum)
-    rest, stderr = trainer.communicate(timeout=600)
+    with ThreadPoolExecutor(1) as pool:  # drains its pipes while the guard watches it
+        said = pool.submit(trainer.communicate)
+        watch(trainer, f"repro {' '.join(args)}, signalled {signals}")
+        rest, stderr = said.result()
     return subprocess.CompletedProcess(
         trainer.args, trainer.returncode, "".join(stdout) + rest, stderr
     )

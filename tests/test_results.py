@@ -109,6 +109,7 @@ def test_claims_fail(tiny_runs):
     )
     claims = check_claims(tiny_runs, load_preset("tiny"))
     assert claims["caveat"].str.contains("cannot test the paper").all()
+    assert claims["caveat"].str.contains("not evidence for or against the paper's claims").all()
     by = {(c, e): h for c, e, h in claims[["claim", "experiment", "holds"]].itertuples(index=False)}
     assert by[("beats baseline at every evaluation", "resgelu-lr3e-3")] is False
     assert by[("largest relative gain early", "resgelu-lr3e-3")] is False

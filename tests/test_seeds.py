@@ -132,6 +132,19 @@ def test_figure1_draws_means_and_bands(seed_runs):
     assert ours.get_ydata()[-1] == 4.93 and "seeds" not in one.get_title()
 
 
+def test_figure1_at_two_seeds_draws_their_range_not_a_t_interval(seed_runs):
+    from repro.analysis import plots
+
+    top = plots.figure1(seed_runs, "tiny", seeds=2).axes[0]
+    assert "mean of 2 seeds, bands: min to max over the seeds" in top.get_title()
+    at_12 = [
+        sorted({round(y, 6) for x, y in band.get_paths()[0].vertices if x == 12})
+        for band in top.collections
+    ]
+    assert [4.93, 5.12] in at_12  # resgelu-lr3e-3's two seeds (a t-interval: 1.2 either side)
+    assert [5.0, 5.2] in at_12  # the baseline's
+
+
 def test_cli_seed_draws_and_trains_its_own(token_dir, tmp_path, capsys):
     from repro.cli import main
 

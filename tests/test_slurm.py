@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from workflow_helpers import REPO, copy_workflow, snakemake
+from workflow_helpers import REPO, copy_workflow, failure, snakemake
 
 from repro.config import load_experiments, load_preset
 from repro.config.schema import ConfigError
@@ -266,10 +266,8 @@ def test_tiny_dag_through_slurm(cluster, tmp_path):
         "--slurm-init-seconds-before-status-checks",
         "2",
         "--slurm-keep-successful-logs",
-        timeout=900,
     )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-6000:]
+    assert result.returncode == 0, failure(result)
 
     table = pd.read_csv(workdir / "results" / "table1.csv")
     experiments = load_experiments(REPO / "config" / "experiments.yaml")

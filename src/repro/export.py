@@ -9,9 +9,11 @@ the Hugging Face Hub shows: `hf upload USER/NAME DIR .` publishes the folder as 
 from __future__ import annotations
 
 import os
+from dataclasses import asdict
 from pathlib import Path
 
 from repro.analysis.runs import Run, read_run
+from repro.config import load_preset
 from repro.evaluate import load_any_checkpoint
 from repro.files import atomic_folder, atomic_write, make_dir, read_json, write_json
 from repro.model import CONFIG_JSON, WEIGHTS, count_parameters
@@ -117,6 +119,28 @@ def final_train_loss(trained) -> str:
     return f"{last['train_loss']:.4f} at step {int(last['step']):,} (the mean of its micro-batches)"
 
 
+def scale_warning(identity: dict, corpus: str) -> str:
+    """The card's warning for a model not at the paper's scale (the `paper` preset's model shape,
+    batch and corpus, trained at least its steps), else "": a smoke model's loss or gain says
+    nothing about the paper's claim, and a card is read without the report's caveats beside it."""
+    paper = load_preset("paper")
+    model, train = identity["model"], identity["train"]
+    if (
+        {k: model[k] for k in asdict(paper.model)} == asdict(paper.model)
+        and (train["batch_size"], corpus) == (paper.train.batch_size, paper.corpus)
+        and train["max_step"] >= paper.train.max_step
+    ):
+        return ""
+    p = paper.model
+    return (
+        f"> **Not the paper's scale.** This model has {model['n_layer']} layers of width "
+        f"{model['d_model']}, trained {train['max_step'] + 1:,} steps on {corpus}; the paper's "
+        f"has {p.n_layer} of width {p.d_model}, trained {paper.train.max_step + 1:,} steps on "
+        f"{paper.corpus}. It shows that the pipeline runs: its losses and its gain over a "
+        f"baseline are not evidence for or against the paper's claim.\n\n"
+    )
+
+
 def model_card(run: Run, model, steps: int, name: str) -> str:
     """README.md: what the model is, how it was trained, how to load it; Hub metadata on top."""
     r, m = run.record, model.config
@@ -166,6 +190,7 @@ def model_card(run: Run, model, steps: int, name: str) -> str:
         ("license", "MIT"),
     ]
     table = "\n".join(f"| {k} | {v} |" for k, v in rows)
+    warning = scale_warning(r.identity, corpus)
     return f"""---
 license: {LICENSE}
 library_name: repro
@@ -177,7 +202,8 @@ tags:
 
 # {name}
 
-A GPT-2-style language model trained with the `repro` package, which reproduces the paper below.
+{warning}A GPT-2-style language model trained with the `repro` package, which reproduces the
+paper below.
 
 | | |
 |---|---|

@@ -270,11 +270,12 @@ def audit_targets(wildcards):
     return [AUDIT_IMPORTED, *audit_run_files(list(AUDIT_RUNS))]
 
 
-# The one papermill command of every notebook job: the preset, its runs and the config
-# directory as parameters, plus that notebook's own (params.outputs: its output paths, and the
-# number of seeds where it reads them).
+# The one papermill command of every notebook job (the package's engine,
+# repro.analysis.notebook_engine: a kernel whose log holds no false warning or error): the preset,
+# its runs and the config directory as parameters, plus that notebook's own (params.outputs: its
+# output paths, and the number of seeds where it reads them).
 PAPERMILL = (
-    "papermill --no-progress-bar --cwd . {input.notebook:q} {output.notebook:q} "
+    "papermill --engine repro --no-progress-bar --cwd . {input.notebook:q} {output.notebook:q} "
     "-p preset {params.preset:q} -p runs_dir {params.runs:q} -p config_dir {params.config:q} "
     "{params.outputs} > {log:q} 2>&1"
 )

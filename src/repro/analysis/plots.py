@@ -27,6 +27,7 @@ from repro.analysis.styles import (
     SPLIT_STYLE,
     apply_theme,
     band,
+    bands_title,
     cycle,
     decay_styles,
     legend_beside,
@@ -97,8 +98,9 @@ def figure1(
 ):
     """Figure 1: training dynamics of the Table 1 runs. Top: evaluation losses (solid val, dashed
     train). Bottom: relative improvement over the baseline per evaluation step. Over several
-    seeds: mean curves, with the 95% t-interval over seeds as a band around validation's (and
-    the relative improvement paired with the baseline seed by seed, repro.analysis.seeds).
+    seeds: mean curves, with a band around validation's (and the relative improvement paired
+    with the baseline seed by seed, repro.analysis.seeds): the 95% t-interval over seeds, the
+    seeds' range below INTERVAL_SEEDS seeds (repro.analysis.styles); the title says which.
     Runs imported from the authors' artefacts (authors_runs_dir), if any, are drawn beside ours,
     and a red cross marks each step where our validation loss leaves their band; so are the
     audit's logs imported as our experiments (audit_runs_dir, repro.authors.audit)."""
@@ -136,10 +138,9 @@ def figure1(
     _draw_authors(top, bottom, audit, baseline, colors, (first, last), whose="audit's")
     _mark_off_course(top, figure_data.off_course(losses, by_seed, audit), whose="audit's")
     top.set_ylabel("loss (nats per token)")
-    n = int(losses["n_seeds"].max())
     top.set_title(
         f"Training dynamics, steps {first:,}-{last:,} (preset: {preset.name})"
-        + (f"\nmean of {n} seeds, bands: 95% t-interval" if n > 1 else "")
+        + bands_title(int(losses["n_seeds"].max()))
     )
     legend_beside(top, title="colour and marker: experiment\nsolid: validation, dashed: training")
 

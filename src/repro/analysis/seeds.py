@@ -132,11 +132,12 @@ def over_seeds(
     by_seed: BySeed, curves: Callable[[dict[str, Run]], pd.DataFrame], keys: list[str], value: str
 ) -> pd.DataFrame:
     """curves(runs) of each seed that has runs, summarised over the seeds per `keys`: one row per
-    key (e.g. experiment and step) with `keys`, n_seeds, {value}_mean, _sd, _ci_low, _ci_high."""
+    key (e.g. experiment and step) with `keys`, n_seeds, {value}_mean, _sd, _ci_low, _ci_high,
+    and the seeds' range, _min and _max."""
     frames = [curves(runs).assign(seed=k) for k, runs in by_seed.items() if runs]
-    if not frames:
-        return summarise(pd.DataFrame(columns=[*keys, value]).groupby(keys), value).reset_index()
-    return summarise(pd.concat(frames).groupby(keys, sort=False), value).reset_index()
+    groups = pd.concat(frames or [pd.DataFrame(columns=[*keys, value])]).groupby(keys, sort=False)
+    spread = groups[value].agg(["min", "max"]).add_prefix(f"{value}_")
+    return summarise(groups, value).join(spread).reset_index()
 
 
 def losses_at(by_seed: BySeed, names: list[str], step: int) -> pd.DataFrame:

@@ -36,16 +36,31 @@ def steps_axis(ax, preset: Preset):
     ax.set_xlabel("optimiser step")
 
 
+# Below this many seeds a curve's band is the seeds' range: at 2 seeds the 95% t-interval is
+# 12.7 standard errors wide on each side, a band that hides every curve of the figure.
+INTERVAL_SEEDS = 3
+
+
 def band(ax, curve: pd.DataFrame, value: str, color) -> None:
-    """The 95% interval over seeds around a mean curve (nothing with one seed: NaN bounds)."""
+    """Around a mean curve over seeds: the 95% interval, or the seeds' range (min to max) where
+    fewer than INTERVAL_SEEDS seeds have it; nothing with one seed."""
+    few = curve["n_seeds"] < INTERVAL_SEEDS
     ax.fill_between(
         curve["step"],
-        curve[f"{value}_ci_low"],
-        curve[f"{value}_ci_high"],
+        curve[f"{value}_min"].where(few, curve[f"{value}_ci_low"]),
+        curve[f"{value}_max"].where(few, curve[f"{value}_ci_high"]),
         color=color,
         alpha=0.2,
         lw=0,
     )
+
+
+def bands_title(n_seeds: int) -> str:
+    """What the bands of a figure over n_seeds seeds are."""
+    if n_seeds < 2:
+        return ""
+    bands = "95% t-interval" if n_seeds >= INTERVAL_SEEDS else "min to max over the seeds"
+    return f"\nmean of {n_seeds} seeds, bands: {bands}"
 
 
 def series_styles(names: list[str], baseline: str) -> dict[str, dict]:
