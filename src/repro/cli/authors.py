@@ -39,9 +39,10 @@ def cmd_import_authors_run(args) -> None:
 def cmd_import_audit_logs(args) -> None:
     from repro.authors import audit
 
-    records = audit.import_audit_logs(args.folder, args.out, args.config_dir)
+    stated = _stated(args.stated, "log file name -> configuration")
+    records = audit.import_audit_logs(args.folder, args.out, args.config_dir, stated)
     for r in records:
-        print(f"{args.out / r.preset / r.experiment}: {r.status}, last step {r.last_step}")
+        print(f"{args.out / r.preset / r.experiment}: {r.data['outcome']}")
     print(f"{args.out}: {len(records)} runs of the audit imported from {args.folder}")
 
 
@@ -51,11 +52,27 @@ def cmd_import_audit_log(args) -> None:
     preset, experiments = config.load_config(
         args.preset or audit.preset_of(args.log), args.config_dir
     )
-    record = audit.import_audit_log(args.log, args.out, preset, experiments, args.experiment)
+    stated = _stated(args.stated, "configuration")
+    record = audit.import_audit_log(
+        args.log, args.out, preset, experiments, args.experiment, stated
+    )
     print(
         f"{args.out}: the audit's {args.log.stem} as {record.experiment} at preset "
-        f"{record.preset} ({record.status}, last step {record.last_step})"
+        f"{record.preset} ({record.data['outcome']})"
     )
+
+
+def _stated(text: str | None, what: str) -> dict:
+    """--stated: a JSON object (checked by repro.authors.audit_log.check_stated)."""
+    from repro.authors.audit_log import AuditError
+
+    try:
+        stated = json.loads(text or "{}")
+    except json.JSONDecodeError as e:
+        raise AuditError(f"--stated: {text[:60]!r} is not JSON ({e.msg})") from None
+    if not isinstance(stated, dict):
+        raise AuditError(f"--stated: {text[:60]!r} is not a JSON object ({what})")
+    return stated
 
 
 def cmd_authors_runs(args) -> None:
@@ -108,6 +125,12 @@ def _audit_parsers(sub) -> None:
     )
     p.add_argument("folder", type=Path, help="the audit's neurreps_writeup/logs/ folder")
     p.add_argument("--out", type=Path, required=True, help="where to write the run directories")
+    p.add_argument(
+        "--stated",
+        metavar="JSON",
+        help='what you know of runs the logs hold none of: {"LOG.csv": {"steps": 180000, '
+        '"query_mode": "linear", ...}} (keys: docs/authors.md)',
+    )
     options.add_config_dir(p)
     p.set_defaults(func=cmd_import_audit_logs)
     p = sub.add_parser(
@@ -121,6 +144,12 @@ def _audit_parsers(sub) -> None:
         "--experiment",
         help="the experiment of ours it is (its configuration is recorded; Figure 1 draws it "
         "beside ours); default: the log's name, no configuration",
+    )
+    p.add_argument(
+        "--stated",
+        metavar="JSON",
+        help='what you know of its run, e.g. {"steps": 180000, "schedule": "linear"} (keys: '
+        "docs/authors.md)",
     )
     options.add_config_dir(p)
     p.set_defaults(func=cmd_import_audit_log)
