@@ -460,6 +460,15 @@ def test_all_compares_our_run_with_the_audits_of_the_same_experiment(audit_workf
     assert command in job(audit_workflow.plan, "compare_audit")
 
 
+def test_all_puts_the_imported_logs_in_the_evidence_table(audit_workflow):
+    command = (
+        "repro evidence --preset tiny --runs results/runs/tiny --seeds 1 --config-dir config "
+        "--audit-runs results/audit/as/tiny --audit-logs results/audit/logs/tiny "
+        "--out results/evidence.csv --html results/evidence.html"
+    )
+    assert command in job(audit_workflow.plan, "evidence")
+
+
 @pytest.mark.slow  # Snakemake running the two import jobs, each a `repro` process
 def test_the_import_jobs_write_the_runs(audit_workflow):
     from workflow_helpers import snakemake

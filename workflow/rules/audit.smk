@@ -45,3 +45,38 @@ rule import_audit_run:
 rule audit:
     input:
         audit_targets,
+
+
+# results/evidence.csv (part of `all`): each of the paper's claims (v1) beside our Table 1 runs
+# of every seed, the authors' imported runs and the audit's logs (those imported as our
+# experiments, and those audit_configs states to be one), at the paper's step and at each run's
+# end, every number read again from its file (`repro evidence`, docs/authors.md).
+rule evidence:
+    input:
+        runs=run_files(TABLE1, seeds=SEEDS),
+        authors=lambda wildcards: authors_run_files(TABLE1),
+        audit=audit_run_files(TABLE1),
+        logs=[AUDIT_IMPORTED] if AUDIT_LOGS else [],
+    output:
+        table=report("results/evidence.csv", caption="../report/evidence.rst", category="Evidence"),
+        html=report("results/evidence.html", caption="../report/evidence.rst", category="Evidence"),
+    params:
+        preset=PRESET.name,
+        runs=runs_dir(),
+        config=CONFIG_DIR,
+        sources=lambda wildcards, input: " ".join(
+            f"{option} {shlex.quote(folder)}"
+            for option, folder, given in (
+                ("--authors-runs", authors_runs_dir(), input.authors),
+                ("--audit-runs", audit_runs_dir(), input.audit),
+                ("--audit-logs", f"{AUDIT_IMPORTED}/{PRESET.name}", input.logs),
+            )
+            if given
+        ),
+    log:
+        "results/evidence.log",
+    shell:
+        "repro evidence --preset {params.preset:q} --runs {params.runs:q} --seeds "
+        + str(len(SEEDS))
+        + " --config-dir {params.config:q} {params.sources} --out {output.table:q} "
+        "--html {output.html:q} > {log:q} 2>&1"

@@ -1,7 +1,8 @@
 """The command line of the authors' artefacts (docs/specification.md §8): `repro evaluate`,
 `repro authors-runs`, `repro import-authors-run` and `repro authors-table`; and of the audit's
-logs (docs/authors.md): `repro import-audit-logs` and `repro import-audit-log`. repro.cli adds
-them to its subcommands."""
+logs (docs/authors.md): `repro import-audit-logs` and `repro import-audit-log`; and `repro
+evidence`, the paper's claims beside all of them and our runs. repro.cli adds them to its
+subcommands."""
 
 from __future__ import annotations
 
@@ -73,6 +74,23 @@ def _stated(text: str | None, what: str) -> dict:
     if not isinstance(stated, dict):
         raise AuditError(f"--stated: {text[:60]!r} is not a JSON object ({what})")
     return stated
+
+
+def cmd_evidence(args) -> None:
+    from repro.analysis import evidence
+    from repro.analysis.report import write_table_html
+
+    runs = args.runs or Path("results/runs") / args.preset
+    table = evidence.evidence_table(
+        runs, args.preset, args.seeds, args.config_dir, args.authors_runs, args.audit_runs,
+        args.audit_logs,
+    )  # fmt: skip
+    evidence.check_evidence(table)  # every number read again from its files
+    write_csv(table, args.out)
+    if args.html:
+        write_table_html(table.drop(columns="files"), args.html, {"value": "{:.4f}"})
+    shown = table[table["status"] != evidence.NOT_AVAILABLE]
+    print(f"{args.out}: {len(table)} readings of the paper's claims, {len(shown)} available")
 
 
 def cmd_authors_runs(args) -> None:
@@ -155,6 +173,23 @@ def _audit_parsers(sub) -> None:
     p.set_defaults(func=cmd_import_audit_log)
 
 
+def _evidence_parser(p: argparse.ArgumentParser) -> None:
+    options.add_config(p, experiment=False)
+    p.add_argument("--runs", type=Path, help="our runs (default: results/runs/<preset>)")
+    p.add_argument("--seeds", type=int, default=1, help="our seeds 0..N-1 to read (default 1)")
+    p.add_argument("--authors-runs", type=Path, help="the authors' runs imported at the preset")
+    p.add_argument("--audit-runs", type=Path, help="the audit's logs imported as experiments")
+    p.add_argument(
+        "--audit-logs",
+        type=Path,
+        help="the audit's logs imported at the preset (OUT/<preset> of import-audit-logs); "
+        "those whose configuration was stated stand beside the experiments they are",
+    )
+    p.add_argument("--out", type=Path, required=True, help="the CSV to write")
+    p.add_argument("--html", type=Path, help="the table as HTML too (the report's page)")
+    p.set_defaults(func=cmd_evidence)
+
+
 def _authors_runs_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("artefacts", type=Path, help="the downloaded folder of out_config_* folders")
     p.add_argument("--out", type=Path, required=True, help="the JSON file to write")
@@ -201,6 +236,13 @@ def add_commands(sub) -> None:
         sub.add_parser(
             "authors-table",
             help="Table 1 recomputed from the evaluations of the authors' checkpoints",
+        )
+    )
+    _evidence_parser(
+        sub.add_parser(
+            "evidence",
+            help="each of the paper's (v1) claims beside our runs, the authors' and the audit's, "
+            "at the paper's step and at each run's end, every number checked against its file",
         )
     )
     _audit_parsers(sub)
