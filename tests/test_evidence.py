@@ -4,6 +4,7 @@ its own end, "not available" where a source lacks the run, and every number read
 file it names."""
 
 import json
+import shutil
 
 import pandas as pd
 import pytest
@@ -101,6 +102,11 @@ def test_each_claim_stands_beside_every_source(sources, tmp_path, capsys):
     )
     assert (stated["value"], stated["status"]) == (pytest.approx(4.9), "stopped")  # no horizon
     assert not table["source"].str.contains("gpt3large_unknown").any()  # its configuration unknown
+    assert (
+        "configuration unknown: qk_norm, gate, schedule, steps not stated"
+        in stated["config_differences"]
+    )
+    assert pd.isna(ours["config_differences"])  # recorded as the experiment is now
     later = table[table["source"].str.startswith("paper v3")]
     assert set(later["value"]) == {0.024, 0.0681}
     assert set(later["status"]) == {"claimed; its table not seen"}
@@ -122,3 +128,12 @@ def test_a_number_that_differs_from_its_file_is_found(sources, tmp_path):
         failure.startswith("mlp4.75: val_loss")
         and "ours, its own end: the files say 4.96" in failure
     )
+
+
+def test_a_run_of_another_configuration_is_flagged(tiny_runs):
+    """A folder holding another experiment's run (the baseline's, in mlp4.75's folder)."""
+    shutil.rmtree(tiny_runs / "mlp4.75")
+    shutil.copytree(tiny_runs / "baseline", tiny_runs / "mlp4.75")
+    table = evidence_table(tiny_runs, "tiny")
+    row = reading(table, "mlp4.75", "val_loss", "ours", "the paper's step")
+    assert row["config_differences"] == "model.mlp_hidden: 128 -> 152"

@@ -25,9 +25,10 @@ import pandas as pd
 
 from repro.analysis.results import Run, has_run, read_run, relative_improvement, scale_caveat
 from repro.analysis.seeds import summarise
-from repro.authors.audit_log import stated_conflicts
+from repro.authors.audit_log import stated_conflicts, stated_differences
 from repro.config import Experiments, Preset, load_config, resolve_run, seed_dir
 from repro.errors import ReproError
+from repro.rundir import identity_differences
 
 V1 = "arXiv 2603.13381v1"  # the version of the paper the package reproduces
 PAPER = f"paper v1 ({V1})"
@@ -40,6 +41,7 @@ LATER_CLAIMS = [
     ("paper v3 (2026-05-26)", "perplexity", 0.0681),
 ]
 NOT_AVAILABLE = "not available"
+SEEDS = ("train.init_seed", "train.index_seed")  # what seed k's runs differ in from seed 0's
 EVIDENCE_COLUMNS = [
     "claim",
     "experiment",
@@ -52,8 +54,9 @@ EVIDENCE_COLUMNS = [
     "ci_high",
     "n_seeds",
     "status",
+    "config_differences",
     "files",
-]  # fmt: skip; then `caveat` (results.scale_caveat)
+]  # then `caveat` (results.scale_caveat)
 
 
 def _read(path: Path) -> Run | None:
@@ -108,7 +111,16 @@ def _values(runs: dict[int, Run], baseline: dict[int, Run], quantity: str, step)
     return values
 
 
-def _row(claim: dict, source: str, read_at: str, values: dict, runs, baseline) -> dict:
+def _differences(run: Run, now: dict) -> list[str]:
+    """What a run's recorded configuration differs in from its experiment's now (its seeds
+    aside); for an audit log, from what its user stated, and what nobody stated."""
+    if not run.record.identity:
+        return stated_differences(run.record.data.get("stated", {}), now)
+    recorded = identity_differences(run.record.identity, now)
+    return [d for d in recorded if d.split(":")[0] not in SEEDS]
+
+
+def _row(claim: dict, source: str, read_at: str, values: dict, runs, baseline, now) -> dict:
     found = {k: v for k, v in values.items() if not math.isnan(v[1])}
     files = [runs[k].path / "metrics.csv" for k in found]
     if claim["quantity"] == "rel_improvement":
@@ -128,6 +140,9 @@ def _row(claim: dict, source: str, read_at: str, values: dict, runs, baseline) -
         "ci_high": summary.at[0, "v_ci_high"],
         "n_seeds": len(found),
         "status": "; ".join(sorted({runs[k].status for k in found})),
+        "config_differences": "; ".join(
+            sorted({d for k in found for d in _differences(runs[k], now)})
+        ),
         "files": " | ".join(map(str, files)),
     }
 
@@ -157,7 +172,8 @@ def evidence_table(
             rows.append(claim | {"source": PAPER, "read_at": "the paper's step", "step": "59000",
                                  "value": paper, "status": "published",
                                  "files": str(experiments.source)})  # fmt: skip
-            rows += _readings(claim, sources, experiments.baseline, paper_step)
+            now = resolve_run(preset, e).identity()
+            rows += _readings(claim, sources, experiments.baseline, paper_step, now)
     for source, measure, value in LATER_CLAIMS:
         claim = {"claim": f"abstract: {value:.2%} lower {measure} ({source})",
                  "experiment": "", "quantity": f"rel_improvement ({measure})"}  # fmt: skip
@@ -169,7 +185,7 @@ def evidence_table(
     return table
 
 
-def _readings(claim: dict, sources: dict, baseline_name: str, paper_step: int) -> list[dict]:
+def _readings(claim: dict, sources: dict, baseline_name: str, paper_step: int, now) -> list[dict]:
     rows = []
     for source, by_name in sources.items():
         if source.startswith("audit: ") and claim["experiment"] not in by_name:
@@ -177,7 +193,7 @@ def _readings(claim: dict, sources: dict, baseline_name: str, paper_step: int) -
         runs, baseline = by_name.get(claim["experiment"], {}), by_name.get(baseline_name, {})
         for read_at, step in (("the paper's step", paper_step), ("its own end", None)):
             values = _values(runs, baseline, claim["quantity"], step)
-            rows.append(_row(claim, source, read_at, values, runs, baseline))
+            rows.append(_row(claim, source, read_at, values, runs, baseline, now))
     return rows
 
 
