@@ -408,6 +408,10 @@ def test_figure1_draws_an_audit_log_imported_as_an_experiment(tiny_runs, tmp_pat
 # ---- the workflow: config keys audit_logs and audit_runs ---------------------------------------
 
 
+TUNED = "gpt3large_linear_qknorm_lr1p5e3_seed43.csv"
+TUNED_RUN = {"query_mode": "linear", "qk_norm": True, "peak_lr": 1.5e-3, "steps": 60002}
+
+
 @pytest.fixture(scope="module")
 def audit_workflow(tmp_path_factory):
     """The workflow at the tiny preset given an audit's logs folder, one of whose logs is said to
@@ -421,6 +425,12 @@ def audit_workflow(tmp_path_factory):
     workdir = copy_workflow(root / "wf")
     config = ["--config", "preset=tiny", f"audit_logs={logs}"]
     config.append("audit_runs={resgelu-lr3e-3: gpt3large_resgelu_s0p5_seed43.csv}")
+    settings = workdir / "config" / "config.yaml"  # what a user states, in the config file
+    text = settings.read_text().replace(
+        "audit_configs: {}", f"audit_configs: {{{TUNED}: {json.dumps(TUNED_RUN)}}}"
+    )
+    assert text != settings.read_text()
+    settings.write_text(text)
     plan = snakemake(workdir, "-n", "-p", "--cores", "1", "all", *config)
     assert plan.returncode == 0, plan.stdout + plan.stderr
     return SimpleNamespace(workdir=workdir, logs=logs, config=config, plan=plan.stdout)
@@ -477,7 +487,8 @@ def test_the_import_jobs_write_the_runs(audit_workflow):
     imported = snakemake(workdir, "--cores", "1", "audit", *audit_workflow.config)
     assert imported.returncode == 0, imported.stdout + imported.stderr
     tuned = read_run(workdir / "results/audit/logs/large/gpt3large_linear_qknorm_lr1p5e3_seed43")
-    assert (tuned.record.source, tuned.status) == ("audit", "completed")
+    assert (tuned.record.source, tuned.status) == ("audit", "completed")  # audit_configs' steps
+    assert tuned.record.data["stated"] == TUNED_RUN
     ours = read_run(workdir / "results/audit/as/tiny/resgelu-lr3e-3")
     assert (ours.record.source, ours.record.preset, ours.status) == ("audit", "tiny", "completed")
     assert ours.record.identity["model"]["query_mode"] == "residual_gelu"

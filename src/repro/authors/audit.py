@@ -28,6 +28,7 @@ from repro.runtime.tensorboard import EVENTS, write_events
 
 AUDIT = "audit"  # RunRecord.source of an imported log
 IMPORTED_FILES = {RUN_JSON, METRICS_CSV, EVENTS}  # all an import writes in its folder
+IMPORT_LOG = "import.log"  # where the workflow's import job writes the command's output
 
 __all__ = ["AUDIT", "AuditError", "import_audit_log", "import_audit_logs", "preset_of"]
 
@@ -79,7 +80,7 @@ def _refuse_foreign(out: Path) -> None:
     """An import lands only in a new or empty folder or over an earlier import: never beside
     anything of a training run (its checkpoint, its live/ folder, a metrics.csv without the
     import's record)."""
-    entries = {p.name for p in out.iterdir()}
+    entries = {p.name for p in out.iterdir()} - {IMPORT_LOG}
     if not entries:
         return
     imported = (out / RUN_JSON).is_file() and read_record(out).source == AUDIT
