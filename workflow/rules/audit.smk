@@ -62,7 +62,7 @@ rule evidence:
         html=report("results/evidence.html", caption="../report/evidence.rst", category="Evidence"),
     params:
         preset=PRESET.name,
-        runs=runs_dir(),
+        runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
         sources=lambda wildcards, input: " ".join(
             f"{option} {shlex.quote(folder)}"
