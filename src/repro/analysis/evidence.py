@@ -98,10 +98,13 @@ def _stated_as(run: Run, preset: Preset, experiments: Experiments) -> list[str]:
 
 
 def _values(runs: dict[int, Run], baseline: dict[int, Run], quantity: str, step) -> dict:
-    """Per seed, the value of `quantity` at `step` (None: each run's last evaluation)."""
+    """Per seed, the value of `quantity` at `step` (None: each run's last finite evaluation)."""
     values = {}
     for k, run in runs.items():
-        at = int(run.evals().index.max()) if step is None else step
+        evaluated = run.evals().index
+        if evaluated.empty:
+            continue  # a run that has not evaluated yet
+        at = int(evaluated.max()) if step is None else step
         loss = run.loss_at(at)
         if quantity == "rel_improvement":
             loss = (
