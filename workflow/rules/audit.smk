@@ -2,8 +2,8 @@
 # names its neurreps_writeup/logs/ folder: every loss log imported read-only at the preset its
 # name says (results/audit/logs/<preset>/<log name>/, a reference for `repro compare`), and each
 # log that audit_runs says is an experiment of ours imported as that experiment at the configured
-# preset (results/audit/as/<preset>/<experiment>/), which Figure 1 draws beside ours. The
-# functions these rules use are in common.smk.
+# preset (results/audit/as/<preset>/<experiment>/), which Figure 1 draws beside ours; with what
+# audit_configs states of each log's run. The functions these rules use are in common.smk.
 
 
 # Rerun when a log is added to or removed from the folder (the folder's mtime changes).
@@ -14,11 +14,12 @@ rule import_audit_logs:
         directory(AUDIT_IMPORTED),
     params:
         config=CONFIG_DIR,
+        stated=json.dumps(AUDIT_STATED),
     log:
         "results/audit/logs.log",
     shell:
         "repro import-audit-logs {input.logs:q} --out {output:q} --config-dir {params.config:q} "
-        "> {log:q} 2>&1"
+        "--stated {params.stated:q} > {log:q} 2>&1"
 
 
 rule import_audit_run:
@@ -31,15 +32,51 @@ rule import_audit_run:
         preset=lambda wildcards: preset_of(wildcards).source,
         config=CONFIG_DIR,
         out=lambda wildcards, output: os.path.dirname(output.metrics),
+        stated=lambda wildcards: json.dumps(AUDIT_STATED.get(AUDIT_RUNS[wildcards.experiment], {})),
     log:
         "results/audit/as/{preset}/{experiment}/import.log",
     shell:
         "repro import-audit-log {input.log:q} --experiment {wildcards.experiment:q} "
         "--preset {params.preset:q} --out {params.out:q} --config-dir {params.config:q} "
-        "> {log:q} 2>&1"
+        "--stated {params.stated:q} > {log:q} 2>&1"
 
 
 # Every log imported, and those of audit_runs (part of `all` when audit_logs is set).
 rule audit:
     input:
         audit_targets,
+
+
+# results/evidence.csv (part of `all`): each of the paper's claims (v1) beside our Table 1 runs
+# of every seed, the authors' imported runs and the audit's logs (those imported as our
+# experiments, and those audit_configs states to be one), at the paper's step and at each run's
+# end, every number read again from its file (`repro evidence`, docs/authors.md).
+rule evidence:
+    input:
+        runs=run_files(TABLE1, seeds=SEEDS),
+        authors=lambda wildcards: authors_run_files(TABLE1),
+        audit=audit_run_files(TABLE1),
+        logs=[AUDIT_IMPORTED] if AUDIT_LOGS else [],
+    output:
+        table=report("results/evidence.csv", caption="../report/evidence.rst", category="Evidence"),
+        html=report("results/evidence.html", caption="../report/evidence.rst", category="Evidence"),
+    params:
+        preset=PRESET.name,
+        runs=lambda wildcards: runs_dir(),
+        config=CONFIG_DIR,
+        sources=lambda wildcards, input: " ".join(
+            f"{option} {shlex.quote(folder)}"
+            for option, folder, given in (
+                ("--authors-runs", authors_runs_dir(), input.authors),
+                ("--audit-runs", audit_runs_dir(), input.audit),
+                ("--audit-logs", f"{AUDIT_IMPORTED}/{PRESET.name}", input.logs),
+            )
+            if given
+        ),
+    log:
+        "results/evidence.log",
+    shell:
+        "repro evidence --preset {params.preset:q} --runs {params.runs:q} --seeds "
+        + str(len(SEEDS))
+        + " --config-dir {params.config:q} {params.sources} --out {output.table:q} "
+        "--html {output.html:q} > {log:q} 2>&1"

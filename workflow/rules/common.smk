@@ -11,6 +11,7 @@ import os
 import shlex
 from pathlib import Path
 
+from repro.authors.audit import AuditError, check_workflow_keys
 from repro.config import CORPORA, load_experiments, load_preset, resolve_run, seed_dir
 from repro.config.schema import ConfigError
 
@@ -232,15 +233,11 @@ def authors_targets(wildcards):
 AUDIT_LOGS = config["audit_logs"]
 AUDIT_RUNS = config["audit_runs"]
 AUDIT_IMPORTED = "results/audit/logs"  # every log, at <preset>/<log name>/
-if AUDIT_RUNS and not AUDIT_LOGS:
-    raise ValueError("Invalid configuration: audit_runs names logs, but audit_logs no folder")
-for _name, _log in AUDIT_RUNS.items():
-    if _name not in EXPERIMENTS.by_name:
-        raise ValueError(f"Invalid configuration: audit_runs: unknown experiment {_name!r} "
-                         f"(those of {EXPERIMENTS.source})")
-    if not os.path.isfile(os.path.join(AUDIT_LOGS, _log)):
-        raise ValueError(f"Invalid configuration: audit_runs: {_name}: no log {_log!r} in "
-                         f"audit_logs ({AUDIT_LOGS})")
+AUDIT_STATED = config["audit_configs"]  # log file name -> what the user states of its run
+try:
+    check_workflow_keys(AUDIT_LOGS, AUDIT_RUNS, AUDIT_STATED, EXPERIMENTS, "results")
+except AuditError as e:
+    raise ValueError(f"Invalid configuration: {e}") from None
 
 
 def audit_runs_dir():

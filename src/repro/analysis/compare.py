@@ -110,9 +110,12 @@ def compare_runs(
 def configuration_differences(run: Run, reference: Run) -> list[str]:
     """What the runs' configurations differ in, "key: reference's -> run's", the seed and the
     number of steps aside (SAME_CONFIGURATION). A reference that records no configuration (one of
-    the audit's logs, which hold losses alone) differs in an unknown way, and says so."""
+    the audit's logs, which hold losses alone) differs from what its user stated of it, and where
+    nobody stated it, in an unknown way, and says so."""
     if not reference.record.identity:
-        return ["the reference records no configuration"]
+        from repro.authors.audit_log import stated_differences
+
+        return stated_differences(reference.record.data.get("stated", {}), run.record.identity)
     return [
         d
         for d in identity_differences(reference.record.identity, run.record.identity)
@@ -125,9 +128,19 @@ def trained(table: pd.DataFrame) -> bool:
     return bool((table["step"] > 0).any())
 
 
-def verdict(table: pd.DataFrame, differences: list[str] = ()) -> str:
-    """One line: on course at every common step, or the first step where it left the band;
-    across configurations where `differences` (configuration_differences) name some."""
+def reference_diverged(run: Run, reference: Run) -> str | None:
+    """Where the reference diverged at a step the run has evaluated (its non-finite loss is no
+    common step: the comparison table cannot show it), in words; None where it did not."""
+    step = reference.record.diverged_step
+    if step is None or run.evals().index.max() < step:
+        return None
+    return f"the reference diverged at step {step} ({reference.record.diverged_reason})"
+
+
+def verdict(table: pd.DataFrame, differences: list[str] = (), diverged: str | None = None) -> str:
+    """One line: on course at every common step, or the first step where it left the band, or
+    where the reference diverged (`diverged`: reference_diverged); across configurations where
+    `differences` (configuration_differences) name some."""
     if not trained(table):
         raise ReproError(
             f"no verdict: no common evaluation step after step 0 (common: "
@@ -135,7 +148,9 @@ def verdict(table: pd.DataFrame, differences: list[str] = ()) -> str:
         )
     steps = f"{len(table)} common evaluation steps, {table['step'].min()}..{table['step'].max()}"
     off = table[table["verdict"] != "within"]
-    if off.empty:
+    if diverged:
+        line = f"off course: {diverged}, a step the run passed; {len(off)} of {steps} outside"
+    elif off.empty:
         line = f"on course: within the tolerance at all {steps}"
     else:
         first = off.iloc[0]

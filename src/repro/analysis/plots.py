@@ -255,7 +255,7 @@ def figure2(
 
 
 def run_curves(runs: Run | dict[str, Run], title: str | None = None):
-    """Runs overlaid (one, or a dict label -> Run as read by results.read_run_list): per-step
+    """Runs overlaid (one, or a dict label -> Run as read by runs.read_run_list): per-step
     training loss (thin, pale), evaluation losses (solid validation, dashed training) and the
     learning rate, one colour per run; the legend beside the axes, never over a curve."""
     apply_theme()

@@ -1,7 +1,8 @@
 """The command line of the authors' artefacts (docs/specification.md §8): `repro evaluate`,
 `repro authors-runs`, `repro import-authors-run` and `repro authors-table`; and of the audit's
-logs (docs/authors.md): `repro import-audit-logs` and `repro import-audit-log`. repro.cli adds
-them to its subcommands."""
+logs (docs/authors.md): `repro import-audit-logs` and `repro import-audit-log`; and `repro
+evidence`, the paper's claims beside all of them and our runs. repro.cli adds them to its
+subcommands."""
 
 from __future__ import annotations
 
@@ -39,9 +40,10 @@ def cmd_import_authors_run(args) -> None:
 def cmd_import_audit_logs(args) -> None:
     from repro.authors import audit
 
-    records = audit.import_audit_logs(args.folder, args.out, args.config_dir)
+    stated = _stated(args.stated, "log file name -> configuration")
+    records = audit.import_audit_logs(args.folder, args.out, args.config_dir, stated)
     for r in records:
-        print(f"{args.out / r.preset / r.experiment}: {r.status}, last step {r.last_step}")
+        print(f"{args.out / r.preset / r.experiment}: {r.data['outcome']}")
     print(f"{args.out}: {len(records)} runs of the audit imported from {args.folder}")
 
 
@@ -51,11 +53,44 @@ def cmd_import_audit_log(args) -> None:
     preset, experiments = config.load_config(
         args.preset or audit.preset_of(args.log), args.config_dir
     )
-    record = audit.import_audit_log(args.log, args.out, preset, experiments, args.experiment)
+    stated = _stated(args.stated, "configuration")
+    record = audit.import_audit_log(
+        args.log, args.out, preset, experiments, args.experiment, stated
+    )
     print(
         f"{args.out}: the audit's {args.log.stem} as {record.experiment} at preset "
-        f"{record.preset} ({record.status}, last step {record.last_step})"
+        f"{record.preset} ({record.data['outcome']})"
     )
+
+
+def _stated(text: str | None, what: str) -> dict:
+    """--stated: a JSON object (checked by repro.authors.audit_log.check_stated)."""
+    from repro.authors.audit_log import AuditError
+
+    try:
+        stated = json.loads(text or "{}")
+    except json.JSONDecodeError as e:
+        raise AuditError(f"--stated: {text[:60]!r} is not JSON ({e.msg})") from None
+    if not isinstance(stated, dict):
+        raise AuditError(f"--stated: {text[:60]!r} is not a JSON object ({what})")
+    return stated
+
+
+def cmd_evidence(args) -> None:
+    from repro.analysis import evidence
+    from repro.analysis.report import write_table_html
+
+    runs = args.runs or Path("results/runs") / args.preset
+    table = evidence.evidence_table(
+        runs, args.preset, args.seeds, args.config_dir, args.authors_runs, args.audit_runs,
+        args.audit_logs,
+    )  # fmt: skip
+    evidence.check_evidence(table)  # every number read again from its files
+    write_csv(table, args.out)
+    if args.html:
+        write_table_html(table.drop(columns="files"), args.html, {"value": "{:.4f}"})
+    shown = table[table["status"] != evidence.NOT_AVAILABLE]
+    print(f"{args.out}: {len(table)} readings of the paper's claims, {len(shown)} available")
 
 
 def cmd_authors_runs(args) -> None:
@@ -108,6 +143,12 @@ def _audit_parsers(sub) -> None:
     )
     p.add_argument("folder", type=Path, help="the audit's neurreps_writeup/logs/ folder")
     p.add_argument("--out", type=Path, required=True, help="where to write the run directories")
+    p.add_argument(
+        "--stated",
+        metavar="JSON",
+        help='what you know of runs the logs hold none of: {"LOG.csv": {"steps": 180000, '
+        '"query_mode": "linear", ...}} (keys: docs/authors.md)',
+    )
     options.add_config_dir(p)
     p.set_defaults(func=cmd_import_audit_logs)
     p = sub.add_parser(
@@ -122,8 +163,31 @@ def _audit_parsers(sub) -> None:
         help="the experiment of ours it is (its configuration is recorded; Figure 1 draws it "
         "beside ours); default: the log's name, no configuration",
     )
+    p.add_argument(
+        "--stated",
+        metavar="JSON",
+        help='what you know of its run, e.g. {"steps": 180000, "schedule": "linear"} (keys: '
+        "docs/authors.md)",
+    )
     options.add_config_dir(p)
     p.set_defaults(func=cmd_import_audit_log)
+
+
+def _evidence_parser(p: argparse.ArgumentParser) -> None:
+    options.add_config(p, experiment=False)
+    p.add_argument("--runs", type=Path, help="our runs (default: results/runs/<preset>)")
+    p.add_argument("--seeds", type=int, default=1, help="our seeds 0..N-1 to read (default 1)")
+    p.add_argument("--authors-runs", type=Path, help="the authors' runs imported at the preset")
+    p.add_argument("--audit-runs", type=Path, help="the audit's logs imported as experiments")
+    p.add_argument(
+        "--audit-logs",
+        type=Path,
+        help="the audit's logs imported at the preset (OUT/<preset> of import-audit-logs); "
+        "those whose configuration was stated stand beside the experiments they are",
+    )
+    p.add_argument("--out", type=Path, required=True, help="the CSV to write")
+    p.add_argument("--html", type=Path, help="the table as HTML too (the report's page)")
+    p.set_defaults(func=cmd_evidence)
 
 
 def _authors_runs_parser(p: argparse.ArgumentParser) -> None:
@@ -172,6 +236,13 @@ def add_commands(sub) -> None:
         sub.add_parser(
             "authors-table",
             help="Table 1 recomputed from the evaluations of the authors' checkpoints",
+        )
+    )
+    _evidence_parser(
+        sub.add_parser(
+            "evidence",
+            help="each of the paper's (v1) claims beside our runs, the authors' and the audit's, "
+            "at the paper's step and at each run's end, every number checked against its file",
         )
     )
     _audit_parsers(sub)

@@ -19,7 +19,7 @@ def reference_run(reference: Path, run, config_dir):
     from repro.authors import audit
     from repro.authors import runs as authors
 
-    is_log = reference.suffix == ".csv" and reference.is_file()
+    is_log = reference.suffix == ".csv" and not reference.is_dir()  # a FIFO too: refused there
     if not is_log and not (reference / authors.EVAL_TENSORS["val"]).exists():
         return read_run(reference)
     preset, experiments = config.load_config(run.record.preset, config_dir)
@@ -48,7 +48,7 @@ def cmd_compare(args) -> None:
     print(f"tolerance: {source}")
     if not table.empty:
         print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-    print(compare.verdict(table, differences))
+    print(compare.verdict(table, differences, compare.reference_diverged(run, reference)))
 
 
 def add_commands(sub) -> None:

@@ -1,0 +1,178 @@
+"""One of the audit's loss logs, read and checked; what its name and its user say of its run.
+
+The audit (a fork of the authors' code, 25simsa1/1beyond_query_linearity) publishes the loss
+curves of its runs in neurreps_writeup/logs/, one CSV a run: the header `step,train_loss,val_loss`,
+then one row per evaluation (every 1000 steps from 0), the losses to 4 decimals, plain numbers
+between commas. A run its guard stopped has a shorter log. The folder also holds attention-logit
+probes (header `step,L0,L12,...,max`), which are no loss logs. A log's scale is the first word of
+its name (gpt3large_*: the `large` preset; gpt3small_*: the `paper` preset) and its horizon, where
+the audit wrote one, a later word (`_60k`, `_180k`); its settings are in the audit's code, not in
+the log: a user may state them (STATED_SCHEMA), else they are unknown.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import stat
+from pathlib import Path
+
+from repro.config.schema import ConfigError, validate
+from repro.errors import ReproError
+
+LOG_COLUMNS = ["step", "train_loss", "val_loss"]
+PROBE_COLUMN = re.compile(r"L[0-9]+|max")  # an attention-logit probe's columns, after `step`
+SCALES = {"gpt3large": "large", "gpt3small": "paper"}  # a log name's first word: its preset
+HORIZON = re.compile(r"([0-9]+)k")  # a word of a log's name: its schedule's steps, in thousands
+STEP = re.compile(r"[0-9]{1,12}")  # ASCII digits: int() would also take '²' or '1_0'
+LOSS = re.compile(r"[-+]?([0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?|nan|inf)", re.IGNORECASE)
+MAX_LOG_BYTES = 1 << 20  # the audit's longest log (180 evaluations) is 4 KB
+STATED_SCHEMA = "audit_run.schema.yaml"
+
+
+class AuditError(ReproError):
+    """An audit log that cannot be imported as asked; the message names the file and line."""
+
+
+def read_log_text(path: Path) -> str:
+    """The text of a log, only when it is a regular file (a FIFO would block the read, a device
+    never end it) and at most MAX_LOG_BYTES long."""
+    try:
+        kind = os.stat(path).st_mode
+        if not stat.S_ISREG(kind):
+            raise AuditError(f"{path}: not a regular file, so not one of the audit's logs")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # replaced since the check
+                raise AuditError(f"{path}: not a regular file, so not one of the audit's logs")
+            data = f.read(MAX_LOG_BYTES + 1)
+    except OSError as e:
+        raise AuditError(f"{path}: cannot be read ({e.strerror or e})") from None
+    if len(data) > MAX_LOG_BYTES:
+        raise AuditError(f"{path}: over {MAX_LOG_BYTES:,} bytes, so not one of the audit's logs")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise AuditError(f"{path}: cannot be read ({e})") from None
+
+
+def log_rows(path: Path) -> list[list[str]]:
+    """The comma-separated fields of each line (the audit quotes nothing: a quote is refused)."""
+    lines = read_log_text(path).split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r").split(",") for line in lines]
+
+
+def is_probe(path: Path) -> bool:
+    """Whether a CSV of the logs folder is an attention-logit probe, not a loss log."""
+    rows = log_rows(path)
+    header = rows[0] if rows else []
+    return header[:1] == ["step"] and all(PROBE_COLUMN.fullmatch(c) for c in header[1:])
+
+
+def _loss(value: str, where: str, last: bool) -> float:
+    if not LOSS.fullmatch(value):
+        raise AuditError(f"{where}: {value[:40]!r} is not a number")
+    loss = float(value)
+    if loss < 0 or (not math.isfinite(loss) and not last):
+        why = "" if loss < 0 else " (only a log's last row may be non-finite)"
+        raise AuditError(f"{where}: {value} is not a loss{why}")
+    return loss
+
+
+def read_audit_log(path: str | Path, last_step: int) -> list[dict]:
+    """The evaluations of one loss log, checked: each {step, eval_train_loss, eval_val_loss}.
+
+    Steps are whole numbers, increasing, none past `last_step` (the most the run may have: its
+    preset's or its horizon's last); losses are non-negative numbers, NaN or infinite only in the
+    last row (where a guard stopped a diverged run). Anything else is refused, naming the line and
+    the column."""
+    path = Path(path)
+    rows = log_rows(path)
+    if not rows or rows[0] != LOG_COLUMNS:
+        found = ",".join(rows[0]) if rows else "nothing"
+        raise AuditError(
+            f"{path}, line 1: {found[:80]!r}, not the audit's header {','.join(LOG_COLUMNS)}"
+        )
+    if len(rows) == 1:
+        raise AuditError(f"{path}: no evaluation rows after the header")
+    evaluations = []
+    for number, fields in enumerate(rows[1:], start=2):
+        where = f"{path}, line {number}"
+        if len(fields) != len(LOG_COLUMNS):
+            raise AuditError(f"{where}: {len(fields)} fields, not {len(LOG_COLUMNS)}")
+        step, train, val = fields
+        if not STEP.fullmatch(step):
+            raise AuditError(f"{where}, column step: {step[:40]!r} is not a step")
+        if int(step) > last_step:
+            raise AuditError(
+                f"{where}, column step: {step} is past step {last_step}, the last this run can "
+                f"have (its preset's or its horizon's): not this preset's run"
+            )
+        if evaluations and int(step) <= evaluations[-1]["step"]:
+            raise AuditError(
+                f"{where}, column step: {step} after {evaluations[-1]['step']} (not increasing)"
+            )
+        last = number == len(rows)
+        evaluations.append(
+            {
+                "step": int(step),
+                "eval_train_loss": _loss(train, f"{where}, column train_loss", last),
+                "eval_val_loss": _loss(val, f"{where}, column val_loss", last),
+            }
+        )
+    return evaluations
+
+
+def preset_of(log: Path) -> str:
+    """The preset of a log's scale, from the first word of its name."""
+    scale = log.stem.split("_")[0]
+    if scale not in SCALES:
+        known = ", ".join(f"{k}_* ({v})" for k, v in SCALES.items())
+        raise AuditError(f"{log}: its name does not say its scale (known: {known})")
+    return SCALES[scale]
+
+
+def horizon_in_name(log: Path) -> int | None:
+    """The steps of the run's schedule where its name says them as the audit does (`_180k`)."""
+    words = [w for w in log.stem.split("_")[1:] if HORIZON.fullmatch(w)]
+    return int(words[-1][:-1]) * 1000 if words else None
+
+
+def check_stated(stated, source: str) -> dict:
+    """A user's statement of a run's configuration, checked (a one-line error naming the key)."""
+    try:
+        return validate(stated, STATED_SCHEMA, source)
+    except ConfigError as e:
+        raise AuditError(str(e)) from None
+
+
+# Where each stated key sits in a run's identity (RunConfig.identity), and its value when absent.
+STATED_IN_IDENTITY = {
+    "query_mode": ("model", "query_mode", None),
+    "qk_norm": ("model", "qk_norm", False),
+    "gate": ("model", "attention_gate", "none"),
+    "peak_lr": ("optimizer", "lr_max", None),
+    "schedule": ("train", "schedule", "cosine"),
+    "steps": ("train", "max_step", None),
+}
+
+
+def stated_conflicts(stated: dict, identity: dict) -> list[str]:
+    """What a run's identity differs in from a user's statement of an audit's run, "key: stated
+    -> run's", over the keys stated."""
+    differences = []
+    for key, (section, name, absent) in STATED_IN_IDENTITY.items():
+        ours = identity.get(section, {}).get(name, absent)
+        if key in stated and stated[key] != ours:
+            differences.append(f"{key}: {stated[key]} -> {ours}")
+    return differences
+
+
+def stated_differences(stated: dict, identity: dict) -> list[str]:
+    """stated_conflicts, and what is unknown for want of a statement."""
+    unstated = [k for k in STATED_IN_IDENTITY if k not in stated]
+    unknown = [f"configuration unknown: {', '.join(unstated)} not stated"] if unstated else []
+    return stated_conflicts(stated, identity) + unknown
