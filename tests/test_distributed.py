@@ -11,6 +11,7 @@ import sys
 import pytest
 import torch
 import torch.multiprocessing
+from conftest import train_args
 from test_train import read_metrics, without_timing
 
 import repro.train as train_module
@@ -83,21 +84,16 @@ def torchrun_two(token_dir, tiny_indices, tmp_path_factory):
             "2",
             "-m",
             "repro",
-            "train",
-            "--preset",
-            "tiny",
-            "--experiment",
-            EXPERIMENT,
-            "--data",
-            str(token_dir),
-            "--indices",
-            str(tiny_indices),
-            "--out",
-            str(out),
-            "--device",
-            "cpu",
-            "--train-micro-batch",
-            str(MICRO),
+            *train_args(
+                token_dir,
+                tiny_indices,
+                out,
+                "--device",
+                "cpu",
+                "--train-micro-batch",
+                MICRO,
+                experiment=EXPERIMENT,
+            ),
         ],
         check=True,
         timeout=600,

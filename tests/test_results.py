@@ -2,11 +2,11 @@ import math
 
 import pandas as pd
 import pytest
-from conftest import write_run
 
 from repro.analysis import results
 from repro.analysis.claims import check_claims
-from repro.config import load_preset
+from repro.config import load_preset, load_run
+from repro.model import parameter_counts
 from repro.rundir import RunError
 
 
@@ -40,17 +40,16 @@ def test_table1(tiny_runs):
     assert row["query_mode"] == "residual_gelu" and row["weight_decay"] == 0.03125
     assert "cannot test the paper" in row["caveat"]  # said next to the numbers (issue 10)
     assert table.set_index("experiment").loc["baseline", "rel_improvement"] == 0
-    assert table.set_index("experiment").loc["mlp4.75", "non_embedding_params"] == 2000
+    mlp = parameter_counts(load_run("tiny", "mlp4.75").model)["non_embedding_params"]
+    assert table.set_index("experiment").loc["mlp4.75", "non_embedding_params"] == mlp
 
 
 def test_caveat_only_off_the_papers_scale():
-    from repro.config import load_preset
-
     assert results.scale_caveat(load_preset("paper")) == ""
     assert "preset smoke is not the paper's scale" in results.scale_caveat(load_preset("smoke"))
 
 
-def test_table1_missing_and_diverged(tiny_runs):
+def test_table1_missing_and_diverged(tiny_runs, write_run):
     write_run(
         tiny_runs / "mlp4.75",
         "mlp4.75",
@@ -90,7 +89,7 @@ def test_claims(tiny_runs):
     assert by[("baseline diverges at weight decay 0.05", "baseline-wd0.05")] is None
 
 
-def test_claims_fail(tiny_runs):
+def test_claims_fail(tiny_runs, write_run):
     write_run(
         tiny_runs / "resgelu-lr3e-3",
         "resgelu-lr3e-3",
@@ -119,7 +118,7 @@ def test_list_runs(tiny_runs):
     assert listing.set_index("experiment").at["baseline", "last_eval_val_loss"] == 5.0
 
 
-def test_read_run_list_takes_names_paths_and_one_name(tiny_runs, tmp_path):
+def test_read_run_list_takes_names_paths_and_one_name(tiny_runs, tmp_path, write_run):
     theirs = write_run(
         tmp_path / "theirs" / "baseline", "baseline", {0: 11.0, 12: 7.5}, last_step=12
     )

@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-from conftest import write_token_files
+from conftest import random_token_files
 
 from repro.build import make_optimizer
 from repro.config import load_preset, load_run
@@ -101,7 +101,7 @@ def test_batches_are_windows_of_the_token_file(token_dir, tiny_indices):
 
 
 def test_indices_for_other_token_files_are_refused(tmp_path, tiny_indices):
-    other = write_token_files(tmp_path / "other", seed=1)
+    other = random_token_files(tmp_path / "other", seed=1)
     with pytest.raises(
         IndicesError, match=r"indices\.json was drawn for a train\.bin .* but .*other/train\.bin"
     ):
