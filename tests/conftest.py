@@ -71,13 +71,13 @@ def tiny_indices(token_dir, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_baseline_run(token_dir, tiny_indices, tmp_path_factory):
-    """The tiny baseline run, trained once per test process without interruption and only read:
-    what a stopped and resumed run must end with, and what the analysis tests' runs derive from.
-    Its numbers are checked against the stored ones, bit for bit."""
-    from repro.train import train
+    """The tiny baseline run, trained by `repro train` once per test process without interruption
+    and only read: what a stopped and resumed run must end with, and what the analysis tests' runs
+    derive from. Its numbers are checked against the stored ones, bit for bit."""
+    from repro.cli import main
 
     out = tmp_path_factory.mktemp("tiny-baseline") / "run"
-    train(load_run("tiny", "baseline"), token_dir, tiny_indices, out)
+    assert main(train_args(token_dir, tiny_indices, out)) == 0
     assert_stored_losses(out / METRICS_CSV)
     return out
 

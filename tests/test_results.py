@@ -17,6 +17,13 @@ def test_read_run(tiny_runs):
     assert run.loss_at(12) == 5.0 and math.isnan(run.loss_at(5))
 
 
+def test_the_runs_read_hold_the_rows_repro_train_wrote(tiny_runs, tiny_baseline_run):
+    trained = results.read_run(tiny_baseline_run).metrics
+    derived = results.read_run(tiny_runs / "mlp4.75").metrics  # its own evaluation losses
+    for column in ("step", "lr", "train_loss", "tokens_seen", "step_time_s", "tokens_per_s"):
+        assert derived[column].tolist() == trained[column].tolist()
+
+
 def test_read_run_missing(tmp_path):
     with pytest.raises(RunError, match="run.json: no such file"):
         results.read_run(tmp_path)

@@ -8,14 +8,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-from conftest import random_token_files
+from conftest import assert_stored_losses, random_token_files
 
 from repro.build import make_optimizer
 from repro.config import load_preset, load_run
 from repro.data.batches import Batches
 from repro.data.indices import IndicesError, draw_indices
 from repro.model import GPT
-from repro.rundir import RunError, read_record
+from repro.rundir import RunError, read_record, write_metrics
 from repro.step import learning_rate
 from repro.train import train
 
@@ -118,6 +118,16 @@ TIMING = ("step_time_s", "tokens_per_s")
 
 def without_timing(rows):
     return [{k: v for k, v in r.items() if k not in TIMING} for r in rows]
+
+
+def test_the_stored_losses_catch_a_change_of_one_bit(tiny_baseline_run, tmp_path):
+    rows = read_metrics(tiny_baseline_run)
+    assert_stored_losses(tiny_baseline_run / "metrics.csv")
+    loss = np.float32(rows[12]["eval_val_loss"])
+    rows[12]["eval_val_loss"] = repr(float(np.nextafter(loss, np.float32(20))))
+    write_metrics(tmp_path / "metrics.csv", rows)
+    with pytest.raises(AssertionError, match=r"differ from tiny-baseline-losses\.csv"):
+        assert_stored_losses(tmp_path / "metrics.csv")
 
 
 def test_a_run_writes_metrics_and_run_json(token_dir, tiny_indices, tmp_path):

@@ -1,11 +1,12 @@
-"""Token files: train.bin / val.bin (uint16) and manifest.json, written (write_token_files, which
-`repro prepare` and the tests and benchmarks all use) and read as training reads them.
+"""Token files: train.bin / val.bin (uint16) and manifest.json, written by write_token_files (the
+one writer: `repro prepare`, the tests and the benchmarks all use it) and read as training reads
+them.
 
-The manifest lists each split's file, document and
-token counts, SHA-256 and fingerprint (a hash of sampled blocks). Every start checks each file's
-size and fingerprint, which takes milliseconds where the SHA-256 of the paper's 17 GB train.bin
-takes minutes; `repro prepare` and `repro verify` compute the full SHA-256. Nothing here imports the
-preparation side (datasets, pyarrow): training reads token files without it.
+The manifest lists each split's file, document and token counts, SHA-256 and fingerprint (a hash
+of sampled blocks). Every start checks each file's size and fingerprint, which takes milliseconds
+where the SHA-256 of the paper's 17 GB train.bin takes minutes; `repro prepare` and `repro verify`
+compute the full SHA-256. Nothing here imports the preparation side (datasets, pyarrow): training
+reads token files without it.
 """
 
 from __future__ import annotations
