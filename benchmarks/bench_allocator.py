@@ -21,7 +21,6 @@ repro's figures over glibc's.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import resource
@@ -61,21 +60,18 @@ def run_presets(smoke_steps: int, eval_heavy_steps: int, eval_batches: int) -> d
 
 
 def write_tokens(data_dir: Path, tokens: int) -> None:
-    """Random GPT-2 token files with the manifest `repro prepare` writes."""
-    data_dir.mkdir(parents=True, exist_ok=True)
+    """Random GPT-2 token files and their manifest, by the package's writer."""
+    from repro.data.tokens import write_token_files
+
     rng = np.random.default_rng(0)
-    splits = {}
-    for split, n in (("train", tokens), ("val", tokens // 5)):
-        array = rng.integers(0, 50257, n, dtype=np.uint16)
-        (data_dir / f"{split}.bin").write_bytes(array.tobytes())
-        splits[split] = {
-            "file": f"{split}.bin",
-            "documents": n // 100,
-            "tokens": n,
-            "sha256": hashlib.sha256(array.tobytes()).hexdigest(),
-        }
-    manifest = {"source": {"kind": "random"}, "tokenizer": {"name": "gpt2"}, "splits": splits}
-    (data_dir / "manifest.json").write_text(json.dumps(manifest))
+    counts = {"train": tokens, "val": tokens // 5}
+    write_token_files(
+        data_dir,
+        {split: rng.integers(0, 50257, n, dtype=np.uint16) for split, n in counts.items()},
+        documents={split: n // 100 for split, n in counts.items()},
+        source={"kind": "random"},
+        tokenizer={"name": "gpt2"},
+    )
 
 
 def cpu_faults() -> tuple[float, int]:

@@ -33,7 +33,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from repro.data import corpus, prepare, python_docs
-from repro.data.tokenizer import gpt2_encoding
+from repro.data.tokenizer import gpt2_encoding, tokenizer_identity
+from repro.data.tokens import write_token_files
 from repro.files import file_sha256
 
 # About OpenWebText's 1,128 tokens per document (docs/specification.md §5: 9.04e9 / 8.01e6).
@@ -83,9 +84,16 @@ def nanogpt(splits: dict, out: Path, num_proc: int) -> None:
 
 
 def ours(splits: dict, out: Path, num_proc: int) -> None:
-    for split, dset in splits.items():
-        partial, _ = prepare.write_split(dset, out / f"{split}.bin", num_proc)
-        os.replace(partial, out / f"{split}.bin")
+    write_token_files(
+        out,
+        {
+            name: prepare.encoded_split(dset, f"{name}.bin", num_proc)
+            for name, dset in splits.items()
+        },
+        documents={name: len(dset) for name, dset in splits.items()},
+        source={"kind": "benchmark"},
+        tokenizer=tokenizer_identity(),
+    )
 
 
 def _status_kb(field: str) -> int:

@@ -1,10 +1,10 @@
-"""Shared fixtures: token files and indices (the core library's tests), and fabricated run
-directories in the format `repro train` writes (the results, plots and notebook tests)."""
+"""Shared fixtures: token files and indices (the core library's tests), the tiny baseline run
+`repro train` writes and run directories derived from it by the package's own writers (the
+results, plots and notebook tests), and the helpers every test file uses."""
 
 import csv
-import hashlib
-import json
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,7 +17,10 @@ import yaml
 from repro.config import Report, load_config, load_preset, load_run, resolve_run
 from repro.config.schema import ConfigError
 from repro.data.indices import write_indices
-from repro.rundir import METRICS_COLUMNS, RunRecord
+from repro.data.tokens import write_token_files
+from repro.files import make_dir
+from repro.model import parameter_counts
+from repro.rundir import METRICS_COLUMNS, METRICS_CSV, read_record, rows_before, write_metrics
 
 # No test reaches the network: Hugging Face libraries (read when first imported, here and in the
 # tests' subprocesses) fail at once instead of downloading.
@@ -31,22 +34,17 @@ os.environ["OMP_NUM_THREADS"] = "1"
 torch.set_num_threads(1)
 
 
-def write_token_files(data_dir, train_tokens=30_000, val_tokens=6_000, seed=0):
-    """Random token files with the manifest `repro prepare` writes (spec §5's layout)."""
-    data_dir.mkdir(parents=True, exist_ok=True)
+def random_token_files(data_dir, train_tokens=30_000, val_tokens=6_000, seed=0):
+    """Random token files and their manifest, written by the package's own writer."""
     rng = np.random.default_rng(seed)
-    splits = {}
-    for split, n in (("train", train_tokens), ("val", val_tokens)):
-        tokens = rng.integers(0, 50257, n, dtype=np.uint16)
-        (data_dir / f"{split}.bin").write_bytes(tokens.tobytes())
-        splits[split] = {
-            "file": f"{split}.bin",
-            "documents": n // 100,
-            "tokens": n,
-            "sha256": hashlib.sha256(tokens.tobytes()).hexdigest(),
-        }
-    manifest = {"source": {"kind": "test"}, "tokenizer": {"name": "gpt2"}, "splits": splits}
-    (data_dir / "manifest.json").write_text(json.dumps(manifest))
+    counts = {"train": train_tokens, "val": val_tokens}
+    write_token_files(
+        data_dir,
+        {split: rng.integers(0, 50257, n, dtype=np.uint16) for split, n in counts.items()},
+        documents={split: n // 100 for split, n in counts.items()},
+        source={"kind": "test"},
+        tokenizer={"name": "gpt2"},
+    )
     return data_dir
 
 
@@ -61,7 +59,7 @@ def plenty_of_disk(monkeypatch):
 
 @pytest.fixture(scope="session")
 def token_dir(tmp_path_factory):
-    return write_token_files(tmp_path_factory.mktemp("data"))
+    return random_token_files(tmp_path_factory.mktemp("data"))
 
 
 @pytest.fixture(scope="session")
@@ -73,13 +71,35 @@ def tiny_indices(token_dir, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_baseline_run(token_dir, tiny_indices, tmp_path_factory):
-    """The tiny baseline run, trained once without interruption and only read: what a stopped
-    and resumed run must end with."""
-    from repro.train import train
+    """The tiny baseline run, trained by `repro train` once per test process without interruption
+    and only read: what a stopped and resumed run must end with, and what the analysis tests' runs
+    derive from. Its numbers are checked against the stored ones, bit for bit."""
+    from repro.cli import main
 
     out = tmp_path_factory.mktemp("tiny-baseline") / "run"
-    train(load_run("tiny", "baseline"), token_dir, tiny_indices, out)
+    assert main(train_args(token_dir, tiny_indices, out)) == 0
+    assert_stored_losses(out / METRICS_CSV)
     return out
+
+
+# The metrics of the tiny baseline run that do not depend on the machine's speed, as training on
+# the CPU with one thread writes them (Python's shortest repr of each float: equal text is equal
+# bits). A change of the numbers is a change of training; where it is meant, copy these columns
+# of the new run's metrics.csv here.
+STORED_LOSSES = Path(__file__).parent / "fixtures" / "tiny-baseline-losses.csv"
+LOSS_COLUMNS = [c for c in METRICS_COLUMNS if c not in ("step_time_s", "tokens_per_s")]
+
+
+def assert_stored_losses(metrics: Path) -> None:
+    with open(metrics, newline="") as f:
+        trained = [{c: row[c] for c in LOSS_COLUMNS} for row in csv.DictReader(f)]
+    with open(STORED_LOSSES, newline="") as f:
+        stored = list(csv.DictReader(f))
+    changed = [(s, t) for s, t in zip(stored, trained) if s != t]
+    assert len(trained) == len(stored) and not changed, (
+        f"{metrics}: the tiny baseline's numbers differ from {STORED_LOSSES.name}; first "
+        f"(stored, trained): {changed[:1]}"
+    )
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -101,15 +121,18 @@ def run_checkout_notebook(name: str, folder: Path, **parameters) -> None:
     )
 
 
-def train_args(data, indices, out, *extra, preset="tiny", experiments_file=None) -> list[str]:
-    """The arguments of `repro train` (for repro.cli.main) of the baseline at `preset`."""
+def train_args(
+    data, indices, out, *extra, preset="tiny", experiment="baseline", experiments_file=None
+) -> list[str]:
+    """The arguments of `repro train` (for repro.cli.main, or after `python -m repro`) of
+    `experiment` at `preset`, then `extra`."""
     more = ["--experiments-file", str(experiments_file)] if experiments_file else []
     return [
         "train",
         "--preset",
         str(preset),
         "--experiment",
-        "baseline",
+        experiment,
         *more,
         "--data",
         str(data),
@@ -119,6 +142,21 @@ def train_args(data, indices, out, *extra, preset="tiny", experiments_file=None)
         str(out),
         *map(str, extra),
     ]
+
+
+def one_line_error(capsys, argv, pattern: str, *, after_progress: bool = False) -> str:
+    """`repro ARGV` exits 2 with one line on stderr, `repro: error: ...`, matching the regular
+    expression `pattern` (with after_progress, the last line, after datasets' progress bars);
+    return that line."""
+    from repro.cli import main
+
+    capsys.readouterr()
+    assert main([str(a) for a in argv]) == 2
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert "Traceback" not in err and (after_progress or len(lines) == 1), err
+    assert lines[-1].startswith("repro: error: ") and re.search(pattern, lines[-1]), err
+    return lines[-1]
 
 
 @pytest.fixture(scope="session")
@@ -166,67 +204,83 @@ def shortened(run, max_step: int, **runtime):
     ).with_runtime(**runtime)
 
 
-def write_run(
-    run_dir: Path,
-    experiment: str,
-    val: dict[int, float],
-    *,
-    last_step: int,
-    preset: str = "tiny",
-    seed: int = 0,
-    status: str = "completed",
-    diverged_step: int | None = None,
-    non_embedding_params: int = 1000,
-    train_offset: float = -0.05,
-    step_time_s: float = 0.01,
-) -> Path:
-    """A run directory as `repro train` leaves it: metrics.csv (eval columns filled at the steps
-    of `val` only; train eval = val + train_offset) and run.json."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / "metrics.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, METRICS_COLUMNS)
-        writer.writeheader()
-        for step in range(last_step + 1):
-            row = {
-                "step": step,
-                "lr": 1e-3,
-                "train_loss": 10.0 - step * 0.1,
-                "tokens_seen": step * 128,
-                "step_time_s": step_time_s,
-                "tokens_per_s": 12800,
-            }
-            if step in val:
-                row.update(
-                    eval_val_loss=val[step],
-                    eval_val_std=0.01,
-                    eval_train_loss=val[step] + train_offset,
-                    eval_train_std=0.01,
-                )
-            writer.writerow({k: row.get(k, "") for k in METRICS_COLUMNS})
-    try:  # recorded as `repro train` records it, where the experiment is one of the config's
+@pytest.fixture(scope="session")
+def write_run(tiny_baseline_run):
+    """Write a run directory derived from the tiny baseline run `repro train` wrote: its record
+    and metrics rows up to `last_step`, as `experiment` at `preset` and `seed` (the configuration,
+    identity and parameter counts of that experiment, where the config has it), `status`, with
+    the evaluation losses `val` (val at each step of val, train = val + train_offset, the trained
+    run's spread; no evaluation at other steps) and, given step_time_s, that time for every step.
+    Written by the package's own writers (RunRecord, write_metrics)."""
+    trained = read_record(tiny_baseline_run)
+    rows = rows_before(tiny_baseline_run / METRICS_CSV, trained.last_step + 1)
+
+    def write(
+        run_dir: Path,
+        experiment: str,
+        val: dict[int, float],
+        *,
+        last_step: int,
+        preset: str = "tiny",
+        seed: int = 0,
+        status: str = "completed",
+        diverged_step: int | None = None,
+        train_offset: float = -0.05,
+        step_time_s: float | None = None,
+    ) -> Path:
+        record = replace(
+            trained,
+            **recorded_configuration(preset, experiment, seed),
+            status=status,
+            last_step=last_step,
+            diverged_step=diverged_step,
+            finished=None if status == "running" else trained.finished,
+        )
+        derived = [
+            derived_row(row, val.get(step), train_offset, step_time_s, record.tokens_per_step)
+            for step, row in enumerate(rows[: last_step + 1])
+        ]
+        make_dir(run_dir)
+        write_metrics(run_dir / METRICS_CSV, derived)
+        record.write(run_dir)
+        return run_dir
+
+    return write
+
+
+def recorded_configuration(preset: str, experiment: str, seed: int) -> dict:
+    """What run.json records of `experiment` at `preset` and `seed`, as training records it; of an
+    experiment the config does not have, its names only (the trained run's sizes kept)."""
+    try:
         run = load_run(preset, experiment, seed=seed)
-        identity, config = run.identity(), run.to_dict()
     except ConfigError:
-        identity, config = {}, {}
-    RunRecord(
-        status=status,
-        preset=preset,
-        experiment=experiment,
-        identity=identity,
-        config=config,
-        params={
-            "total_params": non_embedding_params + 500,
-            "non_embedding_params": non_embedding_params,
-        },
-        tokens_per_step=128,
-        last_step=last_step,
-        diverged_step=diverged_step,
-    ).write(run_dir)
-    return run_dir
+        return {"preset": preset, "experiment": experiment, "identity": {}, "config": {}}
+    return {
+        "preset": preset,
+        "experiment": experiment,
+        "identity": run.identity(),
+        "config": run.to_dict(),
+        "params": parameter_counts(run.model),
+        "tokens_per_step": run.tokens_per_step,
+    }
+
+
+def derived_row(row: dict, val, train_offset: float, step_time_s, tokens_per_step: int) -> dict:
+    """A trained metrics row with the evaluation loss `val` (None: no evaluation) and, given
+    step_time_s, that step time and its throughput."""
+    row = dict(row)
+    losses = {"eval_val": val, "eval_train": None if val is None else val + train_offset}
+    for stream, loss in losses.items():
+        row[f"{stream}_loss"] = loss
+        if loss is None:
+            row[f"{stream}_std"] = None
+    if step_time_s is not None:
+        row |= {"step_time_s": step_time_s, "tokens_per_s": tokens_per_step / step_time_s}
+    return row
 
 
 @pytest.fixture
-def tiny_runs(tmp_path) -> Path:
+def tiny_runs(tmp_path, write_run) -> Path:
     """Runs of the Table 1 experiments at the tiny preset (evaluations at 0, 4, 8, 12; table
     step 12): the nonlinear queries beat the baseline throughout, most at step 4."""
     runs = tmp_path / "runs" / "tiny"
@@ -241,11 +295,7 @@ def tiny_runs(tmp_path) -> Path:
     }
     for name, gain in gains.items():
         write_run(
-            runs / name,
-            name,
-            {s: b - g for s, b, g in zip(steps, baseline, gain)},
-            last_step=12,
-            non_embedding_params=2000 if name.startswith("mlp") else 1000,
+            runs / name, name, {s: b - g for s, b, g in zip(steps, baseline, gain)}, last_step=12
         )
     return runs
 

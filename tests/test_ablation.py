@@ -1,15 +1,13 @@
 """The query ablation (repro.analysis.ablation) and its claims, on runs of group `query_ablation`
-written at the tiny preset (table step 12, seeds 0..2) through the run writer `repro train` uses
-(repro.rundir: metrics.csv and run.json, the run's identity from its resolved configuration)."""
+at the tiny preset (table step 12, seeds 0..2) derived from the tiny run `repro train` wrote
+(conftest's write_run: each run's configuration, identity and sizes its own)."""
 
 import pandas as pd
 import pytest
 
 from repro.analysis.ablation import GROUP, ablation
 from repro.analysis.claims import check_claims
-from repro.config import load_config, load_run, seed_dir
-from repro.model import parameter_counts
-from repro.rundir import METRICS_CSV, RunRecord, write_metrics
+from repro.config import load_config, seed_dir
 
 SEEDS = 3
 SHIFT = [0.0, 0.05, -0.03]  # each seed's batches and evaluation sequences, shared by its runs
@@ -41,46 +39,35 @@ def arms():
     return by_arm
 
 
-def write_run(runs_dir, experiment: str, seed: int, val_loss: float | None):
-    """The run as `repro train` leaves it: evaluations at 0, 4, 8, 12 ending at val_loss, or
-    diverged at step 6 where val_loss is None."""
-    run = load_run("tiny", experiment, seed=seed)
-    folder = runs_dir / seed_dir("", seed) / experiment
-    last = 12 if val_loss is not None else 6
-    evals = {0: 10.9, 4: 8.0, 8: 6.5, 12: val_loss}
-    rows = [
-        {"step": s, "lr": 1e-3, "train_loss": 10.0 - 0.3 * s}
-        | (
-            {"eval_val_loss": evals[s], "eval_train_loss": evals[s] - 0.05}
-            if s in evals and s <= last
-            else {}
-        )
-        for s in range(last + 1)
-    ]
-    folder.mkdir(parents=True)
-    write_metrics(folder / METRICS_CSV, rows)
-    params = parameter_counts(run.model)
-    RunRecord(
-        status="completed" if val_loss is not None else "diverged",
-        preset=run.preset_name,
-        experiment=experiment,
-        identity=run.identity(),
-        config=run.to_dict(),
-        params=params,
-        tokens_per_step=run.tokens_per_step,
-        last_step=last,
-        diverged_step=None if val_loss is not None else last,
-    ).write(folder)
+@pytest.fixture
+def write_runs(write_run):
+    """Write the group's runs at seeds 0..2, each evaluated at 0, 4, 8 and 12 and ending at its
+    arm's loss (shifted by seed and run), or diverged at step 6 where the loss is None."""
 
+    def write(runs_dir, losses=LOSSES, leave_out=()):
+        for arm, experiments in arms().items():
+            for e, loss in zip(experiments, losses[arm]):
+                for k in range(SEEDS):
+                    if f"{seed_dir('', k)}/{e.name}".lstrip("/") in leave_out:
+                        continue
+                    folder = runs_dir / seed_dir("", k) / e.name
+                    if loss is None:
+                        write_run(
+                            folder,
+                            e.name,
+                            {0: 10.9, 4: 8.0},
+                            last_step=6,
+                            seed=k,
+                            status="diverged",
+                            diverged_step=6,
+                        )
+                    else:
+                        value = loss + SHIFT[k] + NOISE[k] * (len(arm) % 3)
+                        val = {0: 10.9, 4: 8.0, 8: 6.5, 12: value}
+                        write_run(folder, e.name, val, last_step=12, seed=k)
+        return runs_dir
 
-def write_runs(runs_dir, losses=LOSSES, leave_out=()):
-    for arm, experiments in arms().items():
-        for e, loss in zip(experiments, losses[arm]):
-            for k in range(SEEDS):
-                if f"{seed_dir('', k)}/{e.name}".lstrip("/") not in leave_out:
-                    value = None if loss is None else loss + SHIFT[k] + NOISE[k] * (len(arm) % 3)
-                    write_run(runs_dir, e.name, k, value)
-    return runs_dir
+    return write
 
 
 def ablation_claims(runs_dir):
@@ -106,7 +93,7 @@ def test_the_group_gives_ten_arms_the_same_settings():
     assert settings["linear"] == [(6e-4, 6e-5, 0.1), (1.5e-3, 3e-5, 0.03125), (3e-3, 3e-5, 0.03125)]
 
 
-def test_each_arm_is_at_its_best_setting_paired_with_the_best_linear(tmp_path):
+def test_each_arm_is_at_its_best_setting_paired_with_the_best_linear(tmp_path, write_runs):
     result = ablation(write_runs(tmp_path), "tiny", SEEDS)
     table = result.table.set_index("arm")
     assert result.missing == []
@@ -122,7 +109,7 @@ def test_each_arm_is_at_its_best_setting_paired_with_the_best_linear(tmp_path):
     assert gelu["gap_in_spreads"] == pytest.approx(gelu["loss_gap_mean"] / gelu["spread_sd"])
 
 
-def test_the_ablation_says_the_nonlinearity_matters(tmp_path):
+def test_the_ablation_says_the_nonlinearity_matters(tmp_path, write_runs):
     claims = ablation_claims(write_runs(tmp_path))
     experiment, holds, detail = claims["the gain needs the nonlinearity"]
     assert (experiment, holds) == ("resgelu-lr3e-3", True)
@@ -131,7 +118,7 @@ def test_the_ablation_says_the_nonlinearity_matters(tmp_path):
     assert claims["the nonlinear query beats the best-tuned stabilised baseline"][1] is True
 
 
-def test_the_nonlinear_query_against_the_gate_with_its_parameters(tmp_path):
+def test_the_nonlinear_query_against_the_gate_with_its_parameters(tmp_path, write_runs):
     """Identity + elementwise gate: W_Q's d^2 parameters a layer moved to the gate; the claim
     pairs the best of each arm seed by seed and names them."""
     experiment, holds, detail = ablation_claims(write_runs(tmp_path))[
@@ -147,7 +134,7 @@ def test_the_nonlinear_query_against_the_gate_with_its_parameters(tmp_path):
     assert claims["the nonlinear query beats the parameter-matched gate"][1] is False
 
 
-def test_the_gated_arms_name_the_runs_they_miss(tmp_path):
+def test_the_gated_arms_name_the_runs_they_miss(tmp_path, write_runs):
     runs = write_runs(tmp_path, leave_out={"seed2/identity-gate-elementwise"})
     experiment, holds, detail = ablation_claims(runs)[
         "the nonlinear query beats the parameter-matched gate"
@@ -156,7 +143,7 @@ def test_the_gated_arms_name_the_runs_they_miss(tmp_path):
     assert "1 runs missing: seed2/identity-gate-elementwise" in detail
 
 
-def test_the_ablation_says_the_nonlinearity_does_not_matter(tmp_path):
+def test_the_ablation_says_the_nonlinearity_does_not_matter(tmp_path, write_runs):
     # the bottleneck without its GELU as good, and the stabilised linear query tuned to match
     same = {
         **LOSSES,
@@ -170,14 +157,14 @@ def test_the_ablation_says_the_nonlinearity_does_not_matter(tmp_path):
     assert claims["the nonlinear query beats the best-tuned stabilised baseline"][1] is False
 
 
-def test_a_diverged_setting_is_out_of_its_arms_running(tmp_path):
+def test_a_diverged_setting_is_out_of_its_arms_running(tmp_path, write_runs):
     diverging = {**LOSSES, "linear + qk_norm": [4.99, 4.92, None]}
     table = ablation(write_runs(tmp_path, diverging), "tiny", SEEDS).table.set_index("arm")
     row = table.loc["linear + qk_norm"]
     assert row["best"] == "baseline-qknorm-wd3.125e-2-lr1.5e-3" and row["settings_complete"] == 2
 
 
-def test_missing_runs_are_named_by_the_claims_they_hold_up(tmp_path):
+def test_missing_runs_are_named_by_the_claims_they_hold_up(tmp_path, write_runs):
     runs = write_runs(tmp_path, leave_out={"seed1/bottleneck-linear-lr1.5e-3"})
     claims = ablation_claims(runs)
     experiment, holds, detail = claims["the gain needs the nonlinearity"]
@@ -187,7 +174,7 @@ def test_missing_runs_are_named_by_the_claims_they_hold_up(tmp_path):
 
 
 @pytest.mark.slow  # papermill runs the notebook in its own kernel
-def test_the_notebook_writes_the_table_and_its_html(tmp_path):
+def test_the_notebook_writes_the_table_and_its_html(tmp_path, write_runs):
     from conftest import run_checkout_notebook
 
     runs = write_runs(tmp_path / "runs" / "tiny")

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import write_token_files
+from conftest import random_token_files, train_args
 from workflow_helpers import REPO
 
 import repro.train
@@ -54,7 +54,7 @@ def prepared(tmp_path, name: str, eval_batches: int):
     path.write_text(yaml.safe_dump(preset))
     data = tmp_path / "data"
     if not data.exists():
-        write_token_files(data)
+        random_token_files(data)
     write_indices(load_preset(str(path)), data, tmp_path / f"indices-{name}")
     return path, data, tmp_path / f"indices-{name}"
 
@@ -65,9 +65,7 @@ def repro_train(tmp_path, name: str, eval_batches: int, **env) -> tuple[str, int
     path = os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])
     environ = {k: v for k, v in os.environ.items() if k != allocator.ENV}
     process = subprocess.Popen(
-        [sys.executable, "-m", "repro", "train", "--preset", str(preset)]
-        + ["--experiment", "baseline", "--data", str(data), "--indices", str(indices)]
-        + ["--out", str(tmp_path / name)],
+        [sys.executable, "-m", "repro", *train_args(data, indices, tmp_path / name, preset=preset)],
         env=environ | {"PYTHONPATH": path} | env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

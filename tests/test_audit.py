@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import matplotlib
 import pytest
+from conftest import train_args
 
 matplotlib.use("Agg")
 
@@ -96,24 +97,7 @@ def test_a_logs_folder_imports_as_runs_read_only(logs, tmp_path, capsys):
     assert "more than 0.5 above its best" in diverged.record.diverged_reason
     assert read_run(out / "large" / "gpt3large_resgelu_s0p5_seed45").status == "stopped"
     # Imported runs are never trained over.
-    assert (
-        main(
-            [
-                "train",
-                "--preset",
-                "tiny",
-                "--experiment",
-                "baseline",
-                "--data",
-                str(tmp_path),
-                "--indices",
-                str(tmp_path),
-                "--out",
-                str(out / "paper" / "gpt3small_d2z_lr2p4e3_60k"),
-            ]
-        )
-        == 2
-    )
+    assert main(train_args(tmp_path, tmp_path, out / "paper" / "gpt3small_d2z_lr2p4e3_60k")) == 2
     assert "imported from the audit's artefacts, never trained over" in capsys.readouterr().err
 
 

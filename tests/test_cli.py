@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from conftest import REPO, train_args
 
 from repro.cli import main
 
@@ -38,17 +38,7 @@ def test_train_errors_are_one_line_and_exit_2(tmp_path):
             sys.executable,
             "-m",
             "repro",
-            "train",
-            "--preset",
-            "smoke",
-            "--experiment",
-            "nope",
-            "--data",
-            str(tmp_path),
-            "--indices",
-            str(tmp_path),
-            "--out",
-            str(tmp_path / "run"),
+            *train_args(tmp_path, tmp_path, tmp_path / "run", preset="smoke", experiment="nope"),
         ],
         capture_output=True,
         text=True,
@@ -67,22 +57,7 @@ def test_cli_trains_a_tiny_run(token_dir, tmp_path, capsys):
         == 0
     )
     assert (
-        main(
-            [
-                "train",
-                "--preset",
-                "tiny",
-                "--experiment",
-                "identity",
-                "--data",
-                str(token_dir),
-                "--indices",
-                str(tmp_path / "ix"),
-                "--out",
-                str(tmp_path / "run"),
-            ]
-        )
-        == 0
+        main(train_args(token_dir, tmp_path / "ix", tmp_path / "run", experiment="identity")) == 0
     )
     assert "completed at step 12" in capsys.readouterr().out
 
@@ -96,24 +71,7 @@ def test_train_uses_the_config_of_the_working_directory(
     preset.write_text(preset.read_text().replace("description:", "description: the clone's,", 1))
     monkeypatch.chdir(tmp_path / "clone")
     monkeypatch.delenv("REPRO_CONFIG_DIR", raising=False)
-    assert (
-        main(
-            [
-                "train",
-                "--preset",
-                "tiny",
-                "--experiment",
-                "baseline",
-                "--data",
-                str(token_dir),
-                "--indices",
-                str(tiny_indices),
-                "--out",
-                "run",
-            ]
-        )
-        == 0
-    )
+    assert main(train_args(token_dir, tiny_indices, "run")) == 0
     assert f"config: {config.resolve()}\n" in capsys.readouterr().out
     recorded = json.loads((tmp_path / "clone" / "run" / "run.json").read_text())
     assert recorded["config"]["preset_file"] == str(preset.resolve())

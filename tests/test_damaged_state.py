@@ -3,7 +3,6 @@ checks metrics.csv and the checkpoint, the authors' imports check their tensors 
 token values are checked against the vocabulary, and `repro status` reports a damaged run beside
 the others."""
 
-import json
 import os
 import re
 import shutil
@@ -15,27 +14,17 @@ import numpy as np
 import pytest
 import torch
 from authors_helpers import authors_folder
-from conftest import REPO, train_args, write_run, write_token_files
+from conftest import REPO, one_line_error, train_args
 from test_train import read_metrics, without_timing
 
 from repro.cli import main
 from repro.config import load_run
+from repro.data.tokens import write_token_files
 from repro.rundir import read_record
 from repro.runtime import preemption
 from repro.train import train
 
 RUN = load_run("tiny", "baseline")
-
-
-def one_line_error(capsys, argv, pattern):
-    """`repro ARGV` exits 2 with one line, `repro: error: ...`, matching pattern (after the
-    progress bars of datasets, if any)."""
-    capsys.readouterr()
-    assert main([str(a) for a in argv]) == 2
-    err = capsys.readouterr().err
-    last = err.strip().splitlines()[-1]
-    assert "Traceback" not in err and last.startswith("repro: error: "), err
-    assert re.search(pattern, last), err
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +183,7 @@ def test_a_damaged_run_json_is_refused(stopped, token_dir, tiny_indices, capsys,
 # ---- repro status ---------------------------------------------------------------------------
 
 
-def test_status_reports_a_damaged_run_and_lists_the_others(tmp_path, capsys):
+def test_status_reports_a_damaged_run_and_lists_the_others(tmp_path, capsys, write_run):
     runs = tmp_path / "runs"
     write_run(runs / "tiny" / "baseline", "baseline", {0: 6.0, 12: 5.0}, last_step=12)
     damaged = write_run(runs / "tiny" / "mlp4.75", "mlp4.75", {0: 6.0}, last_step=12)
@@ -216,13 +205,16 @@ def test_status_reports_a_damaged_run_and_lists_the_others(tmp_path, capsys):
 
 
 def test_token_values_outside_the_vocabulary_are_refused(tmp_path, capsys):
-    data = write_token_files(tmp_path / "data")
-    tokens = np.fromfile(data / "val.bin", dtype=np.uint16)
-    tokens[1234] = 50304
-    tokens.tofile(data / "val.bin")
-    manifest = json.loads((data / "manifest.json").read_text())
-    manifest["splits"]["val"]["sha256"] = __import__("hashlib").sha256(tokens.tobytes()).hexdigest()
-    (data / "manifest.json").write_text(json.dumps(manifest))
+    val = np.zeros(6_000, dtype=np.uint16)
+    val[1234] = 50304
+    data = tmp_path / "data"
+    write_token_files(
+        data,
+        {"train": np.zeros(30_000, dtype=np.uint16), "val": val},
+        documents={"train": 300, "val": 60},
+        source={"kind": "test"},
+        tokenizer={"name": "gpt2"},
+    )
     pattern = r"val\.bin: token 1,234 is 50304, outside the vocabulary \(0\.\.50256\)"
     one_line_error(capsys, ["verify", "--data", data], pattern)
     argv = ["indices", "--preset", "tiny", "--data", data, "--out", tmp_path / "indices"]
@@ -399,5 +391,5 @@ def test_a_corpus_line_that_is_not_utf8_is_one_line_naming_file_and_line(tmp_pat
     argv = ["prepare", "--data-files", corpus, "--out", tmp_path / "tokens", "--expected-docs", "3"]
     argv += ["--num-proc", "1", "--cache-dir", tmp_path / "cache"]
     pattern = r"bad\.jsonl, line 2: text with bytes that are not UTF-8"
-    one_line_error(capsys, argv, pattern)
+    one_line_error(capsys, argv, pattern, after_progress=True)
     assert not (tmp_path / "tokens" / "manifest.json").exists()

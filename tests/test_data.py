@@ -122,23 +122,25 @@ def test_too_little_disk_is_refused_before_loading(corpus, tmp_path, monkeypatch
         prepare(corpus, tmp_path / "out", expected_docs=N_DOCS, test_size=TEST_SIZE)
 
 
-def _failing_on_second_append(append):
-    calls = []
+def _failing_on_second_piece(encoded_split):
+    """encoded_split whose second piece of tokens, over all splits, is an interruption."""
+    pieces = []
 
-    def append_then_fail(f, digest, ids):
-        calls.append(ids)
-        if len(calls) == 2:
-            raise RuntimeError("interrupted")
-        append(f, digest, ids)
+    def pieces_then_fail(*args):
+        for ids in encoded_split(*args):
+            pieces.append(ids)
+            if len(pieces) == 2:
+                raise RuntimeError("interrupted")
+            yield ids
 
-    return append_then_fail
+    return pieces_then_fail
 
 
 def test_interrupted_write_leaves_no_finished_looking_file(corpus, tmp_path, monkeypatch):
     out = tmp_path / "out"
     with monkeypatch.context() as m:
         m.setattr(
-            prepare_module, "append_tokens", _failing_on_second_append(prepare_module.append_tokens)
+            prepare_module, "encoded_split", _failing_on_second_piece(prepare_module.encoded_split)
         )
         with pytest.raises(RuntimeError, match="interrupted"):
             prepare(corpus, out, expected_docs=N_DOCS, test_size=TEST_SIZE)
@@ -150,7 +152,7 @@ def test_interrupted_write_keeps_the_finished_files(corpus, tmp_path, monkeypatc
     prepare(corpus, out, expected_docs=N_DOCS, test_size=TEST_SIZE)
     finished = {p.name: p.read_bytes() for p in out.iterdir()}
     monkeypatch.setattr(
-        prepare_module, "append_tokens", _failing_on_second_append(prepare_module.append_tokens)
+        prepare_module, "encoded_split", _failing_on_second_piece(prepare_module.encoded_split)
     )
     with pytest.raises(RuntimeError, match="interrupted"):
         prepare(corpus, out, expected_docs=N_DOCS, test_size=TEST_SIZE)

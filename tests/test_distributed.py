@@ -10,6 +10,7 @@ import sys
 import pytest
 import torch
 import torch.multiprocessing
+from conftest import train_args
 from hang_guard import run_watched, tail
 from test_train import read_metrics, without_timing
 
@@ -83,21 +84,16 @@ def torchrun_two(token_dir, tiny_indices, tmp_path_factory):
             "2",
             "-m",
             "repro",
-            "train",
-            "--preset",
-            "tiny",
-            "--experiment",
-            EXPERIMENT,
-            "--data",
-            str(token_dir),
-            "--indices",
-            str(tiny_indices),
-            "--out",
-            str(out),
-            "--device",
-            "cpu",
-            "--train-micro-batch",
-            str(MICRO),
+            *train_args(
+                token_dir,
+                tiny_indices,
+                out,
+                "--device",
+                "cpu",
+                "--train-micro-batch",
+                MICRO,
+                experiment=EXPERIMENT,
+            ),
         ],
     )
     assert result.returncode == 0, tail(result.stdout + result.stderr)

@@ -5,6 +5,7 @@ include path); the scores checked against a direct computation with the model.""
 import contextlib
 import io
 import json
+import re
 from dataclasses import asdict
 
 import pandas as pd
@@ -12,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from authors_helpers import write_authors_checkpoint
+from conftest import one_line_error
 
 from repro.checkpoint import save_checkpoint
 from repro.cli import main
@@ -191,9 +193,8 @@ def test_generation_and_unknown_tasks_are_one_line_errors(tmp_path, tasks_dir, c
     checkpoint = write_our_checkpoint(tmp_path / "ckpt.pt", tiny_gpt())
     for task, message in (("repro_generate", "generate_until"), ("no_such_task", "unknown")):
         argv = ["downstream", "--checkpoint", str(checkpoint), "--task", task]
-        assert main([*argv, "--include-path", str(tasks_dir), "--out", str(tmp_path / "o")]) == 2
-        error = capsys.readouterr().err.strip().splitlines()[-1]  # after datasets' progress
-        assert error.startswith("repro: error:") and message in error
+        argv += ["--include-path", tasks_dir, "--out", tmp_path / "o"]
+        one_line_error(capsys, argv, message, after_progress=True)
     with pytest.raises(DownstreamError, match="not supported"):
         ReproLM(model=tiny_gpt()).generate_until([])
     with pytest.raises(DownstreamError, match="vocabulary"):
@@ -240,9 +241,7 @@ def test_downstream_checks_its_options_and_files_before_any_task(tmp_path, capsy
         (["--include-path", str(tmp_path / "nowhere")], "nowhere: no such folder"),
         (["--include-path", str(a_file)], "a_file: no such folder"),
     ):
-        assert main([*argv, *wrong]) == 2, wrong
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and message in err, err
+        one_line_error(capsys, [*argv, *wrong], re.escape(message))
     assert a_file.read_text() == "mine" and not (tmp_path / "out").exists()
 
 

@@ -4,12 +4,14 @@ checkpoint whose losses cannot be numbers is refused in one line."""
 
 import csv
 import json
+import re
 import shutil
 import signal
 
 import pytest
 import torch
 from authors_helpers import write_authors_checkpoint
+from conftest import one_line_error
 from test_preemption import signal_during
 
 from repro.build import make_model, make_optimizer
@@ -85,10 +87,8 @@ def test_a_checkpoint_at_an_evaluation_step_gives_the_logged_losses(
 
 def refused(checkpoint, token_dir, tiny_indices, capsys) -> str:
     args = ["evaluate", "--checkpoint", str(checkpoint), "--preset", "tiny", "--device", "cpu"]
-    assert main([*args, "--data", str(token_dir), "--indices", str(tiny_indices)]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(f"repro: error: {checkpoint}: "), err
-    return err
+    argv = [*args, "--data", token_dir, "--indices", tiny_indices]
+    return one_line_error(capsys, argv, f"^repro: error: {re.escape(str(checkpoint))}: ")
 
 
 def our_checkpoint(path, change):

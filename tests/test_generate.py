@@ -1,10 +1,12 @@
 """`repro generate`: text sampled with the key/value cache from our checkpoints and the authors'."""
 
 import json
+import re
 
 import pytest
 import torch
 from authors_helpers import write_authors_checkpoint
+from conftest import one_line_error
 
 from repro.build import make_model, make_optimizer
 from repro.checkpoint import save_checkpoint
@@ -110,10 +112,7 @@ def test_the_authors_checkpoint_generates_too(tmp_path, capsys):
 )
 def test_impossible_requests_are_one_line_errors(checkpoint, capsys, args, message):
     argv = ["generate", "--checkpoint", str(checkpoint), "--prompt", "one two three"]
-    assert main([*argv, "--device", "cpu", *map(str, args)]) == 2
-    err = capsys.readouterr().err
-    assert len(err.splitlines()) == 1 and err.startswith("repro: error: ")
-    assert __import__("re").search(message, err), err
+    one_line_error(capsys, [*argv, "--device", "cpu", *args], message)
 
 
 def test_a_checkpoint_with_nan_weights_is_one_line_naming_it(tmp_path, capsys):
@@ -123,10 +122,10 @@ def test_a_checkpoint_with_nan_weights_is_one_line_naming_it(tmp_path, capsys):
     path = tmp_path / "ckpt.pt"
     config = {"identity": RUN.identity(), "model": RUN.identity()["model"]}
     save_checkpoint(path, model, make_optimizer(model, RUN.optimizer, False), 7, config)
-    assert main(["generate", "--checkpoint", str(path), "--device", "cpu"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(f"repro: error: {path}: ")
-    assert "transformer.h.1.mlp.c_fc.weight holds NaN" in err
+    message = (
+        rf"^repro: error: {re.escape(str(path))}: .*transformer\.h\.1\.mlp\.c_fc\.weight holds NaN"
+    )
+    one_line_error(capsys, ["generate", "--checkpoint", path, "--device", "cpu"], message)
 
 
 def test_an_authors_checkpoint_whose_scale_is_nan_is_refused(tmp_path, capsys):

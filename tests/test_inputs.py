@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from conftest import REPO, train_args, write_experiments, write_token_files
+from conftest import REPO, one_line_error, random_token_files, train_args, write_experiments
 
 from repro import memory
 from repro.analysis import report
@@ -42,15 +42,6 @@ def precious(tmp_path) -> Path:
     path = tmp_path / "precious.txt"
     path.write_text(PRECIOUS)
     return path
-
-
-def one_line_error(argv, capsys, message) -> str:
-    capsys.readouterr()
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("repro: error: "), err
-    assert re.search(message, err), err
-    return err
 
 
 def edited_preset(tmp_path, section, text_values: str) -> Path:
@@ -103,7 +94,7 @@ def test_train_refuses_a_linked_lock_file_in_one_line(token_dir, tiny_indices, t
     run = tmp_path / "run"
     run.mkdir()
     (run / ".lock").symlink_to(target)
-    one_line_error(train_args(token_dir, tiny_indices, run), capsys, r"\.lock: a symbolic link")
+    one_line_error(capsys, train_args(token_dir, tiny_indices, run), r"\.lock: a symbolic link")
     assert target.read_text() == PRECIOUS
 
 
@@ -256,7 +247,7 @@ def test_an_alias_bomb_is_refused_at_once_in_one_short_line(tmp_path, capsys):
     assert len(path.read_bytes()) < 1000
     began = time.perf_counter()
     argv = ["describe", "--preset", "tiny", "--experiment", "x", "--experiments-file", str(path)]
-    err = one_line_error(argv, capsys, r"bomb\.yaml: line \d+: .*more than 100,000 values")
+    err = one_line_error(capsys, argv, r"bomb\.yaml: line \d+: .*more than 100,000 values")
     assert time.perf_counter() - began < 5 and len(err) < MAX_MESSAGE + 100
 
 
@@ -294,7 +285,7 @@ def test_errors_shorten_the_values_they_quote(tmp_path, capsys):
         tmp_path, EXPERIMENT.replace("lr_max: 1.0e-3", "lr_max: " + "9x" * 50_000)
     )
     argv = ["describe", "--preset", "tiny", "--experiment", "x", "--experiments-file", str(path)]
-    err = one_line_error(argv, capsys, r"experiments\.x\.lr_max: '9x9x.*characters \.\.\.\]")
+    err = one_line_error(capsys, argv, r"experiments\.x\.lr_max: '9x9x.*characters \.\.\.\]")
     assert err.rstrip().endswith("is not of type 'number'") and len(err) < MAX_MESSAGE + 100
 
 
@@ -401,16 +392,16 @@ def test_a_preset_path_that_is_a_directory_is_one_line(tmp_path, capsys):
     folder = tmp_path / "presets.yaml"
     folder.mkdir()
     argv = ["describe", "--preset", str(folder), "--experiment", "baseline"]
-    one_line_error(argv, capsys, r"presets\.yaml: not a regular file")
+    one_line_error(capsys, argv, r"presets\.yaml: not a regular file")
 
 
 def test_a_manifest_of_the_wrong_shape_is_one_line(tmp_path, capsys):
-    data = write_token_files(tmp_path / "data")
+    data = random_token_files(tmp_path / "data")
     manifest = json.loads((data / "manifest.json").read_text())
     manifest["splits"]["train"]["tokens"] = "30000"
     (data / "manifest.json").write_text(json.dumps(manifest))
     argv = ["indices", "--preset", "tiny", "--data", str(data), "--out", str(tmp_path / "ix")]
-    one_line_error(argv, capsys, r"manifest\.json: splits\.train\.tokens: '30000' is not a count")
+    one_line_error(capsys, argv, r"manifest\.json: splits\.train\.tokens: '30000' is not a count")
     del manifest["splits"]["val"]
     manifest["splits"]["train"]["tokens"] = 30000
     (data / "manifest.json").write_text(json.dumps(manifest))
@@ -427,16 +418,16 @@ def test_sizes_this_machine_cannot_hold_are_refused_before_allocating(
 ):
     monkeypatch.setattr(memory, "physical_memory", lambda: 1 << 14)  # a machine of 16 KiB
     one_line_error(
-        train_args(token_dir, tiny_indices, tmp_path / "run"),
         capsys,
+        train_args(token_dir, tiny_indices, tmp_path / "run"),
         r"training baseline at preset tiny needs [0-9.]+ GiB, more than the 0\.0 GiB of this "
         r"machine's cpu memory",
     )
     argv = ["indices", "--preset", "tiny", "--data", str(token_dir), "--out", str(tmp_path / "ix")]
-    one_line_error(argv, capsys, r"the indices of preset tiny needs [0-9.]+ GiB")
+    one_line_error(capsys, argv, r"the indices of preset tiny needs [0-9.]+ GiB")
     assert not (tmp_path / "ix" / "train.npy").exists()
     argv = BENCH + ["--inference", "--decode-tokens", "8"]
-    one_line_error(argv, capsys, r"the model of baseline at preset tiny needs [0-9.]+ GiB")
+    one_line_error(capsys, argv, r"the model of baseline at preset tiny needs [0-9.]+ GiB")
 
 
 # ---- command-line values -------------------------------------------------------------------------
@@ -459,7 +450,7 @@ def test_sizes_this_machine_cannot_hold_are_refused_before_allocating(
     ],
 )
 def test_command_line_numbers_out_of_range_are_one_line(argv, message, capsys):
-    one_line_error(argv, capsys, message)
+    one_line_error(capsys, argv, message)
 
 
 @pytest.mark.parametrize(
@@ -474,7 +465,7 @@ def test_command_line_numbers_out_of_range_are_one_line(argv, message, capsys):
 def test_train_options_out_of_range_are_one_line(
     extra, message, token_dir, tiny_indices, tmp_path, capsys
 ):
-    one_line_error(train_args(token_dir, tiny_indices, tmp_path / "run", *extra), capsys, message)
+    one_line_error(capsys, train_args(token_dir, tiny_indices, tmp_path / "run", *extra), message)
     assert not (tmp_path / "run" / "metrics.csv").exists()
 
 
@@ -483,10 +474,10 @@ def test_out_naming_a_file_is_one_line_and_leaves_the_file(
 ):
     target = precious(tmp_path)
     one_line_error(
-        train_args(token_dir, tiny_indices, target), capsys, r"precious\.txt: exists and is not a"
+        capsys, train_args(token_dir, tiny_indices, target), r"precious\.txt: exists and is not a"
     )
     argv = ["indices", "--preset", "tiny", "--data", str(token_dir), "--out", str(target / "ix")]
-    one_line_error(argv, capsys, r"precious\.txt/ix: cannot be created \(Not a directory\)")
+    one_line_error(capsys, argv, r"precious\.txt/ix: cannot be created \(Not a directory\)")
     assert target.read_text() == PRECIOUS
 
 
@@ -505,7 +496,7 @@ def read_only_run(folder: Path, code: str) -> subprocess.CompletedProcess:
 
 
 def test_out_in_a_read_only_folder_is_one_line(tmp_path):
-    data = write_token_files(tmp_path / "data")
+    data = random_token_files(tmp_path / "data")
     folder = tmp_path / "read-only"
     folder.mkdir()
     argv = ["indices", "--preset", "tiny", "--data", str(data), "--out"]
@@ -547,7 +538,7 @@ def test_out_in_a_read_only_folder_is_one_line(tmp_path):
 def test_a_bench_report_of_the_wrong_shape_is_one_line(tmp_path, capsys, report, message):
     path = tmp_path / "bench.json"
     path.write_text(report if isinstance(report, str) else json.dumps(report))
-    one_line_error(DESCRIBE + ["--bench", str(path)], capsys, message)
+    one_line_error(capsys, DESCRIBE + ["--bench", str(path)], message)
 
 
 def test_prepare_never_writes_through_a_linked_partial_file(tmp_path, capsys):

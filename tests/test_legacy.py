@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from conftest import REPO, random_token_files
 from test_train import read_metrics, without_timing
 
 from repro.config import load_run
@@ -20,10 +20,10 @@ from repro.train import train
 
 pytestmark = pytest.mark.slow  # the old code trains in a subprocess
 FIXTURES = REPO / "tests" / "fixtures"
-# commit -> (the preset it builds with, the same preset in today's format)
+# commit -> (the preset it builds with, the same preset in today's format, its tokens' seed)
 LEGACY = {
-    "0d4add5": ("preset-0d4add5.yaml", "preset.yaml"),
-    "4af7403": ("preset.yaml", "preset.yaml"),
+    "0d4add5": ("preset-0d4add5.yaml", "preset.yaml", 7),
+    "4af7403": ("preset.yaml", "preset.yaml", 11),
 }
 EXPERIMENT = "resgelu-lr3e-3"
 
@@ -33,7 +33,7 @@ def legacy(request, tmp_path_factory):
     """(the commit's run directories, today's run configuration of them)."""
     commit = request.param
     fixture = FIXTURES / f"legacy-{commit}"
-    old_preset, new_preset = LEGACY[commit]
+    old_preset, new_preset, seed = LEGACY[commit]
     root = tmp_path_factory.mktemp(f"legacy-{commit}")
     archive = subprocess.run(
         ["git", "-C", str(REPO), "archive", commit, "src", "config"],
@@ -46,6 +46,7 @@ def legacy(request, tmp_path_factory):
     )
     subprocess.run(["tar", "-x", "-C", str(root)], input=archive.stdout, check=True)
     out = root / "out"
+    random_token_files(out / "data", train_tokens=4000, val_tokens=1000, seed=seed)
     env = {
         "PYTHONPATH": str(root / "src"),
         "REPRO_CONFIG_DIR": str(root / "config"),

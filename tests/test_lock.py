@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, train_args
 from hang_guard import run_watched, watch
 from test_train import read_metrics, without_timing
 
@@ -43,23 +43,8 @@ def long_run(token_dir, tmp_path_factory):
 
 
 def train_command(run, out, *extra):
-    return [
-        sys.executable,
-        "-m",
-        "repro",
-        "train",
-        "--preset",
-        run["preset"],
-        "--experiment",
-        "baseline",
-        "--data",
-        run["data"],
-        "--indices",
-        run["indices"],
-        "--out",
-        str(out),
-        *extra,
-    ]
+    args = train_args(run["data"], run["indices"], out, *extra, preset=run["preset"])
+    return [sys.executable, "-m", "repro", *args]
 
 
 def wait_for_rows(out: Path, trainer: subprocess.Popen, rows: int = 3) -> None:

@@ -11,7 +11,7 @@ import shutil
 
 import pandas as pd
 import pytest
-from conftest import REPO, write_run
+from conftest import REPO
 
 # Not on a GPU node (no papermill there): `pytest -m gpu` still collects this module.
 nbformat = pytest.importorskip("nbformat")
@@ -24,7 +24,7 @@ SMOKE_LOSSES = {0: 30.0, 4: 25.0, 8: 22.0, 12: 20.0}
 
 
 @pytest.fixture
-def checkout(tmp_path, tiny_runs, monkeypatch):
+def checkout(tmp_path, tiny_runs, monkeypatch, write_run):
     """notebooks/, config/ and results/runs/{tiny,smoke}/ as in a checkout."""
     for part in ("notebooks", "config"):
         shutil.copytree(REPO / part, tmp_path / "checkout" / part)
@@ -110,7 +110,7 @@ def test_figure2_reads_the_preset_it_is_given(checkout):
     assert (checkout / "results" / "figures" / "figure2.png").exists()
 
 
-def test_explore_overlays_any_list_of_runs(checkout, tmp_path):
+def test_explore_overlays_any_list_of_runs(checkout, tmp_path, write_run):
     elsewhere = write_run(
         tmp_path / "theirs" / "baseline", "baseline", {0: 11.0, 12: 7.5}, last_step=12
     )

@@ -128,24 +128,5 @@ def test_sigterm_is_a_stop_signal_by_default(token_dir, tiny_indices, tmp_path, 
 
 
 def test_an_unknown_stop_signal_is_named(capsys):
-    assert (
-        main(
-            [
-                "train",
-                "--preset",
-                "tiny",
-                "--experiment",
-                "baseline",
-                "--data",
-                "d",
-                "--indices",
-                "i",
-                "--out",
-                "o",
-                "--stop-signal",
-                "SIGNOPE",
-            ]
-        )
-        == 2
-    )
+    assert main(train_args("d", "i", "o", "--stop-signal", "SIGNOPE")) == 2
     assert "--stop-signal: no signal named 'SIGNOPE'" in capsys.readouterr().err

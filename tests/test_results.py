@@ -2,13 +2,13 @@ import math
 
 import pandas as pd
 import pytest
-from conftest import write_run
 
 from repro.analysis import results
 from repro.analysis.claims import check_claims
 from repro.analysis.curves import relative_improvement_curves
 from repro.analysis.runs import evals_table, list_runs, read_run, read_run_list, read_runs
-from repro.config import load_preset
+from repro.config import load_preset, load_run
+from repro.model import parameter_counts
 from repro.rundir import RunError
 
 
@@ -17,6 +17,13 @@ def test_read_run(tiny_runs):
     assert run.status == "completed" and run.name == "baseline"
     assert list(run.evals().index) == [0, 4, 8, 12]
     assert run.loss_at(12) == 5.0 and math.isnan(run.loss_at(5))
+
+
+def test_the_runs_read_hold_the_rows_repro_train_wrote(tiny_runs, tiny_baseline_run):
+    trained = read_run(tiny_baseline_run).metrics
+    derived = read_run(tiny_runs / "mlp4.75").metrics  # its own evaluation losses
+    for column in ("step", "lr", "train_loss", "tokens_seen", "step_time_s", "tokens_per_s"):
+        assert derived[column].tolist() == trained[column].tolist()
 
 
 def test_read_run_missing(tmp_path):
@@ -42,17 +49,16 @@ def test_table1(tiny_runs):
     assert row["query_mode"] == "residual_gelu" and row["weight_decay"] == 0.03125
     assert "cannot test the paper" in row["caveat"]  # said next to the numbers
     assert table.set_index("experiment").loc["baseline", "rel_improvement"] == 0
-    assert table.set_index("experiment").loc["mlp4.75", "non_embedding_params"] == 2000
+    mlp = parameter_counts(load_run("tiny", "mlp4.75").model)["non_embedding_params"]
+    assert table.set_index("experiment").loc["mlp4.75", "non_embedding_params"] == mlp
 
 
 def test_caveat_only_off_the_papers_scale():
-    from repro.config import load_preset
-
     assert results.scale_caveat(load_preset("paper")) == ""
     assert "preset smoke is not the paper's scale" in results.scale_caveat(load_preset("smoke"))
 
 
-def test_table1_missing_and_diverged(tiny_runs):
+def test_table1_missing_and_diverged(tiny_runs, write_run):
     write_run(
         tiny_runs / "mlp4.75",
         "mlp4.75",
@@ -92,7 +98,7 @@ def test_claims(tiny_runs):
     assert by[("baseline diverges at weight decay 0.05", "baseline-wd0.05")] is None
 
 
-def test_claims_fail(tiny_runs):
+def test_claims_fail(tiny_runs, write_run):
     write_run(
         tiny_runs / "resgelu-lr3e-3",
         "resgelu-lr3e-3",
@@ -122,7 +128,7 @@ def test_list_runs(tiny_runs):
     assert listing.set_index("experiment").at["baseline", "last_eval_val_loss"] == 5.0
 
 
-def test_read_run_list_takes_names_paths_and_one_name(tiny_runs, tmp_path):
+def test_read_run_list_takes_names_paths_and_one_name(tiny_runs, tmp_path, write_run):
     theirs = write_run(
         tmp_path / "theirs" / "baseline", "baseline", {0: 11.0, 12: 7.5}, last_step=12
     )

@@ -2,7 +2,7 @@
 (docs/scale.md), with the paper's indices and its cost from `repro describe`."""
 
 import pytest
-from conftest import write_token_files
+from conftest import random_token_files
 
 from repro.analysis.results import scale_caveat
 from repro.config import load_preset, load_run
@@ -20,7 +20,7 @@ def test_large_is_gpt3_large_on_the_papers_training():
 
 
 def test_large_draws_the_papers_indices(tmp_path):
-    data = write_token_files(tmp_path / "data", train_tokens=50_000, val_tokens=5_000)
+    data = random_token_files(tmp_path / "data", train_tokens=50_000, val_tokens=5_000)
     large = write_indices(load_preset("large"), data, tmp_path / "large")
     paper = write_indices(load_preset("paper"), data, tmp_path / "paper")
     assert large["sha256"] == paper["sha256"]  # the same index files, byte for byte

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, write_token_files
+from conftest import REPO, random_token_files
 from workflow_helpers import copy_workflow, snakemake
 
 from repro.config import load_config, load_preset, resolve_run
@@ -46,7 +46,7 @@ def test_screen_warms_up_fully_and_decays_within_its_horizon():
 
 
 def test_screen_indices_are_its_own_and_the_papers_first_rows(tmp_path):
-    data = write_token_files(tmp_path / "data", train_tokens=50_000, val_tokens=5_000)
+    data = random_token_files(tmp_path / "data", train_tokens=50_000, val_tokens=5_000)
     screen = load_preset("screen")
     sidecar = write_indices(screen, data, tmp_path / "screen")
     assert (sidecar["train_rows"], sidecar["eval_rows"], sidecar["seed"]) == (6001, 600, 42)
@@ -80,7 +80,7 @@ def test_the_untied_schedule_scales_with_the_preset():
 @pytest.mark.slow
 def test_an_untied_experiment_trains_through_the_dag_on_its_own_indices(tmp_path):
     workdir = copy_workflow(tmp_path / "workflow")
-    write_token_files(workdir / "data" / "python-docs")
+    random_token_files(workdir / "data" / "python-docs")
     config = ["--cores", "2", "--config", "preset=tiny"]
     planned = snakemake(
         workdir, "-n", "-p", "results/runs/paper/untied-resgelu/run.json", "--cores", "1"

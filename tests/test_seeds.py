@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 import pytest
-from conftest import write_experiments, write_run
+from conftest import write_experiments
 
 from repro.analysis import seeds
 from repro.analysis.claims import check_claims
@@ -62,7 +62,7 @@ GAINS = {  # experiment: per-seed val loss at the table step (12); baseline 5.0,
 
 
 @pytest.fixture
-def seed_runs(tmp_path):
+def seed_runs(tmp_path, write_run):
     """Table 1 runs of tiny at seeds 0, 1, 2 under runs/tiny, runs/tiny/seed1, runs/tiny/seed2."""
     runs = tmp_path / "runs" / "tiny"
     for name, losses in GAINS.items():
@@ -74,6 +74,7 @@ def seed_runs(tmp_path):
                     name,
                     {0: 10.0, 4: 8.0 - gain, 8: 6.0 - gain, 12: loss},
                     last_step=12,
+                    seed=k,
                 )
     return runs
 

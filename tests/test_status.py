@@ -1,10 +1,12 @@
 """`repro status` and reading a run in progress (its live/ folder)."""
 
 import os
+import re
 import socket
 
 import pandas as pd
-from conftest import write_run
+import pytest
+from conftest import one_line_error
 
 from repro.analysis.runs import read_run, read_runs
 from repro.analysis.status import status_table, trainer_holding
@@ -12,27 +14,27 @@ from repro.cli import main
 from repro.runtime.lock import hold
 
 
-def in_progress(runs_dir, name, last_step=5):
-    """A run of the tiny preset (max_step 12) as the workflow leaves it while it trains:
-    everything in live/, its run.json written by the package's own RunRecord."""
-    return write_run(
-        runs_dir / name / "live",
-        name,
-        {0: 6.0, 4: 5.5},
-        last_step=last_step,
-        status="running",
-        step_time_s=0.5,
-    )
+@pytest.fixture
+def in_progress(write_run):
+    """Write a run of the tiny preset (max_step 12) as the workflow leaves it while it trains,
+    0.5 s a step: everything in live/."""
+
+    def write(runs_dir, name, last_step=5):
+        val = {0: 6.0, 4: 5.5}
+        live = runs_dir / name / "live"
+        return write_run(live, name, val, last_step=last_step, status="running", step_time_s=0.5)
+
+    return write
 
 
-def test_results_read_a_run_in_progress_from_its_live_folder(tmp_path):
+def test_results_read_a_run_in_progress_from_its_live_folder(tmp_path, in_progress):
     in_progress(tmp_path, "baseline")
     run = read_run(tmp_path / "baseline")
     assert run.status == "running" and run.loss_at(4) == 5.5
     assert list(read_runs(tmp_path, ["baseline", "mlp4.75"])) == ["baseline"]
 
 
-def test_status_lists_each_run(tmp_path, capsys):
+def test_status_lists_each_run(tmp_path, capsys, write_run, in_progress):
     runs = tmp_path / "runs"
     in_progress(runs / "tiny", "baseline")
     write_run(runs / "tiny" / "mlp4.75", "mlp4.75", {0: 6.0, 12: 5.0}, last_step=12)
@@ -40,7 +42,7 @@ def test_status_lists_each_run(tmp_path, capsys):
         table = status_table(runs, "tiny").set_index("experiment")
     assert table.at["baseline", "last_step"] == 5 and table.at["baseline", "max_step"] == 12
     assert table.at["baseline", "last_eval_val_loss"] == 5.5
-    assert table.at["baseline", "tokens_per_s"] == 12800
+    assert table.at["baseline", "tokens_per_s"] == 128 / 0.5  # tokens a step over its time
     assert table.at["baseline", "eta_s"] == 7 * 0.5  # 7 steps left at 0.5 s a step
     assert table.at["baseline", "trainer"] == f"PID {os.getpid()}"
     assert table.at["mlp4.75", "status"] == "completed" and pd.isna(table.at["mlp4.75", "trainer"])
@@ -69,7 +71,7 @@ def test_status_lists_each_run(tmp_path, capsys):
         "5/12",
         "5.5000",
         "4",
-        "12,800",
+        "256",
         "0:00:04",
         "PID",
         str(os.getpid()),
@@ -77,12 +79,14 @@ def test_status_lists_each_run(tmp_path, capsys):
     ]
 
 
-def test_a_dead_trainer_holds_nothing(tmp_path):
+def test_a_dead_trainer_holds_nothing(tmp_path, in_progress):
     live = in_progress(tmp_path, "baseline")
     (live / ".lock").write_text(f"host {socket.gethostname()}, PID {2**22 + 1}\n")
     assert trainer_holding(tmp_path / "baseline") is None
 
 
 def test_status_of_a_missing_folder_is_one_line(tmp_path, capsys):
-    assert main(["status", "--preset", "smoke", "--runs-dir", str(tmp_path)]) == 2
-    assert capsys.readouterr().err.startswith(f"repro: error: {tmp_path / 'smoke'}: no such folder")
+    argv = ["status", "--preset", "smoke", "--runs-dir", tmp_path]
+    one_line_error(
+        capsys, argv, f"^repro: error: {re.escape(str(tmp_path / 'smoke'))}: no such folder"
+    )

@@ -5,9 +5,9 @@ import math
 
 import pytest
 from authors_helpers import authors_folder
-from conftest import train_args
+from conftest import one_line_error, train_args
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from test_inputs import PRECIOUS, one_line_error, precious
+from test_inputs import PRECIOUS, precious
 from test_train import read_metrics
 
 import repro.train as train_module
@@ -113,5 +113,5 @@ def test_an_event_file_in_the_way_stops_training_in_one_line_before_it_runs(
     run = tmp_path / "run"
     (run / EVENTS).mkdir(parents=True)  # a folder where the event file goes
     argv = train_args(token_dir, tiny_indices, run)
-    one_line_error(argv, capsys, rf"{EVENTS}: cannot be written \(Is a directory\)")
+    one_line_error(capsys, argv, rf"{EVENTS}: cannot be written \(Is a directory\)")
     assert not (run / "run.json").exists()  # never said "running"

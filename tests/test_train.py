@@ -8,14 +8,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-from conftest import shortened, write_token_files
+from conftest import assert_stored_losses, random_token_files, shortened
 
 from repro.build import make_optimizer
 from repro.config import load_preset, load_run
 from repro.data.batches import Batches
 from repro.data.indices import IndicesError, draw_indices
 from repro.model import GPT
-from repro.rundir import RunError, read_record
+from repro.rundir import RunError, read_record, write_metrics
 from repro.step import learning_rate
 from repro.train import train
 
@@ -101,7 +101,7 @@ def test_batches_are_windows_of_the_token_file(token_dir, tiny_indices):
 
 
 def test_indices_for_other_token_files_are_refused(tmp_path, tiny_indices):
-    other = write_token_files(tmp_path / "other", seed=1)
+    other = random_token_files(tmp_path / "other", seed=1)
     with pytest.raises(
         IndicesError, match=r"indices\.json was drawn for a train\.bin .* but .*other/train\.bin"
     ):
@@ -118,6 +118,16 @@ TIMING = ("step_time_s", "tokens_per_s")
 
 def without_timing(rows):
     return [{k: v for k, v in r.items() if k not in TIMING} for r in rows]
+
+
+def test_the_stored_losses_catch_a_change_of_one_bit(tiny_baseline_run, tmp_path):
+    rows = read_metrics(tiny_baseline_run)
+    assert_stored_losses(tiny_baseline_run / "metrics.csv")
+    loss = np.float32(rows[12]["eval_val_loss"])
+    rows[12]["eval_val_loss"] = repr(float(np.nextafter(loss, np.float32(20))))
+    write_metrics(tmp_path / "metrics.csv", rows)
+    with pytest.raises(AssertionError, match=r"differ from tiny-baseline-losses\.csv"):
+        assert_stored_losses(tmp_path / "metrics.csv")
 
 
 def test_a_run_writes_metrics_and_run_json(token_dir, tiny_indices, tmp_path):

@@ -1,10 +1,10 @@
-"""The tuning comparison (repro.analysis.tuning) and its claims, on runs fabricated at the tiny
-preset for group `tuning` of config/experiments.yaml (table step 12, seeds 0..2)."""
+"""The tuning comparison (repro.analysis.tuning) and its claims, on runs at the tiny preset for
+group `tuning` of config/experiments.yaml (table step 12, seeds 0..2), derived from the tiny run
+`repro train` wrote."""
 
 import math
 
 import pytest
-from conftest import write_run
 
 from repro.analysis.claims import check_claims
 from repro.analysis.tuning import tuning
@@ -30,17 +30,31 @@ LOSSES = {
 }
 
 
-def fabricate(runs_dir, losses):
-    for name, values in losses.items():
-        for k in range(SEEDS):
-            folder = runs_dir / seed_dir("", k) / name
-            if values == "diverged":
-                write_run(
-                    folder, name, {0: 10.0, 4: 9.0}, last_step=6, status="diverged", diverged_step=6
-                )
-            elif values[k] is not None:
-                write_run(folder, name, {0: 10.0, 4: 8.0, 8: 6.0, 12: values[k]}, last_step=12)
-    return runs_dir
+@pytest.fixture
+def fabricate(write_run):
+    """Write the group's runs at seeds 0..2 ending at `losses` (derived from the tiny run
+    `repro train` wrote); a setting "diverged" at step 6."""
+
+    def write(runs_dir, losses):
+        for name, values in losses.items():
+            for k in range(SEEDS):
+                folder = runs_dir / seed_dir("", k) / name
+                if values == "diverged":
+                    write_run(
+                        folder,
+                        name,
+                        {0: 10.0, 4: 9.0},
+                        last_step=6,
+                        seed=k,
+                        status="diverged",
+                        diverged_step=6,
+                    )
+                elif values[k] is not None:
+                    val = {0: 10.0, 4: 8.0, 8: 6.0, 12: values[k]}
+                    write_run(folder, name, val, last_step=12, seed=k)
+        return runs_dir
+
+    return write
 
 
 def by_claim(claims):
@@ -69,7 +83,7 @@ def test_the_group_gives_the_linear_models_the_nonlinear_settings():
     assert all(e.source for e in members if e.query_mode == "residual_gelu")  # the authors' own
 
 
-def test_the_table_marks_each_models_best_and_pairs_them(tmp_path):
+def test_the_table_marks_each_models_best_and_pairs_them(tmp_path, fabricate):
     result = tuning(fabricate(tmp_path, LOSSES), "tiny", seeds=SEEDS)
     table = result.table.set_index("experiment")
     assert result.missing == []
@@ -98,7 +112,7 @@ def test_the_table_marks_each_models_best_and_pairs_them(tmp_path):
     assert result.table["caveat"].str.contains("cannot test the paper").all()
 
 
-def test_the_claim_holds_where_the_best_baseline_does_not_close_the_gap(tmp_path):
+def test_the_claim_holds_where_the_best_baseline_does_not_close_the_gap(tmp_path, fabricate):
     claims = by_claim(check_claims(fabricate(tmp_path, LOSSES), "tiny", seeds=SEEDS))
     experiment, holds, detail = claims["beats the best-tuned baseline"]
     assert (experiment, holds) == ("resgelu-lr3e-3", True)
@@ -106,7 +120,7 @@ def test_the_claim_holds_where_the_best_baseline_does_not_close_the_gap(tmp_path
     assert claims["beats the best-tuned larger control"][1] is True
 
 
-def test_the_claim_fails_where_the_best_baseline_closes_the_gap(tmp_path):
+def test_the_claim_fails_where_the_best_baseline_closes_the_gap(tmp_path, fabricate):
     closed = {**LOSSES, "baseline-wd3.125e-2-lr3e-3": [4.77, 4.79, 4.76]}
     claims = by_claim(check_claims(fabricate(tmp_path, closed), "tiny", seeds=SEEDS))
     _, holds, detail = claims["beats the best-tuned baseline"]
@@ -115,14 +129,14 @@ def test_the_claim_fails_where_the_best_baseline_closes_the_gap(tmp_path):
     assert claims["beats the best-tuned larger control"][1] is True
 
 
-def test_a_gap_within_the_seeds_spread_is_not_distinguishable(tmp_path):
+def test_a_gap_within_the_seeds_spread_is_not_distinguishable(tmp_path, fabricate):
     close = {**LOSSES, "baseline-wd3.125e-2-lr3e-3": [4.85, 4.78, 4.80]}
     claims = by_claim(check_claims(fabricate(tmp_path, close), "tiny", seeds=SEEDS))
     _, holds, detail = claims["beats the best-tuned baseline"]
     assert holds is None and detail.startswith("not distinguishable at 3 seeds")
 
 
-def test_missing_runs_are_listed_instead_of_an_answer(tmp_path):
+def test_missing_runs_are_listed_instead_of_an_answer(tmp_path, fabricate):
     partial = {**LOSSES, "mlp4.75-wd0.05-lr3e-3": [4.90, None, 4.90]}
     del partial["resgelu-lr1.5e-3"]
     claims = by_claim(check_claims(fabricate(tmp_path, partial), "tiny", seeds=SEEDS))
@@ -139,7 +153,7 @@ def test_missing_runs_are_listed_instead_of_an_answer(tmp_path):
 
 
 @pytest.mark.slow  # papermill runs the notebook in its own kernel
-def test_the_notebook_writes_both_tables(tmp_path):
+def test_the_notebook_writes_both_tables(tmp_path, fabricate):
     import pandas as pd
     from conftest import run_checkout_notebook
 

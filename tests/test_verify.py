@@ -5,23 +5,28 @@ import os
 
 import numpy as np
 import pytest
-from conftest import write_token_files
+from conftest import random_token_files
 
 from repro.cli import main
 from repro.data import tokens as tokens_module
 from repro.data.tokens import FINGERPRINT_BLOCK, DataError, fingerprint, read_manifest, verify
+from repro.files import write_json
 
 BIG = 3 * 2**20  # tokens: a 6 MiB train.bin, larger than the 64 sampled blocks of 64 KiB
 
 
 @pytest.fixture
 def big_data(tmp_path):
-    """Token files whose manifest has fingerprints, as `repro prepare` writes it now."""
-    data = write_token_files(tmp_path / "data", train_tokens=BIG)
+    """Token files whose manifest has fingerprints, as the package writes them."""
+    return random_token_files(tmp_path / "data", train_tokens=BIG)
+
+
+def without_fingerprints(data):
+    """The token files `data`, their manifest as an earlier `repro prepare` wrote it."""
     manifest = json.loads((data / "manifest.json").read_text())
     for entry in manifest["splits"].values():
-        entry["fingerprint"] = fingerprint(data / entry["file"])
-    (data / "manifest.json").write_text(json.dumps(manifest))
+        del entry["fingerprint"]
+    write_json(data / "manifest.json", manifest)
     return data
 
 
@@ -63,7 +68,7 @@ def test_verify_finds_a_change_between_sampled_blocks(big_data):
 
 
 def test_a_manifest_without_fingerprints_is_hashed_in_full(tmp_path):
-    data = write_token_files(tmp_path / "data")  # as an earlier `repro prepare` wrote it
+    data = without_fingerprints(random_token_files(tmp_path / "data"))
     tokens = np.fromfile(data / "val.bin", dtype=np.uint16)
     tokens[-1] ^= 1
     tokens.tofile(data / "val.bin")
@@ -72,7 +77,7 @@ def test_a_manifest_without_fingerprints_is_hashed_in_full(tmp_path):
 
 
 def test_verify_adds_fingerprints_and_keeps_the_manifest_time(tmp_path, capsys):
-    data = write_token_files(tmp_path / "data")
+    data = without_fingerprints(random_token_files(tmp_path / "data"))
     path = data / "manifest.json"
     os.utime(path, ns=(1_000_000_000, 1_000_000_000))
     assert main(["verify", "--data", str(data)]) == 0

@@ -6,7 +6,7 @@ import shutil
 import time
 
 import pytest
-from conftest import write_token_files
+from conftest import random_token_files
 from workflow_helpers import copy_workflow, snakemake
 
 pytestmark = pytest.mark.slow  # Snakemake trains a run
@@ -29,7 +29,7 @@ TABLE1 = ["baseline", "mlp4.75", "mlp4.75-scaled", "resgelu-lr2.6e-3", "resgelu-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     workdir = copy_workflow(tmp_path_factory.mktemp("workflow"))
-    write_token_files(workdir / "my data" / "python-docs")
+    random_token_files(workdir / "my data" / "python-docs")
     result = snakemake(workdir, "results/runs/tiny/baseline/run.json", *CONFIG)
     assert result.returncode == 0, result.stdout + result.stderr
     return workdir

@@ -1,18 +1,19 @@
 """The short training runs of the GPU validation's window (benchmarks/gpu/stages.py): synthetic
 token files whose loss can fall, the preset of a 20-step run, and what its metrics.csv says.
 
-Imports neither torch nor the package: the stage process stays light, its children do the work.
+Imports no torch: the stage process stays light, its children do the work (of the package, only
+the token files' writer, numpy and the standard library).
 """
 
 from __future__ import annotations
 
 import csv
-import hashlib
-import json
 from pathlib import Path
 
 import numpy as np
 import yaml
+
+from repro.data.tokens import write_token_files
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 20  # steps 0..20: evaluations at 0, 10 and 20, checkpoints after 9, 19 and 20
@@ -24,16 +25,15 @@ def write_tokens(directory: Path, tokens: int, seed: int = 0) -> Path:
     """train.bin, val.bin and manifest.json as `repro prepare` lays them out, of tokens drawn
     from a Zipf law: a skewed distribution a model learns within steps (its loss falls, where on
     uniform tokens it cannot fall below log(vocabulary))."""
-    directory.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    splits = {}
-    for split, n in (("train", tokens), ("val", max(tokens // 10, 4096))):
-        data = ((rng.zipf(1.2, n) - 1) % GPT2_VOCAB).astype(np.uint16).tobytes()
-        (directory / f"{split}.bin").write_bytes(data)
-        digest = hashlib.sha256(data).hexdigest()
-        splits[split] = {"file": f"{split}.bin", "documents": 1, "tokens": n, "sha256": digest}
-    manifest = {"source": {"kind": "synthetic"}, "tokenizer": {"name": "gpt2"}, "splits": splits}
-    (directory / "manifest.json").write_text(json.dumps(manifest))
+    counts = {"train": tokens, "val": max(tokens // 10, 4096)}
+    write_token_files(
+        directory,
+        {s: ((rng.zipf(1.2, n) - 1) % GPT2_VOCAB).astype(np.uint16) for s, n in counts.items()},
+        documents={s: 1 for s in counts},
+        source={"kind": "synthetic"},
+        tokenizer={"name": "gpt2"},
+    )
     return directory
 
 

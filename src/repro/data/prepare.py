@@ -7,14 +7,14 @@ each split one flat uint16 file. What differs is how: worker processes each take
 of the split's documents, read it themselves from the memory-mapped Arrow table and encode it with
 tiktoken's encode_to_numpy (a buffer, no list of Python ints); the main process appends the ranges
 to the file in order, with a bounded number in flight, so memory does not grow with the corpus.
-Files are written under a .partial name and renamed only when complete.
+The files and their manifest are written by repro.data.tokens.write_token_files.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -28,8 +28,12 @@ from repro.data.corpus import SPLIT_SEED, TEST_SIZE, Source, check_documents, lo
 from repro.data.openwebtext import OWT_DOCUMENTS, hub_files, load_hub
 from repro.data.python_docs import SMOKE_TEST_SIZE, python_docs_documents
 from repro.data.tokenizer import EOT_TOKEN, gpt2_encoding, tokenizer_identity
-from repro.data.tokens import MANIFEST, DataError, corpus_note, fingerprint, is_authors_corpus
-from repro.files import atomic_write, make_dir, open_new, write_json
+from repro.data.tokens import (
+    DataError,
+    corpus_note,
+    write_token_files,
+)
+from repro.files import atomic_write, make_dir
 from repro.parent import exit_with_parent
 
 _EOT = np.array([EOT_TOKEN], dtype=np.uint32)  # the dtype tiktoken's buffers have
@@ -114,40 +118,23 @@ def document_ranges(n_documents: int, workers: int) -> list[tuple[int, int]]:
     return [(start, min(start + size, n_documents)) for start in range(0, n_documents, size)]
 
 
-def append_tokens(f, digest, ids: np.ndarray) -> None:
-    f.write(ids)
-    digest.update(ids)
-
-
-def write_split(dataset: datasets.Dataset, path: Path, workers: int) -> tuple[Path, dict]:
-    """Tokenize `dataset` into path.partial; return it and the split's manifest entry."""
-    partial = path.with_name(path.name + ".partial")
-    digest, tokens = hashlib.sha256(), 0
+def encoded_split(dataset: datasets.Dataset, name: str, workers: int) -> Iterator[np.ndarray]:
+    """The tokens of `dataset`'s documents, a range at a time in order, encoded by a pool of
+    `workers` processes, with a progress bar."""
     ranges = document_ranges(len(dataset), workers)
     gpt2_encoding()  # built (about 1 s) once here: forked workers inherit it
-    try:
-        with (
-            worker_pool(workers, dataset.select_columns("text")) as pool,
-            open(open_new(partial), "wb") as f,
-            tqdm(total=len(dataset), unit="doc", desc=path.name) as bar,
-        ):
-            results = ordered_results(pool, encode_range, ranges, 2 * workers)
-            for (start, stop), ids in zip(ranges, results):
-                append_tokens(f, digest, ids)
-                tokens += len(ids)
-                bar.update(stop - start)
-                rate = tokens / max(bar.format_dict["elapsed"], 1e-9)
-                bar.set_postfix_str(f"{tokens:,} tokens, {rate:,.0f} tokens/s")
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    return partial, {
-        "file": path.name,
-        "documents": len(dataset),
-        "tokens": tokens,
-        "sha256": digest.hexdigest(),
-        "fingerprint": fingerprint(partial),
-    }
+    tokens = 0
+    with (
+        worker_pool(workers, dataset.select_columns("text")) as pool,
+        tqdm(total=len(dataset), unit="doc", desc=name) as bar,
+    ):
+        results = ordered_results(pool, encode_range, ranges, 2 * workers)
+        for (start, stop), ids in zip(ranges, results):
+            yield ids
+            tokens += len(ids)
+            bar.update(stop - start)
+            rate = tokens / max(bar.format_dict["elapsed"], 1e-9)
+            bar.set_postfix_str(f"{tokens:,} tokens, {rate:,.0f} tokens/s")
 
 
 def prepare(
@@ -164,26 +151,18 @@ def prepare(
     gpt2_encoding()  # refuse a bad tokenizer before any download
     dataset, described = load_corpus(source, out_dir, expected_docs, num_proc)
     splits = split_corpus(dataset, test_size)
-    make_dir(out_dir)
-    written = []
+    encoded = {name: encoded_split(part, f"{name}.bin", num_proc) for name, part in splits.items()}
     try:
-        for name, part in splits.items():
-            written.append(write_split(part, out_dir / f"{name}.bin", num_proc))
-    except BaseException:
-        for partial, _ in written:
-            partial.unlink(missing_ok=True)
-        raise
-    manifest = {
-        "source": {**described, "test_size": test_size, "seed": SPLIT_SEED},
-        "tokenizer": tokenizer_identity(),
-        "splits": {name: entry for name, (_, entry) in zip(splits, written)},
-    }
-    manifest["authors_token_counts"] = is_authors_corpus(manifest)
-    # A crash between here and the new manifest leaves no manifest, never a stale one.
-    (out_dir / MANIFEST).unlink(missing_ok=True)
-    for partial, entry in written:
-        os.replace(partial, out_dir / entry["file"])
-    write_json(out_dir / MANIFEST, manifest)
+        manifest = write_token_files(
+            out_dir,
+            encoded,
+            documents={name: len(part) for name, part in splits.items()},
+            source={**described, "test_size": test_size, "seed": SPLIT_SEED},
+            tokenizer=tokenizer_identity(),
+        )
+    finally:  # the worker pool of a split left part-way ends now, not when collected
+        for pieces in encoded.values():
+            pieces.close()
     if source.kind != "python-docs":  # its last line: are these the authors' token files (§5.2)?
         print(corpus_note(manifest), flush=True)
     return manifest

@@ -1,22 +1,25 @@
-"""Token files as training reads them: train.bin / val.bin (uint16) and manifest.json.
+"""Token files: train.bin / val.bin (uint16) and manifest.json, written by write_token_files (the
+one writer: `repro prepare`, the tests and the benchmarks all use it) and read as training reads
+them.
 
-The manifest, written by `repro prepare` (repro.data.prepare), lists each split's file, document and
-token counts, SHA-256 and fingerprint (a hash of sampled blocks). Every start checks each file's
-size and fingerprint, which takes milliseconds where the SHA-256 of the paper's 17 GB train.bin
-takes minutes; `repro prepare` and `repro verify` compute the full SHA-256. Nothing here imports the
-preparation side (datasets, pyarrow): training reads token files without it.
+The manifest lists each split's file, document and token counts, SHA-256 and fingerprint (a hash
+of sampled blocks). Every start checks each file's size and fingerprint, which takes milliseconds
+where the SHA-256 of the paper's 17 GB train.bin takes minutes; `repro prepare` and `repro verify`
+compute the full SHA-256. Nothing here imports the preparation side (datasets, pyarrow): training
+reads token files without it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
 
 from repro.errors import ReproError
-from repro.files import file_sha256, read_json, write_json
+from repro.files import file_sha256, make_dir, open_new, read_json, write_json
 
 MANIFEST = "manifest.json"
 # The authors' token files (A Generate_Indices.ipynb, docs/specification.md §5.2): only files of
@@ -50,6 +53,66 @@ def fingerprint(path: str | os.PathLike) -> str:
                 f.seek(i * last // (FINGERPRINT_BLOCKS - 1))
                 digest.update(f.read(FINGERPRINT_BLOCK))
     return digest.hexdigest()
+
+
+def write_token_files(
+    data_dir: str | os.PathLike,
+    splits: Mapping[str, np.ndarray | Iterable[np.ndarray]],
+    *,
+    documents: Mapping[str, int],
+    source: dict,
+    tokenizer: dict,
+) -> dict:
+    """Write each split's tokens (uint16: one array, or its pieces in order, read once) to
+    <split>.bin in data_dir and the manifest that lists them; return the manifest.
+
+    Each file is written under a .partial name, all of them renamed only when every split is
+    complete; the old manifest is removed first, so a crash leaves no manifest, never a stale one.
+    """
+    data_dir = make_dir(data_dir)
+    written = {}
+    try:
+        for name, pieces in splits.items():
+            written[name] = _write_split(data_dir / f"{name}.bin", pieces, documents[name])
+    except BaseException:
+        for partial, _ in written.values():
+            partial.unlink(missing_ok=True)
+        raise
+    manifest = {
+        "source": source,
+        "tokenizer": tokenizer,
+        "splits": {name: entry for name, (_, entry) in written.items()},
+    }
+    manifest["authors_token_counts"] = is_authors_corpus(manifest)
+    (data_dir / MANIFEST).unlink(missing_ok=True)
+    for partial, entry in written.values():
+        os.replace(partial, data_dir / entry["file"])
+    write_json(data_dir / MANIFEST, manifest)
+    return manifest
+
+
+def _write_split(path: Path, pieces, documents: int) -> tuple[Path, dict]:
+    """The tokens into path.partial; return it and the split's manifest entry."""
+    partial = path.with_name(path.name + ".partial")
+    digest, tokens = hashlib.sha256(), 0
+    try:
+        with open(open_new(partial), "wb") as f:
+            for piece in [pieces] if isinstance(pieces, np.ndarray) else pieces:
+                if piece.dtype != np.uint16:  # a cast would wrap ids silently
+                    raise TypeError(f"{path}: tokens of dtype {piece.dtype}, not uint16")
+                f.write(piece)
+                digest.update(piece)
+                tokens += len(piece)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return partial, {
+        "file": path.name,
+        "documents": documents,
+        "tokens": tokens,
+        "sha256": digest.hexdigest(),
+        "fingerprint": fingerprint(partial),
+    }
 
 
 def _verify_split(data_dir: Path, entry: dict, full: bool) -> None:
