@@ -113,6 +113,16 @@ def check_state(path: Path, state: dict) -> dict:
     }.items():
         if not valid:
             raise CheckpointError(f"{path}: a repro checkpoint without a valid {entry}")
+    # the model is built from config.model; the run it belongs to is config.identity
+    built, trained = config["model"], config["identity"].get("model")
+    if built != trained:
+        keys = sorted(
+            str(k) for k in set(built) | set(trained or {}) if built.get(k) != (trained or {}).get(k)
+        )
+        raise CheckpointError(
+            f"{path}: its model configuration differs from the run's identity in "
+            f"{', '.join(keys)} (edited or damaged)"
+        )
     return state
 
 
