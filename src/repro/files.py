@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import stat
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -97,15 +98,16 @@ def atomic_folder(path: str | os.PathLike):
     """A new empty folder beside `path` to fill; when the block ends, its files move into `path`
     (the whole folder renamed into place when `path` is absent; else each file replaces the one
     of its name, a link replaced, never its target; other files of `path` kept). When the block
-    fails, the folder is removed: `path` never holds part of what the block writes."""
+    fails, the folder is removed: `path` never holds part of what the block writes. The folder
+    has a name no one else has (NAME.<random>.partial), so that nothing the package did not
+    create is ever removed."""
     path = Path(path)
     real = path.resolve()  # the partial folder on the file system of `path`: renames, no copies
-    partial = real.with_name(real.name + ".partial")
-    _remove_stale(partial)
     try:
-        os.mkdir(partial)
+        partial = Path(tempfile.mkdtemp(prefix=real.name + ".", suffix=".partial", dir=real.parent))
+        os.chmod(partial, 0o777 & ~_umask())  # mkdtemp's 0700: the mode of any folder made here
     except OSError as e:
-        raise WriteError(f"{partial}: cannot be created ({e.strerror})") from None
+        raise WriteError(f"{real}.partial: cannot be created ({e.strerror})") from None
     try:
         yield partial
         try:
@@ -122,16 +124,10 @@ def atomic_folder(path: str | os.PathLike):
         raise
 
 
-def _remove_stale(path: Path) -> None:
-    """What an earlier crash left at `path`: a folder removed with its files, a file or link
-    removed (its target untouched)."""
-    try:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink(missing_ok=True)
-    except OSError as e:
-        raise WriteError(f"{path}: cannot be removed ({e.strerror})") from None
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def make_dir(path: str | os.PathLike) -> Path:
