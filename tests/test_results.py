@@ -7,7 +7,7 @@ from conftest import write_run
 from repro.analysis import results
 from repro.analysis.claims import check_claims
 from repro.config import load_preset
-from repro.rundir import RunError
+from repro.rundir import RunError, read_record
 
 
 def test_read_run(tiny_runs):
@@ -111,6 +111,24 @@ def test_claims_fail(tiny_runs):
     assert by[("beats baseline at every evaluation", "resgelu-lr3e-3")] is False
     assert by[("largest relative gain early", "resgelu-lr3e-3")] is False
     assert by[("baseline diverges at weight decay 0.05", "baseline-wd0.05")] is True
+
+
+def test_the_unstable_claim_is_not_answered_by_a_run_trained_with_the_stop(tiny_runs):
+    """The claim is about the authors' training, which had no divergence stop."""
+    run_dir = write_run(
+        tiny_runs / "baseline-wd0.05",
+        "baseline-wd0.05",
+        {0: 10},
+        last_step=2,
+        status="diverged",
+        diverged_step=2,
+    )
+    record = read_record(run_dir)
+    record.identity["train"]["divergence_margin"] = 0.5
+    record.write(run_dir)
+    claims = check_claims(tiny_runs, "tiny").set_index("claim")
+    holds, detail = claims.loc["baseline diverges at weight decay 0.05", ["holds", "detail"]]
+    assert holds is None and "trained with the divergence stop" in detail, detail
 
 
 def test_list_runs(tiny_runs):

@@ -38,7 +38,7 @@ QUERY_MLP_MODES = ("residual_gelu", "residual_bottleneck_linear")
 # identity leaves a setting out while it has this value, so that runs recorded before it existed
 # keep theirs (they resume, and the results do not call them stale).
 LATER_MODEL_OPTIONS = {"qk_norm": False}
-LATER_TRAIN_DEFAULTS = {"schedule": "cosine", "divergence_margin": 0.5, "divergence_evaluations": 2}
+LATER_TRAIN_DEFAULTS = {"schedule": "cosine", "divergence_margin": None, "divergence_evaluations": 2}
 CORPORA = ("openwebtext", "python-docs")
 # The default loss ceiling: a nat above a uniform guess (an untrained GPT-2: ln(50304) = 10.83).
 LOSS_MARGIN = 1.0
@@ -139,7 +139,7 @@ class TrainSettings:
     schedule: str = "cosine"  # after the warm-up: cosine to lr_min, or linear to zero
     # The divergence stop: this many consecutive evaluations more than the margin (nats) above
     # the best validation loss end a run (a None margin: never).
-    divergence_margin: float | None = 0.5
+    divergence_margin: float | None = None
     divergence_evaluations: int = 2
 
     @property
