@@ -114,11 +114,9 @@ def check_state(path: Path, state: dict) -> dict:
         if not valid:
             raise CheckpointError(f"{path}: a repro checkpoint without a valid {entry}")
     # the model is built from config.model; the run it belongs to is config.identity
-    built, trained = config["model"], config["identity"].get("model")
+    built, trained = config["model"], config["identity"].get("model") or {}
     if built != trained:
-        keys = sorted(
-            str(k) for k in set(built) | set(trained or {}) if built.get(k) != (trained or {}).get(k)
-        )
+        keys = sorted(str(k) for k in set(built) | set(trained) if built.get(k) != trained.get(k))
         raise CheckpointError(
             f"{path}: its model configuration differs from the run's identity in "
             f"{', '.join(keys)} (edited or damaged)"

@@ -38,7 +38,11 @@ QUERY_MLP_MODES = ("residual_gelu", "residual_bottleneck_linear")
 # identity leaves a setting out while it has this value, so that runs recorded before it existed
 # keep theirs (they resume, and the results do not call them stale).
 LATER_MODEL_OPTIONS = {"qk_norm": False}
-LATER_TRAIN_DEFAULTS = {"schedule": "cosine", "divergence_margin": None, "divergence_evaluations": 2}
+LATER_TRAIN_DEFAULTS = {
+    "schedule": "cosine",
+    "divergence_margin": None,
+    "divergence_evaluations": 2,
+}
 CORPORA = ("openwebtext", "python-docs")
 # The default loss ceiling: a nat above a uniform guess (an untrained GPT-2: ln(50304) = 10.83).
 LOSS_MARGIN = 1.0
