@@ -267,9 +267,12 @@ def check_claims(
         detail = f"status {run.status}{at} (claim: before step {limit})"
         margin = run.record.identity.get("train", {}).get("divergence_margin")
         if margin is not None:  # the authors' loop had no such stop: their claim is not tested
-            holds, detail = None, (
-                f"{detail}; not answered: trained with the divergence stop "
-                f"(train.divergence_margin {margin}), which the authors' training did not have"
+            holds, detail = (
+                None,
+                (
+                    f"{detail}; not answered: trained with the divergence stop "
+                    f"(train.divergence_margin {margin}), which the authors' training did not have"
+                ),
             )
         rows.append((claim, unstable, holds, detail))
     else:
