@@ -20,6 +20,7 @@ import pandas as pd
 
 from repro.config import Experiment, Preset, load_config, load_preset, resolve_run
 from repro.errors import ReproError
+from repro.files import read_regular
 from repro.rundir import (
     METRICS_COLUMNS,
     METRICS_CSV,
@@ -49,6 +50,8 @@ TABLE1_COLUMNS = [
     "config_differences",
     "caveat",
 ]
+# metrics.csv takes about 150 bytes a step: a million steps, with room
+METRICS_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -94,8 +97,8 @@ def read_metrics(path: Path) -> pd.DataFrame:
 
     A last line without its newline is one being written (a run in progress): left out."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        text = read_regular(path, METRICS_BYTES, RunError, "a metrics file").decode("utf-8")
+    except UnicodeDecodeError as e:
         raise RunError(f"{path}: cannot be read ({e})") from None
     if not text.startswith(",".join(METRICS_COLUMNS)):
         raise RunError(f"{path}: not a metrics file (no header {METRICS_COLUMNS[0]},...)")
