@@ -2,8 +2,11 @@
 written at the tiny preset (table step 12, seeds 0..2) through the run writer `repro train` uses
 (repro.rundir: metrics.csv and run.json, the run's identity from its resolved configuration)."""
 
+import shutil
+
 import pandas as pd
 import pytest
+from conftest import REPO
 
 from repro.analysis.ablation import GROUP, ablation
 from repro.analysis.claims import check_claims
@@ -182,3 +185,22 @@ def test_no_runs_yet_is_a_table_without_bests(tmp_path):
 def ablation_claims_at_one_seed(runs_dir):
     claims = check_claims(runs_dir, "tiny", seeds=1).set_index("claim")
     return tuple(claims.loc["the gain needs the nonlinearity", ["experiment", "holds", "detail"]])
+
+
+def test_an_arm_whose_learning_rate_was_edited_after_its_runs_is_not_reported_at_the_new_one(
+    tmp_path,
+):
+    runs = write_runs(tmp_path / "runs")
+    config = tmp_path / "config"
+    shutil.copytree(REPO / "config", config)
+    experiments = (config / "experiments.yaml").read_text()
+    entry = experiments.index("  resgelu-lr3e-3:\n")
+    edited = experiments[entry:].replace("lr_max: 3.0e-3", "lr_max: 3.5e-3", 1)
+    (config / "experiments.yaml").write_text(experiments[:entry] + edited)
+    result = ablation(runs, "tiny", SEEDS, config)
+    table = result.table.set_index("arm")
+    assert table.loc["residual_gelu", "best"] != "resgelu-lr3e-3"
+    assert (
+        "resgelu-lr3e-3: seed0: optimizer.lr_max: 0.003 -> 0.0035"
+        in (table.loc["residual_gelu", "config_differences"])
+    )

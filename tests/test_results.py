@@ -2,12 +2,13 @@ import math
 
 import pandas as pd
 import pytest
-from conftest import write_run
+import yaml
+from conftest import REPO, write_run
 
 from repro.analysis import results
 from repro.analysis.claims import check_claims
 from repro.config import load_preset
-from repro.rundir import RunError, read_record
+from repro.rundir import RunError
 
 
 def test_read_run(tiny_runs):
@@ -113,20 +114,22 @@ def test_claims_fail(tiny_runs):
     assert by[("baseline diverges at weight decay 0.05", "baseline-wd0.05")] is True
 
 
-def test_the_unstable_claim_is_not_answered_by_a_run_trained_with_the_stop(tiny_runs):
+def test_the_unstable_claim_is_not_answered_by_a_run_trained_with_the_stop(tiny_runs, tmp_path):
     """The claim is about the authors' training, which had no divergence stop."""
-    run_dir = write_run(
+    preset = yaml.safe_load((REPO / "config" / "presets" / "tiny.yaml").read_text())
+    preset["train"]["divergence_margin"] = 0.5
+    path = tmp_path / "tiny-stop.yaml"
+    path.write_text(yaml.safe_dump(preset))
+    write_run(
         tiny_runs / "baseline-wd0.05",
         "baseline-wd0.05",
         {0: 10},
         last_step=2,
+        preset=str(path),
         status="diverged",
         diverged_step=2,
     )
-    record = read_record(run_dir)
-    record.identity["train"]["divergence_margin"] = 0.5
-    record.write(run_dir)
-    claims = check_claims(tiny_runs, "tiny").set_index("claim")
+    claims = check_claims(tiny_runs, str(path)).set_index("claim")
     holds, detail = claims.loc["baseline diverges at weight decay 0.05", ["holds", "detail"]]
     assert holds is None and "trained with the divergence stop" in detail, detail
 

@@ -16,7 +16,15 @@ import pandas as pd
 
 from repro.analysis import ablation, tuning
 from repro.analysis.results import relative_improvement, relative_improvement_curves, scale_caveat
-from repro.analysis.seeds import BySeed, losses_at, over_seeds, paired, read_seed_runs, summarise
+from repro.analysis.seeds import (
+    BySeed,
+    checked_runs,
+    losses_at,
+    over_seeds,
+    paired,
+    read_seed_runs,
+    summarise,
+)
 from repro.config import Experiments, Preset, load_config
 
 CLAIM_COLUMNS = ["claim", "experiment", "holds", "detail"]
@@ -245,10 +253,9 @@ def check_claims(
     preset, experiments = load_config(preset, config_dir)
     nonlinear = [e.name for e in experiments.group("table1") if e.query_mode == "residual_gelu"]
     unstable = experiments.claims["unstable"]
-    by_seed = read_seed_runs(
-        runs_dir,
-        [experiments.baseline, experiments.claims["larger_control"], unstable, *nonlinear],
-        seeds,
+    names = [experiments.baseline, experiments.claims["larger_control"], unstable, *nonlinear]
+    by_seed, _ = checked_runs(  # a run that is not its experiment's answers no claim
+        read_seed_runs(runs_dir, names, seeds), [experiments[n] for n in names], preset
     )
     rows = [
         (claim, name, holds, detail)
