@@ -12,7 +12,12 @@ from repro.config import AdamW, RunConfig
 from repro.model import GPT
 from repro.runtime import distributed
 from repro.runtime.device import precision
-from repro.runtime.fit import TRAINING_COPIES, check_memory, weight_bytes
+from repro.runtime.fit import (
+    TRAINING_COPIES,
+    check_memory,
+    evaluation_logits_bytes,
+    weight_bytes,
+)
 
 
 def make_model(run: RunConfig, device: torch.device) -> GPT:
@@ -49,7 +54,8 @@ def build(run: RunConfig, device: torch.device):
     residual_gelu projection, each by default on CUDA only; SDPA picks flash attention itself.
     """
     what = f"training {run.experiment.name} at preset {run.preset_name}"
-    check_memory(what, TRAINING_COPIES * weight_bytes(run.model), device)  # before allocating
+    needed = TRAINING_COPIES * weight_bytes(run.model) + evaluation_logits_bytes(run)
+    check_memory(what, needed, device)  # before allocating
     autocast = precision(device)
     model = make_model(run, device)
     optimizer = make_optimizer(model, run.optimizer, fused_kernel=device.type == "cuda")
