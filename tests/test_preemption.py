@@ -144,3 +144,28 @@ def test_an_unknown_stop_signal_is_named(capsys):
         == 2
     )
     assert "--stop-signal: no signal named 'SIGNOPE'" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # `repro train` processes, signalled while they start
+@pytest.mark.parametrize("signum,status", [(signal.SIGTERM, 75), (signal.SIGINT, 130)])
+def test_a_signal_while_the_trainer_starts_is_one_line_and_its_exit_status(
+    token_dir, tiny_indices, tmp_path, signum, status
+):
+    """Before training's own handlers are in place (imports, the allocator's restart, loading
+    data): SIGTERM asks for a requeue (75), Ctrl-C is the user's stop (130); never a traceback."""
+    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO / "src")]))
+    args = train_args(token_dir, tiny_indices, tmp_path / "run")
+    trainer = subprocess.Popen(
+        [sys.executable, "-m", "repro", *args],
+        env=os.environ | {"PYTHONPATH": path},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert trainer.stdout.readline().startswith("config: ")  # past the imports, not training
+    trainer.send_signal(signum)
+    _, stderr = trainer.communicate(timeout=600)
+    assert trainer.returncode == status, stderr
+    assert stderr.splitlines() == [
+        f"repro: stopped by {signal.Signals(signum).name} outside the training steps; run again"
+    ], stderr
