@@ -16,9 +16,18 @@ from pathlib import Path
 
 import repro
 from repro.errors import ReproError
-from repro.files import WriteError, atomic_write, copy_file, open_no_link, read_json, write_json
+from repro.files import (
+    WriteError,
+    atomic_write,
+    copy_file,
+    open_no_link,
+    read_json,
+    read_regular,
+    write_json,
+)
 
 RUN_JSON, METRICS_CSV, CHECKPOINT = "run.json", "metrics.csv", "ckpt.pt"
+METRICS_BYTES = 1 << 30  # metrics.csv takes about 150 bytes a step: a million steps, with room
 LIVE = "live"  # where `repro train` works in the workflow's run folders (rules/train.smk)
 RECORD_FORMAT = "repro-run/2"
 METRICS_COLUMNS = [
@@ -275,8 +284,8 @@ def rows_before(path: Path, start: int) -> list[dict]:
     if not path.exists():
         raise RunError(f"{path}: no such file, but the checkpoint is at step {start}")
     try:
-        lines = path.read_bytes().decode("utf-8").split("\n")
-    except (OSError, UnicodeDecodeError) as e:
+        lines = read_regular(path, METRICS_BYTES, RunError, "a metrics file").decode().split("\n")
+    except UnicodeDecodeError as e:
         raise RunError(f"{path}: cannot be read ({e})") from None
     if lines == [""]:
         raise RunError(f"{path}: empty, but the checkpoint is at step {start}")

@@ -22,6 +22,7 @@ from repro.config import Experiment, Preset, load_config, load_preset, resolve_r
 from repro.errors import ReproError
 from repro.files import read_regular
 from repro.rundir import (
+    METRICS_BYTES,
     METRICS_COLUMNS,
     METRICS_CSV,
     RUN_JSON,
@@ -50,8 +51,6 @@ TABLE1_COLUMNS = [
     "config_differences",
     "caveat",
 ]
-# metrics.csv takes about 150 bytes a step: a million steps, with room
-METRICS_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
