@@ -27,6 +27,7 @@ from repro.config import Preset
 from repro.data.batches import Batches
 from repro.model import GPT
 from repro.runtime.device import precision, resolve_device
+from repro.runtime.fit import check_memory, evaluation_logits_bytes
 from repro.step import eval_losses
 
 
@@ -105,6 +106,7 @@ def evaluate(
         data_dir, indices_dir, f"preset {preset.name}", preset.model.block_size, preset.train
     )
     dev = resolve_device(device)
+    check_memory(f"evaluating {checkpoint}", evaluation_logits_bytes(preset), dev)
     autocast = precision(dev)
     model = model.to(dev)
     model.fuse_projections(preset.runtime.enabled("fused_projection", dev.type))  # as training

@@ -74,7 +74,8 @@ TRAINING_COPIES = 4
 
 def evaluation_logits_bytes(run) -> int:
     """The float32 logits of one evaluation micro-batch (eval_micro_batch x block_size x
-    vocabulary), which the loss holds at once (a loss_chunks-th of them where it is chunked)."""
+    vocabulary), which the loss holds at once (a loss_chunks-th of them where it is chunked);
+    `run` a RunConfig or a Preset."""
     m = run.model
     return 4 * run.train.eval_micro_batch * m.block_size * m.vocab_size // run.runtime.loss_chunks
 
