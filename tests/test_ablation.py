@@ -2,8 +2,11 @@
 at the tiny preset (table step 12, seeds 0..2) derived from the tiny run `repro train` wrote
 (conftest's write_run: each run's configuration, identity and sizes its own)."""
 
+import shutil
+
 import pandas as pd
 import pytest
+from conftest import REPO
 
 from repro.analysis.ablation import GROUP, ablation
 from repro.analysis.claims import check_claims
@@ -226,3 +229,22 @@ def test_a_gated_or_decaying_run_trains_and_records_what_it_is(
     else:
         assert "attention_gate" not in model and train["schedule"] == "linear"
         assert run.metrics["lr"].iloc[-1] == 0.0
+
+
+def test_an_arm_whose_learning_rate_was_edited_after_its_runs_is_not_reported_at_the_new_one(
+    tmp_path, write_runs
+):
+    runs = write_runs(tmp_path / "runs")
+    config = tmp_path / "config"
+    shutil.copytree(REPO / "config", config)
+    experiments = (config / "experiments.yaml").read_text()
+    entry = experiments.index("  resgelu-lr3e-3:\n")
+    edited = experiments[entry:].replace("lr_max: 3.0e-3", "lr_max: 3.5e-3", 1)
+    (config / "experiments.yaml").write_text(experiments[:entry] + edited)
+    result = ablation(runs, "tiny", SEEDS, config)
+    table = result.table.set_index("arm")
+    assert table.loc["residual_gelu", "best"] != "resgelu-lr3e-3"
+    assert (
+        "resgelu-lr3e-3: seed0: optimizer.lr_max: 0.003 -> 0.0035"
+        in (table.loc["residual_gelu", "config_differences"])
+    )

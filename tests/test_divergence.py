@@ -6,6 +6,7 @@ import json
 import math
 import os
 import signal
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -77,9 +78,9 @@ def test_the_stop_counts_consecutive_evaluations(token_dir, tiny_indices, tmp_pa
     assert "at 2 consecutive evaluations" in record["diverged_reason"]
 
 
-def test_within_the_default_margin_the_run_completes(token_dir, tiny_indices, tmp_path):
+def test_within_the_default_settings_the_run_completes(token_dir, tiny_indices, tmp_path):
     run = load_run("tiny", "baseline")
-    assert (run.train.divergence_margin, run.train.divergence_evaluations) == (0.5, 2)
+    assert (run.train.divergence_margin, run.train.divergence_evaluations) == (None, 2)
     preset = str(REPO / "config" / "presets" / "tiny.yaml")
     assert repro_train(tmp_path, token_dir, tiny_indices, preset, "run", 0.1) == 0
     record = json.loads((tmp_path / "run" / "run.json").read_text())
@@ -97,6 +98,7 @@ def test_a_non_finite_loss_ends_the_run():
 
 def test_a_resumed_run_remembers_its_best_and_its_evaluations_above_it():
     run = load_run("tiny", "baseline")
+    run = replace(run, train=replace(run.train, divergence_margin=0.5))
     kept = [
         {"eval_val_loss": "5.0"},
         {"eval_val_loss": ""},  # a step without evaluation
@@ -117,6 +119,8 @@ def test_a_resumed_run_remembers_its_best_and_its_evaluations_above_it():
         ({"divergence_margin": 0}, r"train\.divergence_margin: 0"),
         ({"divergence_evaluations": 0}, r"train\.divergence_evaluations: 0"),
         ({"schedule": "step"}, r"train\.schedule: 'step'"),
+        ({"loss_ceiling": 0}, r"train\.loss_ceiling: 0 is less than or equal to the minimum of 0"),
+        ({"loss_ceiling": -1}, r"train\.loss_ceiling: -1 is less than or equal to the minimum"),
     ],
 )
 def test_the_stop_and_schedule_settings_are_validated(tmp_path, train, message):
@@ -150,3 +154,15 @@ def test_a_divergence_in_the_steps_before_a_stop_signal_ends_the_run_and_is_logg
     assert "step 1: train_loss nan, not a finite number — diverged; ending the run" in log
     assert pd.read_csv(tmp_path / "metrics.csv")["step"].tolist() == [0, 1]
     assert not (tmp_path / "ckpt.pt").exists()  # no checkpoint at the stop
+
+
+@pytest.mark.parametrize("preset", ["tiny", "smoke", "screen", "paper"])
+def test_presets_that_reproduce_the_authors_train_without_the_stop(preset):
+    """The authors' loop had no divergence stop: a run they trained to its end through a rise of
+    its validation loss is trained to its end here too."""
+    assert load_run(preset, "baseline").train.divergence_margin is None
+
+
+def test_the_audit_recipe_trains_with_the_audits_stop():
+    train = load_run("large", "baseline").train
+    assert (train.divergence_margin, train.divergence_evaluations) == (0.5, 2)

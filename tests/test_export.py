@@ -4,6 +4,7 @@ for bit by GPT.from_pretrained; nothing here reaches the network."""
 import errno
 import json
 import os
+import re
 import shutil
 import stat
 from pathlib import Path
@@ -186,7 +187,7 @@ def test_an_export_that_fails_leaves_no_folder_and_an_earlier_export_whole(
         assert main(["export", str(run_dir), "--out", str(out)]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "No space left on device" in err, err
-        assert f"{out.name}.partial/model.safetensors: cannot be written" in err
+        assert re.search(rf"{out.name}\.\w+\.partial/model\.safetensors: cannot be written", err)
     assert not (tmp_path / "new").exists()
     assert {p.name: p.read_bytes() for p in earlier.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["earlier"]
@@ -200,3 +201,13 @@ def test_an_export_that_cannot_write_its_card_is_one_line(run_dir, tmp_path, mon
     with pytest.raises(ReproError, match=r"README\.md: cannot be written \(No space left"):
         export(run_dir, tmp_path / "model")
     assert not (tmp_path / "model").exists()
+
+
+def test_an_export_never_removes_a_folder_it_did_not_make(run_dir, tmp_path):
+    """A user's folder named as the export's own would be (OUT.partial) is not the export's."""
+    mine = tmp_path / "model.partial"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    export(run_dir, tmp_path / "model")
+    assert (mine / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model", "model.partial"]

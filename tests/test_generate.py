@@ -2,6 +2,7 @@
 
 import json
 import re
+from dataclasses import replace
 
 import pytest
 import torch
@@ -103,7 +104,8 @@ def test_the_authors_checkpoint_generates_too(tmp_path, capsys):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (("--max-new-tokens", 0), r"--max-new-tokens: 0, at least 1"),
+        (("--max-new-tokens", 0), r"--max-new-tokens: 0, from 1 to 100,000"),
+        (("--max-new-tokens", 10**9), r"--max-new-tokens: 1000000000, from 1 to 100,000"),
         (("--temperature", -1), r"--temperature: -1.0, a finite number from 0"),
         (("--temperature", "nan"), r"--temperature: nan, a finite number from 0"),
         (("--temperature", "inf"), r"--temperature: inf, a finite number from 0"),
@@ -138,3 +140,17 @@ def test_an_authors_checkpoint_whose_scale_is_nan_is_refused(tmp_path, capsys):
     assert main(["generate", "--checkpoint", str(path), "--device", "cpu"]) == 2
     err = capsys.readouterr().err
     assert err == f"repro: error: {path}: model_args scale is nan, not a positive number\n"
+
+
+def test_a_checkpoint_whose_model_configuration_is_not_its_runs_is_refused(tmp_path, capsys):
+    """qk_norm turned on in the configuration the model is built from, and weights to match:
+    the run's identity, written beside it, says the model had none."""
+    run = replace(RUN, model=replace(RUN.model, qk_norm=True))
+    model = make_model(run, torch.device("cpu"))
+    path = tmp_path / "ckpt.pt"
+    config = {"identity": RUN.identity(), "model": run.identity()["model"]}
+    save_checkpoint(path, model, make_optimizer(model, RUN.optimizer, False), 7, config)
+    assert main(["generate", "--checkpoint", str(path), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"repro: error: {path}: ")
+    assert "differs from the run's identity in qk_norm" in err, err

@@ -130,3 +130,67 @@ def test_sigterm_is_a_stop_signal_by_default(token_dir, tiny_indices, tmp_path, 
 def test_an_unknown_stop_signal_is_named(capsys):
     assert main(train_args("d", "i", "o", "--stop-signal", "SIGNOPE")) == 2
     assert "--stop-signal: no signal named 'SIGNOPE'" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # `repro train` processes, signalled while they start
+@pytest.mark.parametrize("signum,status", [(signal.SIGTERM, 75), (signal.SIGINT, 130)])
+def test_a_signal_while_the_trainer_starts_is_one_line_and_its_exit_status(
+    token_dir, tiny_indices, tmp_path, signum, status
+):
+    """Before training's own handlers are in place (imports, the allocator's restart, loading
+    data): SIGTERM asks for a requeue (75), Ctrl-C is the user's stop (130); never a traceback."""
+    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO / "src")]))
+    args = train_args(token_dir, tiny_indices, tmp_path / "run")
+    trainer = subprocess.Popen(
+        [sys.executable, "-m", "repro", *args],
+        env=os.environ | {"PYTHONPATH": path},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert trainer.stdout.readline().startswith("config: ")  # past the imports, not training
+    trainer.send_signal(signum)
+    _, stderr = trainer.communicate(timeout=600)
+    assert trainer.returncode == status, stderr
+    assert stderr.splitlines() == [
+        f"repro: stopped by {signal.Signals(signum).name} outside the training steps; run again"
+    ], stderr
+
+
+RESTARTED_UNDER_A_SIGNAL = """
+import ctypes.util, os, signal, sys
+if not os.environ.get("REPRO_MALLOC"):  # before the restart: a signal sent as it execs
+    ctypes.util.find_library = lambda name: "libc.so.6"  # an allocator to restart under
+    execve = os.execve
+    def signalled_execve(*args):
+        os.kill(os.getpid(), signal.{name})
+        execve(*args)
+    os.execve = signalled_execve
+else:
+    print("restarted", flush=True)  # the signal, held across the exec, is yet to come
+from repro.cli import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.slow  # `repro train` processes, restarted by the allocator
+@pytest.mark.parametrize("signum,status", [(signal.SIGTERM, 75), (signal.SIGINT, 130)])
+def test_a_signal_during_the_allocators_restart_is_one_line_and_its_exit_status(
+    token_dir, tiny_indices, tmp_path, signum, status
+):
+    """The restart (repro.runtime.allocator) replaces the process, handlers and all: a signal
+    then waits, blocked, for the new process's handlers."""
+    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO / "src")]))
+    env = {k: v for k, v in os.environ.items() if k != "REPRO_MALLOC"} | {"PYTHONPATH": path}
+    code = RESTARTED_UNDER_A_SIGNAL.format(name=signal.Signals(signum).name)
+    args = train_args(token_dir, tiny_indices, tmp_path / "run")
+    ended = subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert ended.returncode == status, ended.stderr
+    assert ended.stdout.splitlines() == ["restarted"]  # the new process handled it
+    name = signal.Signals(signum).name
+    assert ended.stderr.splitlines() == [
+        f"repro: stopped by {name} outside the training steps; run again"
+    ], ended.stderr
+    assert not (tmp_path / "run").exists()  # stopped before anything was written

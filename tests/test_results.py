@@ -2,6 +2,8 @@ import math
 
 import pandas as pd
 import pytest
+import yaml
+from conftest import REPO
 
 from repro.analysis import results
 from repro.analysis.claims import check_claims
@@ -120,6 +122,28 @@ def test_claims_fail(tiny_runs, write_run):
     assert by[("beats baseline at every evaluation", "resgelu-lr3e-3")] is False
     assert by[("largest relative gain early", "resgelu-lr3e-3")] is False
     assert by[("baseline diverges at weight decay 0.05", "baseline-wd0.05")] is True
+
+
+def test_the_unstable_claim_is_not_answered_by_a_run_trained_with_the_stop(
+    tiny_runs, tmp_path, write_run
+):
+    """The claim is about the authors' training, which had no divergence stop."""
+    preset = yaml.safe_load((REPO / "config" / "presets" / "tiny.yaml").read_text())
+    preset["train"]["divergence_margin"] = 0.5
+    path = tmp_path / "tiny-stop.yaml"
+    path.write_text(yaml.safe_dump(preset))
+    write_run(
+        tiny_runs / "baseline-wd0.05",
+        "baseline-wd0.05",
+        {0: 10},
+        last_step=2,
+        preset=str(path),
+        status="diverged",
+        diverged_step=2,
+    )
+    claims = check_claims(tiny_runs, str(path)).set_index("claim")
+    holds, detail = claims.loc["baseline diverges at weight decay 0.05", ["holds", "detail"]]
+    assert holds is None and "trained with the divergence stop" in detail, detail
 
 
 def test_list_runs(tiny_runs):

@@ -184,3 +184,19 @@ def test_an_experiment_cannot_be_named_like_a_seed_folder(tmp_path):
     path = write_experiments(tmp_path / "experiments.yaml", "seed1")
     with pytest.raises(ConfigError, match="seed1"):
         load_experiments(path)
+
+
+def test_a_folder_holding_another_experiments_run_is_left_out_and_named(seed_runs, write_run):
+    write_run(
+        seed_runs / "seed2" / "mlp4.75",
+        "mlp4.75-scaled",
+        {0: 10.0, 4: 7.0, 8: 5.0, 12: 4.0},
+        last_step=12,
+        seed=2,
+    )
+    table = seeds.table1_seeds(seed_runs, "tiny", 3).set_index("experiment")
+    assert table.at["mlp4.75", "n_seeds"] == 2
+    assert table.at["mlp4.75", "config_differences"].startswith(
+        "seed2: experiment: 'mlp4.75-scaled' -> 'mlp4.75'"
+    )
+    assert table.at["baseline", "config_differences"] == ""

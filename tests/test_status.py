@@ -40,14 +40,13 @@ def test_status_lists_each_run(tmp_path, capsys, write_run, in_progress):
     write_run(runs / "tiny" / "mlp4.75", "mlp4.75", {0: 6.0, 12: 5.0}, last_step=12)
     with hold(runs / "tiny" / "baseline" / "live", "run"):  # as the trainer holds its run
         table = status_table(runs, "tiny").set_index("experiment")
+        assert main(["status", "--runs-dir", str(runs)]) == 0
     assert table.at["baseline", "last_step"] == 5 and table.at["baseline", "max_step"] == 12
     assert table.at["baseline", "last_eval_val_loss"] == 5.5
     assert table.at["baseline", "tokens_per_s"] == 128 / 0.5  # tokens a step over its time
     assert table.at["baseline", "eta_s"] == 7 * 0.5  # 7 steps left at 0.5 s a step
     assert table.at["baseline", "trainer"] == f"PID {os.getpid()}"
     assert table.at["mlp4.75", "status"] == "completed" and pd.isna(table.at["mlp4.75", "trainer"])
-
-    assert main(["status", "--runs-dir", str(runs)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == [
         "preset",
@@ -90,3 +89,39 @@ def test_status_of_a_missing_folder_is_one_line(tmp_path, capsys):
     one_line_error(
         capsys, argv, f"^repro: error: {re.escape(str(tmp_path / 'smoke'))}: no such folder"
     )
+
+
+def test_a_stale_lock_on_this_host_holds_nothing(tmp_path, in_progress):
+    """The lock names a live process (this one) that does not hold it: its trainer has ended and
+    the PID is another process's now."""
+    live = in_progress(tmp_path, "baseline")
+    (live / ".lock").write_text(f"host {socket.gethostname()}, PID {os.getpid()}\n")
+    assert trainer_holding(tmp_path / "baseline") is None
+
+
+def test_a_lock_from_another_host_is_unknown_not_running(tmp_path, in_progress, write_run):
+    runs = tmp_path / "runs"
+    live = in_progress(runs / "tiny", "baseline")
+    (live / ".lock").write_text("host elsewhere-node, PID 4242\n")
+    done = write_run(runs / "tiny" / "mlp4.75", "mlp4.75", {0: 6.0, 12: 5.0}, last_step=12)
+    (done / "live").mkdir()
+    (done / "live" / ".lock").write_text("host elsewhere-node, PID 4243\n")
+    table = status_table(runs, "tiny").set_index("experiment")
+    assert table.at["baseline", "status"] == "unknown"
+    assert table.at["baseline", "trainer"] == "unknown (elsewhere-node PID 4242, another host)"
+    assert table.at["mlp4.75", "status"] == "completed" and pd.isna(table.at["mlp4.75", "trainer"])
+
+
+@pytest.mark.parametrize("pid", ["²", str(2**64), "-5", "0"])
+def test_a_lock_naming_no_possible_pid_names_no_trainer(tmp_path, pid, capsys, in_progress):
+    live = in_progress(tmp_path / "runs" / "tiny", "baseline")
+    (live / ".lock").write_text(f"host {socket.gethostname()}, PID {pid}\n")
+    assert main(["status", "--runs-dir", str(tmp_path / "runs")]) == 0
+    assert "baseline" in capsys.readouterr().out
+
+
+def test_a_named_pipe_as_the_lock_does_not_hang_status(tmp_path, capsys, in_progress):
+    live = in_progress(tmp_path / "runs" / "tiny", "baseline")
+    os.mkfifo(live / ".lock")
+    assert main(["status", "--runs-dir", str(tmp_path / "runs")]) == 0
+    assert "baseline" in capsys.readouterr().out

@@ -13,6 +13,7 @@ from test_train import read_metrics
 import repro.train as train_module
 from repro.cli import main
 from repro.config import load_config, load_run, resolve_run
+from repro.errors import ReproError
 from repro.runtime.tensorboard import EVENTS, TAGS, EventLog, kept_events
 from repro.train import train
 
@@ -115,3 +116,19 @@ def test_an_event_file_in_the_way_stops_training_in_one_line_before_it_runs(
     argv = train_args(token_dir, tiny_indices, run)
     one_line_error(capsys, argv, rf"{EVENTS}: cannot be written \(Is a directory\)")
     assert not (run / "run.json").exists()  # never said "running"
+
+
+def test_an_event_whose_payload_is_garbage_is_one_line_on_resume(tmp_path):
+    log = EventLog(tmp_path, 0)
+    for step in range(3):
+        log.append({"step": step, "train_loss": 5.0 - step})
+    log.close()
+    events = tmp_path / EVENTS
+    data = bytearray(events.read_bytes())
+    first = int.from_bytes(data[:8], "little") + 16  # the file-version record, whole
+    length = int.from_bytes(data[first : first + 8], "little")
+    data[first + 12 : first + 12 + length] = b"\xff" * length  # step 0's payload
+    events.write_bytes(bytes(data))
+    with pytest.raises(ReproError, match=r"events\.out\.tfevents\.repro: a record that is not"):
+        EventLog(tmp_path, 3)
+    assert events.read_bytes() == bytes(data)  # left as it was

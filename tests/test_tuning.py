@@ -9,6 +9,7 @@ import pytest
 from repro.analysis.claims import check_claims
 from repro.analysis.tuning import tuning
 from repro.config import load_config, seed_dir
+from repro.rundir import read_record
 
 SEEDS = 3
 # The nonlinear query's best setting: 4.80, 4.82, 4.78 (resgelu-lr3e-3).
@@ -166,3 +167,25 @@ def test_the_notebook_writes_both_tables(tmp_path, fabricate):
         "baseline-wd3.125e-2-lr3e-3",
         "mlp4.75-wd3.125e-2-lr1.5e-3",
     ]
+
+
+def test_runs_that_are_not_their_settings_are_left_out_and_named(tmp_path, fabricate, write_run):
+    """A folder holding another setting's run.json, and a run trained before its setting's
+    learning rate was edited: neither is read as the setting its folder names."""
+    runs = fabricate(tmp_path, LOSSES)
+    other = runs / "resgelu-lr3e-3"
+    write_run(other, "resgelu-lr1.5e-3", {0: 10.0, 4: 8.0, 8: 6.0, 12: 4.5}, last_step=12)
+    edited = runs / "seed1" / "baseline"
+    record = read_record(edited)
+    record.identity["optimizer"]["lr_max"] = 9e-4  # as the run recorded it; the file says 6e-4
+    record.write(edited)
+    result = tuning(runs, "tiny", seeds=SEEDS)
+    table = result.table.set_index("experiment")
+    assert (
+        "seed0: experiment: 'resgelu-lr1.5e-3' -> 'resgelu-lr3e-3'"
+        in (table.at["resgelu-lr3e-3", "config_differences"])
+    )
+    assert "seed1: optimizer.lr_max: 0.0009 -> 0.0006" in table.at["baseline", "config_differences"]
+    assert table.at["resgelu-lr3e-3", "n_seeds"] == SEEDS - 1
+    assert {"resgelu-lr3e-3", "seed1/baseline"} <= set(result.missing)
+    assert table.at["mlp4.75", "config_differences"] == ""

@@ -16,7 +16,12 @@ from repro.memory import check_memory
 from repro.model import GPT
 from repro.runtime import distributed
 from repro.runtime.device import precision
-from repro.runtime.fit import TRAINING_COPIES, auto_micro_batch, weight_bytes
+from repro.runtime.fit import (
+    TRAINING_COPIES,
+    auto_micro_batch,
+    evaluation_logits_bytes,
+    weight_bytes,
+)
 
 
 def make_model(run: RunConfig, device: torch.device) -> GPT:
@@ -62,7 +67,8 @@ def build(run: RunConfig, device: torch.device) -> Built:
     residual_gelu projection, each by default on CUDA only; SDPA picks flash attention itself.
     """
     what = f"training {run.experiment.name} at preset {run.preset_name}"
-    check_memory(what, TRAINING_COPIES * weight_bytes(run.model), device)  # before allocating
+    needed = TRAINING_COPIES * weight_bytes(run.model) + evaluation_logits_bytes(run)
+    check_memory(what, needed, device)  # before allocating
     autocast = precision(device)
     model = make_model(run, device)
     optimizer = make_optimizer(model, run.optimizer, fused_kernel=device.type == "cuda")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -10,10 +9,11 @@ import torch
 
 from repro.config import ModelConfig
 from repro.errors import ReproError
-from repro.files import WriteError, atomic_write, free_bytes
+from repro.files import WriteError, atomic_write, free_bytes, open_regular
 from repro.model import GPT
 
 FORMAT = "repro/1"
+CHECKPOINT_BYTES = 1 << 38  # 256 GiB: the large preset's weights and moments take about 9 GB
 
 
 class CheckpointError(ReproError):
@@ -66,14 +66,8 @@ def check_checkpoint_space(path: Path, model: GPT) -> None:
 def read_checkpoint(path: Path, map_location="cpu", mmap: bool = False) -> dict:
     """The state dict saved at `path`, whoever wrote it; an unreadable file is a CheckpointError.
     With mmap, tensors are read only when used (a 1.5 GB checkpoint read for its config)."""
-    try:
-        mode = Path(path).stat().st_mode
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: no such file") from None
-    except OSError as e:
-        raise CheckpointError(f"{path}: cannot be read ({e.strerror})") from None
-    if not stat.S_ISREG(mode):  # a named pipe would block the read forever
-        raise CheckpointError(f"{path}: not a regular file")
+    # a named pipe would block torch's read forever, a device never end it
+    open_regular(path, CHECKPOINT_BYTES, CheckpointError, "a checkpoint").close()
     try:
         return torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except FileNotFoundError:
@@ -113,6 +107,14 @@ def check_state(path: Path, state: dict) -> dict:
     }.items():
         if not valid:
             raise CheckpointError(f"{path}: a repro checkpoint without a valid {entry}")
+    # the model is built from config.model; the run it belongs to is config.identity
+    built, trained = config["model"], config["identity"].get("model") or {}
+    if built != trained:
+        keys = sorted(str(k) for k in set(built) | set(trained) if built.get(k) != trained.get(k))
+        raise CheckpointError(
+            f"{path}: its model configuration differs from the run's identity in "
+            f"{', '.join(keys)} (edited or damaged)"
+        )
     return state
 
 

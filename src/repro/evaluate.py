@@ -27,6 +27,7 @@ from repro.config import Preset
 from repro.data.batches import Batches
 from repro.model import GPT
 from repro.runtime.device import precision, resolve_device
+from repro.runtime.fit import check_memory, evaluation_logits_bytes
 from repro.step import eval_losses
 
 
@@ -110,6 +111,7 @@ def evaluate(
         preset.train.eval_micro_batch,  # the training stream is never read here
     )
     dev = resolve_device(device)
+    check_memory(f"evaluating {checkpoint}", evaluation_logits_bytes(preset), dev)
     autocast = precision(dev)
     model = model.to(dev)
     model.fuse_projections(preset.runtime.enabled("fused_projection", dev.type))  # as training

@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import stat
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -97,15 +98,16 @@ def atomic_folder(path: str | os.PathLike):
     """A new empty folder beside `path` to fill; when the block ends, its files move into `path`
     (the whole folder renamed into place when `path` is absent; else each file replaces the one
     of its name, a link replaced, never its target; other files of `path` kept). When the block
-    fails, the folder is removed: `path` never holds part of what the block writes."""
+    fails, the folder is removed: `path` never holds part of what the block writes. The folder
+    has a name no one else has (NAME.<random>.partial), so that nothing the package did not
+    create is ever removed."""
     path = Path(path)
     real = path.resolve()  # the partial folder on the file system of `path`: renames, no copies
-    partial = real.with_name(real.name + ".partial")
-    _remove_stale(partial)
     try:
-        os.mkdir(partial)
+        partial = Path(tempfile.mkdtemp(prefix=real.name + ".", suffix=".partial", dir=real.parent))
+        os.chmod(partial, 0o777 & ~_umask())  # mkdtemp's 0700: the mode of any folder made here
     except OSError as e:
-        raise WriteError(f"{partial}: cannot be created ({e.strerror})") from None
+        raise WriteError(f"{real}.partial: cannot be created ({e.strerror})") from None
     try:
         yield partial
         try:
@@ -122,16 +124,10 @@ def atomic_folder(path: str | os.PathLike):
         raise
 
 
-def _remove_stale(path: Path) -> None:
-    """What an earlier crash left at `path`: a folder removed with its files, a file or link
-    removed (its target untouched)."""
-    try:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink(missing_ok=True)
-    except OSError as e:
-        raise WriteError(f"{path}: cannot be removed ({e.strerror})") from None
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def make_dir(path: str | os.PathLike) -> Path:
@@ -170,24 +166,72 @@ def write_csv(table, path: str | os.PathLike) -> Path:
 
 
 def copy_file(source: str | os.PathLike, dest: str | os.PathLike) -> None:
-    """`source`'s bytes as the file `dest` (written as atomic_write writes)."""
-    with open(source, "rb") as read, atomic_write(dest, "wb") as f:
+    """`source`'s bytes as the file `dest` (written as atomic_write writes); `source` a regular
+    file (open_regular), which a copy then reads to its end."""
+    with open_regular(source, COPY_BYTES) as read, atomic_write(dest, "wb") as f:
         shutil.copyfileobj(read, f)
 
 
-def read_json(path: str | os.PathLike, error: type[ReproError] = ReproError, hint: str = ""):
-    """The JSON content of `path`; a missing or unreadable file is an `error` naming it."""
-    path = Path(path)
-    try:
-        return json.loads(path.read_text())
+# What reading a small file of the package (run.json, a manifest, a model's config.json) takes
+# at most: a larger one is not one the package wrote.
+JSON_BYTES = 64 << 20
+COPY_BYTES = 1 << 40  # a copy reads a regular file to its end: no limit of its own
+
+
+def open_regular(
+    path: str | os.PathLike, limit: int, error: type[ReproError] = ReproError, what: str = "a file"
+):
+    """`path` open for reading (binary) once it is a regular file of at most `limit` bytes; else
+    an `error` naming it. A named pipe, a device (/dev/zero) or a folder is refused before any
+    read: a pipe would block the reader forever, a device never end."""
+    try:  # O_NONBLOCK: opening a named pipe must not wait for a writer
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise error(f"{path}: no such file{f' ({hint})' if hint else ''}") from None
+        raise error(f"{path}: no such file") from None
+    except OSError as e:
+        raise error(f"{path}: cannot be read ({e.strerror})") from None
+    info = os.fstat(fd)
+    problem = (
+        f"not a regular file ({what} is expected)"
+        if not stat.S_ISREG(info.st_mode)
+        else f"{info.st_size:,} bytes, more than {limit:,}: not {what}"
+        if info.st_size > limit
+        else None
+    )
+    if problem:
+        os.close(fd)
+        raise error(f"{path}: {problem}")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def read_regular(
+    path: str | os.PathLike, limit: int, error: type[ReproError] = ReproError, what: str = "a file"
+) -> bytes:
+    """The bytes of `path`, a regular file of at most `limit` bytes (open_regular), read no
+    further than `limit` even where the file grows meanwhile."""
+    with open_regular(path, limit, error, what) as f:
+        try:
+            data = f.read(limit + 1)
+        except OSError as e:
+            raise error(f"{path}: cannot be read ({e.strerror})") from None
+    if len(data) > limit:
+        raise error(f"{path}: more than {limit:,} bytes: not {what}")
+    return data
+
+
+def read_json(path: str | os.PathLike, error: type[ReproError] = ReproError, hint: str = ""):
+    """The JSON content of `path`, a regular file of at most JSON_BYTES; a missing or unreadable
+    file is an `error` naming it."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        raise error(f"{path}: no such file{f' ({hint})' if hint else ''}")
+    try:
+        return json.loads(read_regular(path, JSON_BYTES, error, "a JSON file").decode())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise error(f"{path}: not valid JSON ({e})") from None
     except RecursionError:  # the parser recurses once per level of nesting
         raise error(f"{path}: not valid JSON (nested too deeply)") from None
-    except OSError as e:
-        raise error(f"{path}: cannot be read ({e.strerror})") from None
 
 
 def file_sha256(path: str | os.PathLike) -> str:

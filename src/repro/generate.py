@@ -16,10 +16,14 @@ from repro.errors import ReproError
 from repro.evaluate import load_any_checkpoint
 from repro.runtime.device import resolve_device
 
+# A sample to read: past the block size each token sees only the last block_size tokens, so a
+# longer text shows nothing more of the model (and 1e9 tokens would sample for days).
+MAX_NEW_TOKENS = 100_000
+
 
 def check_sampling(max_new_tokens: int, temperature: float, top_k: int | None) -> None:
-    if max_new_tokens < 1:
-        raise ReproError(f"--max-new-tokens: {max_new_tokens}, at least 1")
+    if not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
+        raise ReproError(f"--max-new-tokens: {max_new_tokens}, from 1 to {MAX_NEW_TOKENS:,}")
     if not 0 <= temperature < math.inf:  # nan too
         raise ReproError(
             f"--temperature: {temperature}, a finite number from 0 (0: the most likely token)"

@@ -13,7 +13,11 @@ No imports of the package: the configuration (repro.config) and the run director
 """
 
 LATER_MODEL_OPTIONS = {"qk_norm": False, "attention_gate": None}
-LATER_TRAIN_DEFAULTS = {"schedule": "cosine", "divergence_margin": 0.5, "divergence_evaluations": 2}
+LATER_TRAIN_DEFAULTS = {
+    "schedule": "cosine",
+    "divergence_margin": None,
+    "divergence_evaluations": 2,
+}
 
 
 def without_later_defaults(values: dict, later: dict) -> dict:

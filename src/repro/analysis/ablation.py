@@ -70,6 +70,7 @@ ABLATION_COLUMNS = [
     *PAIRED_COLUMNS,
     "preset",
     "caveat",
+    "config_differences",
 ]
 
 
@@ -136,6 +137,9 @@ def ablation(
             "best": best[0] if len(best) else None,
             "settings": len(names),
             "settings_complete": int(((own["n_seeds"] == seeds) & (own["n_diverged"] == 0)).sum()),
+            "config_differences": " | ".join(
+                f"{name}: {d}" for name, d in own["config_differences"].items() if d
+            ),
         }
         if len(best):
             chosen = own.loc[best[0]]

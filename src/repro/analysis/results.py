@@ -54,8 +54,17 @@ def recorded_configuration(
         **run.record.config.get("experiment", {}),
         **run.record.identity.get("optimizer", {}),
     }
+    return recorded, "; ".join(run_differences(run, experiment, preset))
+
+
+def run_differences(run: Run, experiment: Experiment, preset: Preset) -> list[str]:
+    """What the run recorded that `experiment` at `preset` (the files as they are now) is not:
+    another experiment's run.json in its folder, or settings edited since it was trained. Empty
+    where the run stands for the experiment; every table that reads runs checks this."""
+    named = run.record.experiment
+    other = [] if named == experiment.name else [f"experiment: {named!r} -> {experiment.name!r}"]
     now = resolve_run(preset, experiment).identity()
-    return recorded, "; ".join(identity_differences(run.record.identity, now))
+    return other + identity_differences(run.record.identity, now)
 
 
 def scale_caveat(preset: Preset, config_dir: str | Path | None = None) -> str:

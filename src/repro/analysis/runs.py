@@ -17,7 +17,9 @@ import numpy as np
 import pandas as pd
 
 from repro.errors import ReproError
+from repro.files import read_regular
 from repro.rundir import (
+    METRICS_BYTES,
     METRICS_COLUMNS,
     METRICS_CSV,
     RUN_JSON,
@@ -71,8 +73,8 @@ def read_metrics(path: Path) -> pd.DataFrame:
 
     A last line without its newline is one being written (a run in progress): left out."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        text = read_regular(path, METRICS_BYTES, RunError, "a metrics file").decode("utf-8")
+    except UnicodeDecodeError as e:
         raise RunError(f"{path}: cannot be read ({e})") from None
     if not text.startswith(",".join(METRICS_COLUMNS)):
         raise RunError(f"{path}: not a metrics file (no header {METRICS_COLUMNS[0]},...)")

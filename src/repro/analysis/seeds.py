@@ -25,8 +25,9 @@ import pandas as pd
 from scipy import stats
 
 from repro.analysis.curves import relative_improvement
+from repro.analysis.results import run_differences
 from repro.analysis.runs import Run, read_runs
-from repro.config import Preset, load_config, seed_dir
+from repro.config import Experiment, Preset, load_config, seed_dir
 from repro.config.schema import ConfigError
 
 CONFIDENCE = 0.95
@@ -52,6 +53,7 @@ TABLE1_SEEDS_COLUMNS = [
     "paper_val_loss",
     "paper_rel_improvement",
     "preset",
+    "config_differences",
 ]
 
 # The columns of a paired difference that the tuning and ablation tables show, in their order.
@@ -123,6 +125,36 @@ def read_seed_runs(runs_dir: str | Path, names: list[str], seeds: int) -> BySeed
     return {k: read_runs(seed_dir(runs_dir, k), names) for k in range(seeds)}
 
 
+def checked_runs(
+    by_seed: BySeed, members: list[Experiment], preset: Preset
+) -> tuple[BySeed, dict[tuple[str, int], str]]:
+    """`by_seed` less the runs that do not stand for their experiment at seed k of `preset`
+    (results.run_differences: another experiment's run.json, settings edited since), and what
+    differs in each of those, by (experiment, seed): a table leaves them out and says why."""
+    kept, differing = {}, {}
+    for k, runs in by_seed.items():
+        seeded = preset.with_seed(k)
+        kept[k] = {}
+        for e in members:
+            if e.name not in runs:
+                continue
+            differences = run_differences(runs[e.name], e, seeded)
+            if differences:
+                differing[(e.name, k)] = "; ".join(differences)
+            else:
+                kept[k][e.name] = runs[e.name]
+    return kept, differing
+
+
+def differences_column(differing: dict[tuple[str, int], str], names: list[str]) -> list[str]:
+    """Per experiment of `names`, the runs left out for what their recorded configuration says
+    ("seed<k>: ..."; "" where none)."""
+    return [
+        " | ".join(f"seed{k}: {d}" for (n, k), d in sorted(differing.items()) if n == name)
+        for name in names
+    ]
+
+
 def paired(by_seed: BySeed, *names: str) -> BySeed:
     """The seeds that have a run of every one of `names`."""
     return {k: runs for k, runs in by_seed.items() if all(n in runs for n in names)}
@@ -160,7 +192,8 @@ def table1_seeds(
     preset, experiments = load_config(preset, config_dir)
     members = experiments.group("table1")
     names = [e.name for e in members]
-    losses = losses_at(read_seed_runs(runs_dir, names, seeds), names, preset.report.table_step)
+    by_seed, differing = checked_runs(read_seed_runs(runs_dir, names, seeds), members, preset)
+    losses = losses_at(by_seed, names, preset.report.table_step)
     by_seed = losses.pivot(index="seed", columns="experiment", values="val_loss")
     gains = pd.DataFrame(
         [paired_difference(by_seed, name, experiments.baseline) for name in names], index=names
@@ -175,5 +208,6 @@ def table1_seeds(
         preset=preset.name,
         paper_val_loss=[e.paper.val_loss if e.paper else None for e in members],
         paper_rel_improvement=[e.paper.rel_improvement if e.paper else None for e in members],
+        config_differences=differences_column(differing, names),
     )
     return table[TABLE1_SEEDS_COLUMNS]

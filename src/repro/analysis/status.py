@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import socket
 from pathlib import Path
 
@@ -13,26 +12,36 @@ from repro.analysis import compare
 from repro.analysis.runs import has_run, list_runs, read_run
 from repro.errors import ReproError
 from repro.rundir import LIVE
-from repro.runtime.lock import holder
+from repro.runtime.lock import held_here, holder
 from repro.runtime.progress import duration
+
+UNKNOWN = "unknown"
 
 
 def trainer_holding(run_dir: Path) -> str | None:
     """The trainer holding a run ("PID N"), from the lock file of its live/ folder (the one
-    repro.runtime.lock writes); None if none is alive here."""
-    held = holder(Path(run_dir) / LIVE)
+    repro.runtime.lock writes), where a process of this machine holds that lock now; None where
+    none does (a stale lock: its trainer has ended). A lock from another machine cannot be
+    checked from here: "unknown (HOST PID N, another host)"."""
+    live = Path(run_dir) / LIVE
+    held = holder(live)
     if held is None:
         return None
     host, pid = held
     if host != socket.gethostname():
-        return f"{host} PID {pid} (another host)"
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:  # alive, another user's
-        pass
-    return f"PID {pid}"
+        return f"{UNKNOWN} ({host} PID {pid}, another host)"
+    return f"PID {pid}" if held_here(live) else None
+
+
+def _unknown_elsewhere(runs: pd.DataFrame) -> pd.DataFrame:
+    """A run in progress whose lock is another machine's may have stopped there (preempted,
+    killed): its status is "unknown", not "running". A finished run's lock from another machine
+    names the trainer that finished it: no trainer is shown."""
+    elsewhere = runs["trainer"].map(lambda t: isinstance(t, str) and t.startswith(UNKNOWN))
+    running = runs["status"] == "running"
+    runs.loc[elsewhere & running, "status"] = UNKNOWN
+    runs.loc[elsewhere & ~running, "trainer"] = None
+    return runs
 
 
 def against_authors(run_dir: Path, authors_dir: Path) -> str | None:
@@ -61,6 +70,7 @@ def status_table(
         runs = list_runs(Path(runs_dir) / name)
         runs.insert(0, "preset", name)
         runs["trainer"] = [trainer_holding(Path(runs_dir) / name / e) for e in runs["experiment"]]
+        runs = _unknown_elsewhere(runs)
         runs["vs_authors"] = [
             against_authors(Path(runs_dir) / name / e, Path(authors_runs_dir) / name / e)
             if authors_runs_dir is not None

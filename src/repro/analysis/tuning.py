@@ -23,7 +23,14 @@ import numpy as np
 import pandas as pd
 
 from repro.analysis.results import scale_caveat
-from repro.analysis.seeds import PAIRED_COLUMNS, paired_difference, read_seed_runs, summarise
+from repro.analysis.seeds import (
+    PAIRED_COLUMNS,
+    checked_runs,
+    differences_column,
+    paired_difference,
+    read_seed_runs,
+    summarise,
+)
 from repro.config import Experiment, Preset, load_config, seed_dir
 
 GROUP = "tuning"
@@ -47,6 +54,7 @@ TUNING_COLUMNS = [
     "best",
     "preset",
     "caveat",
+    "config_differences",
 ]
 COMPARISON_COLUMNS = [
     "nonlinear",
@@ -91,9 +99,12 @@ class Tuning:
     preset: Preset
 
 
-def _outcomes(runs_dir, members: list[Experiment], seeds: int, step: int) -> pd.DataFrame:
-    """experiment, seed, val_loss (at the table step), diverged, missing: one row per run."""
+def _outcomes(runs_dir, members: list[Experiment], seeds: int, preset: Preset, step: int):
+    """experiment, seed, val_loss (at `step`), diverged, missing: one row per run; and what
+    differs in each run whose recorded configuration is not its experiment's (left out:
+    missing), by (experiment, seed)."""
     by_seed = read_seed_runs(runs_dir, [e.name for e in members], seeds)
+    by_seed, differing = checked_runs(by_seed, members, preset)
     rows = []
     for k, runs in by_seed.items():
         for e in members:
@@ -101,7 +112,8 @@ def _outcomes(runs_dir, members: list[Experiment], seeds: int, step: int) -> pd.
             diverged = run is not None and run.status == "diverged"
             loss = np.nan if run is None or diverged else run.loss_at(step)
             rows.append((e.name, k, loss, diverged, not diverged and np.isnan(loss)))
-    return pd.DataFrame(rows, columns=["experiment", "seed", "val_loss", "diverged", "missing"])
+    columns = ["experiment", "seed", "val_loss", "diverged", "missing"]
+    return pd.DataFrame(rows, columns=columns), differing
 
 
 def _best(table: pd.DataFrame, seeds: int) -> pd.Series:
@@ -122,7 +134,7 @@ def settings(
     """Each setting's loss over seeds 0..seeds-1 at `step` (None: the table step), and each
     model's best."""
     step = preset.report.table_step if step is None else step
-    outcomes = _outcomes(runs_dir, members, seeds, step)
+    outcomes, differing = _outcomes(runs_dir, members, seeds, preset, step)
     by_experiment = outcomes.groupby("experiment", sort=False)
     table = summarise(by_experiment, "val_loss").join(
         by_experiment[["diverged", "missing"]].sum().rename(columns=lambda c: f"n_{c}")
@@ -139,6 +151,7 @@ def settings(
         seeds=seeds,
         preset=preset.name,
         caveat=scale_caveat(preset, config_dir),
+        config_differences=differences_column(differing, [e.name for e in members]),
     )
     table["best"] = _best(table, seeds)
     missing = outcomes[outcomes["missing"]]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 
 import repro
@@ -38,10 +39,18 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parent = os.getppid()  # first: the process that started this one, before anything slow
     args = build_parser().parse_args(argv)
+    held = set()
+    try:  # a stop signal before training's own handlers: one line (repro.runtime.preemption)
+        if argv is None and args.command == "train":  # a process of its own, not a caller's
+            held = preemption.exit_until_started(args.stop_signal or preemption.STOP_SIGNALS)
+    except ReproError as e:
+        print(f"repro: error: {e}", file=sys.stderr)
+        return 2
     if argv is None and getattr(args, "tcmalloc", False):
         # The command as it was started, again under TCMalloc (repro.runtime.allocator): before
         # torch is imported, so that the restart costs only Python's start.
-        allocator.restart_under_tcmalloc()
+        allocator.restart_under_tcmalloc(held)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, held)  # those the restart held, handled now
     if getattr(args, "exit_with_parent", False):
         # Armed before torch is imported (seconds): a parent killed meanwhile is caught too.
         exit_with_parent(parent)

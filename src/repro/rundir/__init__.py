@@ -2,6 +2,7 @@
 (metrics.py: one row a step), the files training writes and the results read back."""
 
 from repro.rundir.metrics import (  # noqa: F401
+    METRICS_BYTES,
     METRICS_COLUMNS,
     MetricsLog,
     check_resume,

@@ -11,8 +11,10 @@ import csv
 import os
 from pathlib import Path
 
-from repro.files import WriteError, atomic_write, open_no_link
+from repro.files import WriteError, atomic_write, open_no_link, read_regular
 from repro.rundir.record import CHECKPOINT, METRICS_CSV, RunError
+
+METRICS_BYTES = 1 << 30  # metrics.csv takes about 150 bytes a step: a million steps, with room
 
 METRICS_COLUMNS = [
     "step",
@@ -109,8 +111,8 @@ def rows_before(path: Path, start: int) -> list[dict]:
     if not path.exists():
         raise RunError(f"{path}: no such file, but the checkpoint is at step {start}")
     try:
-        lines = path.read_bytes().decode("utf-8").split("\n")
-    except (OSError, UnicodeDecodeError) as e:
+        lines = read_regular(path, METRICS_BYTES, RunError, "a metrics file").decode().split("\n")
+    except UnicodeDecodeError as e:
         raise RunError(f"{path}: cannot be read ({e})") from None
     if lines == [""]:
         raise RunError(f"{path}: empty, but the checkpoint is at step {start}")

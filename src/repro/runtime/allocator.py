@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import signal
 import sys
 
 LIBRARY = "tcmalloc_minimal"  # gperftools' TCMalloc without its profilers
@@ -33,9 +34,12 @@ def active() -> bool:
     return hasattr(ctypes.CDLL(None), "tc_malloc")
 
 
-def restart_under_tcmalloc() -> None:
+def restart_under_tcmalloc(held: set[int] = frozenset()) -> None:
     """Replace this process by the same command under TCMalloc, once; nothing where TCMalloc is
-    in use already, is not installed, or the platform has no LD_PRELOAD."""
+    in use already, is not installed, or the platform has no LD_PRELOAD. The signals `held`
+    (those this process handles) are blocked across the exec, which resets handlers but keeps
+    the blocked set: one arriving meanwhile waits for the new process to handle it and unblock
+    them (repro.cli.main), never meeting Python's defaults (a traceback, or exit 143)."""
     if os.environ.get(ENV) or not sys.platform.startswith("linux") or active():
         return
     library = ctypes.util.find_library(LIBRARY)
@@ -45,6 +49,7 @@ def restart_under_tcmalloc() -> None:
     env = os.environ | {"LD_PRELOAD": preload, ENV: "tcmalloc"}  # never a second restart
     sys.stdout.flush()
     sys.stderr.flush()
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
     os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
 
 

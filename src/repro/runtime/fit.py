@@ -51,6 +51,14 @@ def candidates(batch_size: int, ranks: int = 1, largest: int = LARGEST_PROBED) -
 TRAINING_COPIES = 4
 
 
+def evaluation_logits_bytes(run) -> int:
+    """The float32 logits of one evaluation micro-batch (eval_micro_batch x block_size x
+    vocabulary), which the loss holds at once (a loss_chunks-th of them where it is chunked);
+    `run` a RunConfig or a Preset."""
+    m = run.model
+    return 4 * run.train.eval_micro_batch * m.block_size * m.vocab_size // run.runtime.loss_chunks
+
+
 def weight_bytes(config: ModelConfig) -> int:
     """The bytes of a model's float32 weights, counted on the meta device, without allocating.
     Training holds TRAINING_COPIES times as much, and activations come on top."""

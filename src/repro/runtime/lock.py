@@ -16,10 +16,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from repro.errors import ReproError
-from repro.files import open_no_link
+from repro.files import open_no_link, read_regular
 
 LOCK_FILE = ".lock"
 HOST, PID = "host ", ", PID "  # the holder's line: "host NAME, PID N"
+LOCK_BYTES = 4096  # a holder's line, with room
+MAX_PID = 2**22  # Linux's largest (pid_max's limit); a larger number names no process
 
 
 class LockError(ReproError):
@@ -62,10 +64,49 @@ def _open_lock_file(path: Path):
 
 def holder(directory: Path) -> tuple[str, int] | None:
     """The (host, PID) the lock file of `directory` names, without taking the lock (asking never
-    keeps a writer out); None without a readable one. The holder may have exited since."""
+    keeps a writer out); None without a readable one (a named pipe or anything but a regular
+    file of a line is not one). The holder may have exited since: see held_here."""
     try:
-        text = (Path(directory) / LOCK_FILE).read_text()
-    except OSError:
+        text = read_regular(Path(directory) / LOCK_FILE, LOCK_BYTES, what="a run's lock file")
+    except ReproError:
         return None
-    host, _, pid = text.strip().removeprefix(HOST).partition(PID)
-    return (host, int(pid)) if pid.isdigit() else None
+    host, _, pid = text.decode(errors="replace").strip().removeprefix(HOST).partition(PID)
+    valid = pid.isascii() and pid.isdigit() and 0 < int(pid) <= MAX_PID
+    return (host, int(pid)) if valid else None
+
+
+def held_here(directory: Path) -> bool:
+    """Whether a process of this machine holds the lock of `directory` now: the kernel's own list
+    of held locks (/proc/locks) names the lock file's inode. A PID alive is not enough: the
+    trainer may have died and its PID been given to another process. Without /proc/locks
+    (not Linux), whether the PID the file names is alive."""
+    path = Path(directory) / LOCK_FILE
+    try:
+        inode = os.stat(path).st_ino
+        with open("/proc/locks") as f:
+            return any(_locked_inode(line) == inode for line in f)
+    except FileNotFoundError:
+        named = holder(directory)
+        return named is not None and os.path.lexists(path) and _alive(named[1])
+    except OSError:
+        return False
+
+
+def _locked_inode(line: str) -> int | None:
+    """The inode of a flock(2) lock of a /proc/locks line ("1: FLOCK ADVISORY WRITE 573
+    fe:00:2149443 0 EOF"), None for a line of another kind."""
+    fields = line.split()
+    if len(fields) < 6 or fields[1] != "FLOCK":
+        return None
+    inode = fields[5].rpartition(":")[2]
+    return int(inode) if inode.isdigit() else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        pass
+    return True

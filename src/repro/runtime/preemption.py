@@ -67,6 +67,24 @@ def stop_signals(names=STOP_SIGNALS):
         _received.clear()  # a stop asked for within concerns only what ran within
 
 
+def exit_until_started(names=STOP_SIGNALS) -> set[int]:
+    """Until stop_signals takes over (and once it hands back), each named signal and SIGINT end
+    `repro train` at once in one line: no step is under way, and every file is written whole
+    (atomically), so nothing is lost. SIGINT exits INTERRUPT_EXIT, the others REQUEUE_EXIT (a
+    scheduler's SIGTERM during start-up: run again). The signals, for the allocator's restart to
+    hold across its exec (repro.runtime.allocator)."""
+    numbers = {_signal_number(name) for name in (*names, INTERRUPT)}
+    for number in numbers:
+        signal.signal(number, _exit_outside_steps)
+    return numbers
+
+
+def _exit_outside_steps(signum, frame) -> None:
+    name = signal.Signals(signum).name
+    os.write(2, f"repro: stopped by {name} outside the training steps; run again\n".encode())
+    os._exit(INTERRUPT_EXIT if signum == signal.SIGINT else REQUEUE_EXIT)
+
+
 def _signal_number(name: str) -> signal.Signals:
     upper = name.upper()
     try:

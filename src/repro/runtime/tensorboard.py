@@ -16,12 +16,13 @@ import struct
 import time
 from pathlib import Path
 
+from google.protobuf.message import DecodeError
 from tensorboard.compat.proto.event_pb2 import Event
 from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.summary.writer.record_writer import RecordWriter
 
 from repro.errors import ReproError
-from repro.files import WriteError, atomic_write, open_no_link
+from repro.files import WriteError, atomic_write, open_no_link, read_regular
 
 EVENTS = "events.out.tfevents.repro"  # TensorBoard reads any file whose name holds "tfevents"
 # metrics.csv column -> TensorBoard tag: one chart per tag, sections by the part before "/".
@@ -36,22 +37,27 @@ TAGS = {
     "step_time_s": "speed/step_time_s",
 }
 _HEADER = struct.Struct("<QI")  # a record's length and the length's CRC
+EVENTS_BYTES = 1 << 30  # about 300 bytes a step: three million steps
 
 
 def kept_events(path: Path, resume_step: int) -> bytes:
     """The events of `path` before `resume_step`: none when the run starts afresh."""
-    if not resume_step or not path.exists():
+    if not resume_step or not os.path.lexists(path):
         return b""
+    data = read_regular(path, EVENTS_BYTES, what="a TensorBoard event file")
     try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise ReproError(f"{path}: cannot be read ({e.strerror})") from None
-    return data[: end_before(data, resume_step)]
+        return data[: end_before(data, resume_step)]
+    except DecodeError:
+        raise ReproError(
+            f"{path}: a record that is not a TensorBoard event (damaged); remove the file to "
+            f"resume (its curves are metrics.csv's, which is kept)"
+        ) from None
 
 
 def end_before(data: bytes, step: int) -> int:
     """The byte offset where the first event at or past `step` (or a record cut short by a crash
-    mid-write) in an event file's `data` begins: their length when there is none."""
+    mid-write) in an event file's `data` begins: their length when there is none. A record
+    whose payload is not an Event is a DecodeError."""
     offset = 0
     while offset + _HEADER.size <= len(data):
         length, _ = _HEADER.unpack_from(data, offset)
