@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 import yaml
-from conftest import REPO, write_run
+from conftest import REPO
 from workflow_helpers import copy_workflow, snakemake
 
 from repro.analysis.claims import check_claims
@@ -33,14 +33,19 @@ def preset(tmp_path):
     return str(path)
 
 
-def fabricate(runs_dir, preset, losses=LOSSES):
+@pytest.fixture
+def fabricate(write_run):
     """Each run evaluated at 0, 4, 8 and, unless its loss is None, 12 (then its last step is 8)."""
-    for name, values in losses.items():
-        for k, loss in enumerate(values):
-            val = {0: 10.0, 4: 8.0, 8: 6.0} | ({} if loss is None else {12: loss})
-            folder = runs_dir / seed_dir("", k) / name
-            write_run(folder, name, val, last_step=max(val), preset=preset, seed=k)
-    return runs_dir
+
+    def write(runs_dir, preset, losses=LOSSES):
+        for name, values in losses.items():
+            for k, loss in enumerate(values):
+                val = {0: 10.0, 4: 8.0, 8: 6.0} | ({} if loss is None else {12: loss})
+                folder = runs_dir / seed_dir("", k) / name
+                write_run(folder, name, val, last_step=max(val), preset=preset, seed=k)
+        return runs_dir
+
+    return write
 
 
 def the_claim(runs_dir, preset):
@@ -73,7 +78,7 @@ def test_a_schedule_written_with_a_reference_length_keeps_its_kind():
     assert e.schedule(12) == {"schedule": "linear", "max_step": 24, "decay_steps": 24}
 
 
-def test_the_table_reads_each_run_at_its_last_evaluation(tmp_path, preset):
+def test_the_table_reads_each_run_at_its_last_evaluation(tmp_path, preset, fabricate):
     result = decay_to_zero(fabricate(tmp_path / "runs", preset), preset, SEEDS)
     table = result.table.set_index("experiment")
     assert result.missing == [] and (table["step"] == 12).all()
@@ -88,7 +93,7 @@ def test_the_table_reads_each_run_at_its_last_evaluation(tmp_path, preset):
     assert row["n_pairs"] == 3 and row["loss_gap_mean"] == pytest.approx(0.17 / 3)
 
 
-def test_the_claim_is_answered_with_its_interval(tmp_path, preset):
+def test_the_claim_is_answered_with_its_interval(tmp_path, preset, fabricate):
     experiment, holds, detail = the_claim(fabricate(tmp_path / "runs", preset), preset)
     assert (experiment, holds) == ("d2z-resgelu-lr3e-3", True)
     assert "step 12" in detail and "best d2z-baseline-lr4.8e-3" in detail and "95% CI" in detail
@@ -97,7 +102,7 @@ def test_the_claim_is_answered_with_its_interval(tmp_path, preset):
     assert holds is None and detail.startswith("not distinguishable at 3 seeds")
 
 
-def test_a_run_stopped_before_its_last_evaluation_is_named_missing(tmp_path, preset):
+def test_a_run_stopped_before_its_last_evaluation_is_named_missing(tmp_path, preset, fabricate):
     """Read at the table step it would have a loss; read where its decay ends it has none."""
     stopped = {**LOSSES, "d2z-resgelu-lr4.8e-3": [4.86, None, 4.86]}
     experiment, holds, detail = the_claim(fabricate(tmp_path / "runs", preset, stopped), preset)
@@ -124,7 +129,7 @@ def test_the_workflow_plans_the_group_and_its_table(tmp_path):
 
 
 @pytest.mark.slow  # papermill runs the notebook in its own kernel
-def test_the_notebook_writes_both_tables(tmp_path):
+def test_the_notebook_writes_both_tables(tmp_path, write_run):
     import pandas as pd
     from conftest import run_checkout_notebook
 

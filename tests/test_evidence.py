@@ -8,7 +8,6 @@ import shutil
 
 import pandas as pd
 import pytest
-from conftest import write_run
 from test_audit import curve, write_log
 
 from repro.analysis.evidence import NOT_AVAILABLE, PAPER, evidence_table, verify_evidence
@@ -17,7 +16,7 @@ from repro.config import load_config
 
 
 @pytest.fixture
-def sources(tiny_runs, tmp_path):
+def sources(tiny_runs, tmp_path, write_run):
     """Our Table 1 runs at tiny (seed 0, and seed 1 of resgelu-lr3e-3 and the baseline), and the
     audit's logs: one imported as the baseline, one stated to be resgelu-lr3e-3 whose log goes on
     past the paper's step, and one whose configuration nobody stated."""

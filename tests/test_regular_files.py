@@ -5,7 +5,6 @@ memory. Each is one line naming the file (repro.files.open_regular, read_regular
 import os
 
 import pytest
-from conftest import write_run
 
 from repro import files
 from repro.analysis.results import read_run
@@ -16,7 +15,7 @@ from repro.rundir import RunError, rows_before
 
 
 @pytest.fixture
-def run_dir(tmp_path):
+def run_dir(tmp_path, write_run):
     return write_run(tmp_path / "runs" / "tiny" / "baseline", "baseline", {0: 6.0}, last_step=3)
 
 

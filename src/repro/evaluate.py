@@ -27,7 +27,8 @@ from repro.config import Preset
 from repro.data.batches import Batches
 from repro.model import GPT
 from repro.runtime.device import precision, resolve_device
-from repro.runtime.fit import check_memory, evaluation_logits_bytes
+from repro.memory import check_memory
+from repro.runtime.fit import evaluation_logits_bytes
 from repro.step import eval_losses
 
 
