@@ -1,6 +1,8 @@
 """The `large` preset: GPT-3 Large's shape on the paper's data, batch, schedule and evaluation
 (docs/scale.md), with the paper's indices and its cost from `repro describe`."""
 
+from dataclasses import replace
+
 import pytest
 from conftest import random_token_files
 
@@ -14,7 +16,10 @@ def test_large_is_gpt3_large_on_the_papers_training():
     large, paper = load_preset("large"), load_preset("paper")
     m = large.model
     assert (m.n_layer, m.n_head, m.d_model, m.block_size) == (24, 16, 1536, 1024)
-    assert large.train == paper.train and large.adamw == paper.adamw
+    # the paper's training, with the audit's divergence stop (the authors had none)
+    assert (large.train.divergence_margin, paper.train.divergence_margin) == (0.5, None)
+    assert replace(large.train, divergence_margin=None) == paper.train
+    assert large.adamw == paper.adamw
     assert large.corpus == paper.corpus and large.report == paper.report
     assert load_run("large", "resgelu-lr3e-3").model.head_size == 96
 
