@@ -2,9 +2,9 @@
 its weights and training state or one evaluation micro-batch's logits cannot fit at all."""
 
 import torch
-from conftest import train_args
-from test_inputs import one_line_error
+from conftest import one_line_error, train_args
 
+from repro import memory
 from repro.build import make_model, make_optimizer
 from repro.checkpoint import save_checkpoint
 from repro.config import load_run
@@ -19,10 +19,10 @@ def test_evaluation_logits_that_cannot_fit_are_refused_before_training(
     run = load_run("tiny", "baseline")
     logits = 4 * run.train.eval_micro_batch * run.model.block_size * run.model.vocab_size
     state = fit.TRAINING_COPIES * fit.weight_bytes(run.model)
-    monkeypatch.setattr(fit, "physical_memory", lambda: state + logits - 1)
+    monkeypatch.setattr(memory, "physical_memory", lambda: state + logits - 1)
     one_line_error(
-        train_args(token_dir, tiny_indices, tmp_path / "run"),
         capsys,
+        train_args(token_dir, tiny_indices, tmp_path / "run"),
         r"training baseline at preset tiny needs [0-9.]+ GiB, more than the [0-9.]+ GiB of this "
         r"machine's cpu memory",
     )
@@ -37,10 +37,10 @@ def test_evaluating_where_its_logits_cannot_fit_is_one_line(
     checkpoint = tmp_path / "ckpt.pt"
     config = {"identity": run.identity(), "model": run.identity()["model"]}
     save_checkpoint(checkpoint, model, make_optimizer(model, run.optimizer, False), 4, config)
-    monkeypatch.setattr(fit, "physical_memory", lambda: fit.evaluation_logits_bytes(run) - 1)
+    monkeypatch.setattr(memory, "physical_memory", lambda: fit.evaluation_logits_bytes(run) - 1)
     argv = ["evaluate", "--checkpoint", str(checkpoint), "--preset", "tiny", "--step", "4"]
     one_line_error(
-        [*argv, "--data", str(token_dir), "--indices", str(tiny_indices), "--device", "cpu"],
         capsys,
+        [*argv, "--data", str(token_dir), "--indices", str(tiny_indices), "--device", "cpu"],
         rf"evaluating {checkpoint} needs [0-9.]+ GiB, more than",
     )

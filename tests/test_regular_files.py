@@ -7,7 +7,7 @@ import os
 import pytest
 
 from repro import files
-from repro.analysis.results import read_run
+from repro.analysis.runs import read_run
 from repro.analysis.status import status_table
 from repro.errors import ReproError
 from repro.files import read_json, read_regular
