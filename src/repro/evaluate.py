@@ -25,9 +25,9 @@ from repro.authors.checkpoint import authors_model, authors_step
 from repro.checkpoint import FORMAT, CheckpointError, check_state, model_from, read_checkpoint
 from repro.config import Preset
 from repro.data.batches import Batches
+from repro.memory import check_memory
 from repro.model import GPT
 from repro.runtime.device import precision, resolve_device
-from repro.memory import check_memory
 from repro.runtime.fit import evaluation_logits_bytes
 from repro.step import eval_losses
 

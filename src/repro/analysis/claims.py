@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from repro.analysis import ablation, decay, tuning
+from repro.analysis import group_claims
 from repro.analysis.curves import relative_improvement, relative_improvement_curves
+from repro.analysis.group_claims import standing, verdict
 from repro.analysis.results import scale_caveat
 from repro.analysis.seeds import (
     BySeed,
@@ -29,7 +29,6 @@ from repro.analysis.seeds import (
 from repro.config import Experiments, Preset, load_config
 
 CLAIM_COLUMNS = ["claim", "experiment", "holds", "detail"]
-NOT_IN = "in the experiments file"
 
 
 def verdicts_caveat(preset: Preset, config_dir: str | Path | None = None) -> str:
@@ -48,37 +47,19 @@ def _early_limit(preset: Preset) -> int:
     return max(preset.train.warmup_steps, preset.train.eval_interval)
 
 
-def _standing(summary: pd.DataFrame, value: str) -> np.ndarray:
-    """Per row: 'ahead' (the interval above zero), 'not ahead' (at or below zero) or 'not
-    distinguishable' (across zero). One seed has no interval: its value's sign decides."""
-    mean = summary[f"{value}_mean"]
-    low, high = summary[f"{value}_ci_low"].fillna(mean), summary[f"{value}_ci_high"].fillna(mean)
-    return np.select([low > 0, high <= 0], ["ahead", "not ahead"], "not distinguishable")
-
-
-def _verdict(standing, n_seeds: int, detail: str) -> tuple[bool | None, str]:
-    """Holds where every interval is above zero, fails where one is at or below it; otherwise the
-    claim is neither: not distinguishable at this many seeds."""
-    if all(s == "ahead" for s in standing):
-        return True, detail
-    if any(s == "not ahead" for s in standing):
-        return False, detail
-    return None, f"not distinguishable at {n_seeds} seeds: {detail}"
-
-
 def _beats_baseline(curve: pd.DataFrame) -> tuple[bool | None, str]:
-    standing = pd.Series(_standing(curve, "rel_improvement"), index=curve["step"])
+    by_step = pd.Series(standing(curve, "rel_improvement"), index=curve["step"])
     n = int(curve["n_seeds"].min())
     where = [
-        f"{s} at steps {list(standing.index[standing == s])}"
+        f"{s} at steps {list(by_step.index[by_step == s])}"
         for s in ("not ahead", "not distinguishable")
-        if (standing == s).any()
+        if (by_step == s).any()
     ]
     detail = (
         f"{len(curve)} evaluations, steps {curve['step'].min()}..{curve['step'].max()}, "
         f"{n} seed{'s' * (n > 1)}; " + ("; ".join(where) or "ahead at all")
     )
-    return _verdict(standing, n, detail)
+    return verdict(by_step, n, detail)
 
 
 def _beats_control(name: str, control: str, by_seed: BySeed, step: int) -> tuple[bool | None, str]:
@@ -97,7 +78,7 @@ def _beats_control(name: str, control: str, by_seed: BySeed, step: int) -> tuple
             f" (means of {n} seeds; paired improvement "
             f"{summary['rel_improvement_mean'].iloc[0]:.2%}, 95% CI {low:.2%}..{high:.2%})"
         )
-    return _verdict(_standing(summary, "rel_improvement"), n, detail)
+    return verdict(standing(summary, "rel_improvement"), n, detail)
 
 
 def _nonlinear_claims(
@@ -149,102 +130,6 @@ def _nonlinear_claims(
                 f"(early: step <= {limit})",
             )
         )
-    return rows
-
-
-def _tuned_claims(runs_dir, preset: Preset, experiments: Experiments, seeds: int, config_dir):
-    """(claim, experiment, holds, detail) of the tuning comparison (repro.analysis.tuning): the
-    best nonlinear setting against the best setting of the baseline's model and of the larger
-    control's; not answered while a run of the group is missing, which the detail lists."""
-    roles = {
-        "baseline": experiments[experiments.baseline],
-        "larger control": experiments[experiments.claims["larger_control"]],
-    }
-    claims = {f"beats the best-tuned {role}": e for role, e in roles.items()}
-    if tuning.GROUP not in experiments.groups:
-        return [(c, tuning.GROUP, None, f"no group `{tuning.GROUP}` {NOT_IN}") for c in claims]
-    result = tuning.tuning(runs_dir, preset, seeds, config_dir)
-    return _best_against_best(result, tuning.GROUP, claims, seeds)
-
-
-def _decay_claims(runs_dir, preset: Preset, experiments: Experiments, seeds: int, config_dir):
-    """(claim, experiment, holds, detail) of decay to zero (repro.analysis.decay): the best
-    nonlinear rate against the best linear baseline's, both read at their last evaluation."""
-    if decay.GROUP not in experiments.groups:
-        return [(decay.CLAIM, decay.GROUP, None, f"no group `{decay.GROUP}` {NOT_IN}")]
-    result = decay.decay_to_zero(runs_dir, preset, seeds, config_dir)
-    baseline = experiments[experiments.baseline]
-    return _best_against_best(result, decay.GROUP, {decay.CLAIM: baseline}, seeds)
-
-
-def _best_against_best(result: tuning.Tuning, group: str, claims: dict, seeds: int) -> list:
-    """Each claim (-> an experiment of the linear model it compares with) from result's row
-    pairing the best nonlinear setting with that model's best; while a run of the group is
-    missing, the detail lists the missing runs instead."""
-    where = f"preset {result.preset.name}, group {group}, {seeds} seed{'s' * (seeds > 1)}"
-    if result.missing:
-        detail = f"not answered at {where}: {len(result.missing)} runs missing: " + ", ".join(
-            result.missing
-        )
-        return [(c, group, None, detail) for c in claims]
-    rows = []
-    for claim, experiment in claims.items():
-        row = result.comparison[result.comparison["linear_model"] == tuning.model_of(experiment)]
-        if row.empty:
-            rows.append((claim, group, None, f"no complete setting at {where}"))
-            continue
-        row = row.iloc[0]
-        at = f"{where}, step {row['step']}"
-        rows.append(_paired_claim(claim, at, row, row["nonlinear"], row["linear"]))
-    return rows
-
-
-def _paired_claim(claim: str, where: str, row: pd.Series, ours: str, reference: str) -> tuple:
-    """(claim, ours, holds, detail) from the paired comparison of best settings `ours` and
-    `reference` (repro.analysis.seeds.paired_difference): holds where its interval lies above
-    zero."""
-    n = int(row["n_pairs"])
-    low, high = row["rel_improvement_ci_low"], row["rel_improvement_ci_high"]
-    interval = f" (95% CI {low:.2%}..{high:.2%})" if n > 1 else ""
-    spreads = (
-        f", {row['gap_in_spreads']:.1f} spreads of {row['spread_from']}"
-        if pd.notna(row.get("gap_in_spreads"))
-        else ""
-    )
-    detail = (
-        f"{where}: best {ours} vs best {reference}: "
-        f"paired improvement {row['rel_improvement_mean']:.2%}{interval}, "
-        f"loss gap {row['loss_gap_mean']:.4f}{spreads}"
-    )
-    standing = _standing(row.to_frame().T, "rel_improvement")
-    return (claim, ours, *_verdict(standing, n, detail))
-
-
-def _ablation_claims(runs_dir, preset: Preset, experiments: Experiments, seeds: int, config_dir):
-    """(claim, experiment, holds, detail) of the query ablation (repro.analysis.ablation): each
-    claim's two arms at their best settings, paired; not answered while a run of either arm is
-    missing, which the detail lists."""
-    if ablation.GROUP not in experiments.groups:
-        return [
-            (c, ablation.GROUP, None, f"no group `{ablation.GROUP}` in the experiments file")
-            for c, _, _ in ablation.CLAIMS
-        ]
-    result = ablation.ablation(runs_dir, preset, seeds, config_dir)
-    where = f"preset {preset.name}, group {ablation.GROUP}, {seeds} seed{'s' * (seeds > 1)}"
-    rows = []
-    for claim, ours, reference in ablation.CLAIMS:
-        missing = result.missing_of(ours, reference)
-        incomplete = [ablation.arm_name(a) for a in (ours, reference) if result.best(a) is None]
-        if missing:
-            detail = f"not answered at {where}: {len(missing)} runs missing: " + ", ".join(missing)
-            rows.append((claim, ablation.GROUP, None, detail))
-        elif incomplete:
-            detail = f"no complete setting of {' or '.join(incomplete)} at {where}"
-            rows.append((claim, ablation.GROUP, None, detail))
-        else:
-            step = f"{where}, step {preset.report.table_step}"
-            row = result.compare(ours, reference)
-            rows.append(_paired_claim(claim, step, row, result.best(ours), result.best(reference)))
     return rows
 
 
@@ -309,9 +194,9 @@ def check_claims(
         rows.append((claim, unstable, holds, detail))
     else:
         rows.append((claim, unstable, None, "not trained (group `claims`)"))
-    rows += _tuned_claims(runs_dir, preset, experiments, seeds, config_dir)
-    rows += _decay_claims(runs_dir, preset, experiments, seeds, config_dir)
-    rows += _ablation_claims(runs_dir, preset, experiments, seeds, config_dir)
+    rows += group_claims.tuned(runs_dir, preset, experiments, seeds, config_dir)
+    rows += group_claims.decay(runs_dir, preset, experiments, seeds, config_dir)
+    rows += group_claims.ablation(runs_dir, preset, experiments, seeds, config_dir)
     claims = pd.DataFrame(rows, columns=CLAIM_COLUMNS)
     claims["caveat"] = verdicts_caveat(preset, config_dir)
     return claims

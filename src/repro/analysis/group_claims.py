@@ -1,0 +1,140 @@
+"""The claims the groups trained beside Table 1 answer (docs/specification.md §4 asks them of the
+paper): the best nonlinear setting against the best-tuned baseline and control (group `tuning`),
+the query ablation's arms paired at their best settings (`query_ablation`), and decay to zero
+(`decay_to_zero`); with the verdict every claim of repro.analysis.claims shares: over several
+seeds, one configuration beats another only where the 95% interval of the paired relative
+improvement lies above zero."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from repro.analysis import ablation as query_ablation
+from repro.analysis import decay as decay_to_zero
+from repro.analysis import tuning
+from repro.config import Experiments, Preset
+
+NOT_IN = "in the experiments file"
+
+
+def standing(summary: pd.DataFrame, value: str) -> np.ndarray:
+    """Per row: 'ahead' (the interval above zero), 'not ahead' (at or below zero) or 'not
+    distinguishable' (across zero). One seed has no interval: its value's sign decides."""
+    mean = summary[f"{value}_mean"]
+    low, high = summary[f"{value}_ci_low"].fillna(mean), summary[f"{value}_ci_high"].fillna(mean)
+    return np.select([low > 0, high <= 0], ["ahead", "not ahead"], "not distinguishable")
+
+
+def verdict(standing, n_seeds: int, detail: str) -> tuple[bool | None, str]:
+    """Holds where every interval is above zero, fails where one is at or below it; otherwise the
+    claim is neither: not distinguishable at this many seeds."""
+    if all(s == "ahead" for s in standing):
+        return True, detail
+    if any(s == "not ahead" for s in standing):
+        return False, detail
+    return None, f"not distinguishable at {n_seeds} seeds: {detail}"
+
+
+def tuned(runs_dir, preset: Preset, experiments: Experiments, seeds: int, config_dir):
+    """(claim, experiment, holds, detail) of the tuning comparison (repro.analysis.tuning): the
+    best nonlinear setting against the best setting of the baseline's model and of the larger
+    control's; not answered while a run of the group is missing, which the detail lists."""
+    roles = {
+        "baseline": experiments[experiments.baseline],
+        "larger control": experiments[experiments.claims["larger_control"]],
+    }
+    claims = {f"beats the best-tuned {role}": e for role, e in roles.items()}
+    if tuning.GROUP not in experiments.groups:
+        return [(c, tuning.GROUP, None, f"no group `{tuning.GROUP}` {NOT_IN}") for c in claims]
+    result = tuning.tuning(runs_dir, preset, seeds, config_dir)
+    return best_against_best(result, tuning.GROUP, claims, seeds)
+
+
+def decay(runs_dir, preset: Preset, experiments: Experiments, seeds: int, config_dir):
+    """(claim, experiment, holds, detail) of decay to zero (repro.analysis.decay): the best
+    nonlinear rate against the best linear baseline's, both read at their last evaluation."""
+    if decay_to_zero.GROUP not in experiments.groups:
+        return [
+            (
+                decay_to_zero.CLAIM,
+                decay_to_zero.GROUP,
+                None,
+                f"no group `{decay_to_zero.GROUP}` {NOT_IN}",
+            )
+        ]
+    result = decay_to_zero.decay_to_zero(runs_dir, preset, seeds, config_dir)
+    baseline = experiments[experiments.baseline]
+    return best_against_best(result, decay_to_zero.GROUP, {decay_to_zero.CLAIM: baseline}, seeds)
+
+
+def best_against_best(result: tuning.Tuning, group: str, claims: dict, seeds: int) -> list:
+    """Each claim (-> an experiment of the linear model it compares with) from result's row
+    pairing the best nonlinear setting with that model's best; while a run of the group is
+    missing, the detail lists the missing runs instead."""
+    where = f"preset {result.preset.name}, group {group}, {seeds} seed{'s' * (seeds > 1)}"
+    if result.missing:
+        detail = f"not answered at {where}: {len(result.missing)} runs missing: " + ", ".join(
+            result.missing
+        )
+        return [(c, group, None, detail) for c in claims]
+    rows = []
+    for claim, experiment in claims.items():
+        row = result.comparison[result.comparison["linear_model"] == tuning.model_of(experiment)]
+        if row.empty:
+            rows.append((claim, group, None, f"no complete setting at {where}"))
+            continue
+        row = row.iloc[0]
+        at = f"{where}, step {row['step']}"
+        rows.append(paired_claim(claim, at, row, row["nonlinear"], row["linear"]))
+    return rows
+
+
+def paired_claim(claim: str, where: str, row: pd.Series, ours: str, reference: str) -> tuple:
+    """(claim, ours, holds, detail) from the paired comparison of best settings `ours` and
+    `reference` (repro.analysis.seeds.paired_difference): holds where its interval lies above
+    zero."""
+    n = int(row["n_pairs"])
+    low, high = row["rel_improvement_ci_low"], row["rel_improvement_ci_high"]
+    interval = f" (95% CI {low:.2%}..{high:.2%})" if n > 1 else ""
+    spreads = (
+        f", {row['gap_in_spreads']:.1f} spreads of {row['spread_from']}"
+        if pd.notna(row.get("gap_in_spreads"))
+        else ""
+    )
+    detail = (
+        f"{where}: best {ours} vs best {reference}: "
+        f"paired improvement {row['rel_improvement_mean']:.2%}{interval}, "
+        f"loss gap {row['loss_gap_mean']:.4f}{spreads}"
+    )
+    return (claim, ours, *verdict(standing(row.to_frame().T, "rel_improvement"), n, detail))
+
+
+def ablation(runs_dir, preset: Preset, experiments: Experiments, seeds: int, config_dir):
+    """(claim, experiment, holds, detail) of the query ablation (repro.analysis.ablation): each
+    claim's two arms at their best settings, paired; not answered while a run of either arm is
+    missing, which the detail lists."""
+    if query_ablation.GROUP not in experiments.groups:
+        return [
+            (c, query_ablation.GROUP, None, f"no group `{query_ablation.GROUP}` {NOT_IN}")
+            for c, _, _ in query_ablation.CLAIMS
+        ]
+    result = query_ablation.ablation(runs_dir, preset, seeds, config_dir)
+    where = f"preset {preset.name}, group {query_ablation.GROUP}, {seeds} seed{'s' * (seeds > 1)}"
+    rows = []
+    for claim, ours, reference in query_ablation.CLAIMS:
+        missing = result.missing_of(ours, reference)
+        incomplete = [
+            query_ablation.arm_name(a) for a in (ours, reference) if result.best(a) is None
+        ]
+        if missing:
+            detail = f"not answered at {where}: {len(missing)} runs missing: " + ", ".join(missing)
+            rows.append((claim, query_ablation.GROUP, None, detail))
+        elif incomplete:
+            detail = f"no complete setting of {' or '.join(incomplete)} at {where}"
+            rows.append((claim, query_ablation.GROUP, None, detail))
+        else:
+            step = f"{where}, step {preset.report.table_step}"
+            row = result.compare(ours, reference)
+            rows.append(paired_claim(claim, step, row, result.best(ours), result.best(reference)))
+    return rows
