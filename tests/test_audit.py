@@ -245,6 +245,19 @@ def test_a_log_ending_on_nan_at_its_horizon_diverged(tmp_path):
     assert (record.status, record.diverged_step) == ("diverged", 60000)
 
 
+def test_a_log_the_audits_guard_ended_diverged_at_a_preset_without_the_stop(tmp_path):
+    """The paper's preset trains without a divergence stop, as the authors did; the audit's
+    training had one (0.5 nats above the best validation loss), and a log it ended is read so."""
+    assert load_preset("paper").train.divergence_margin is None
+    record = import_audit_log(
+        write_log(tmp_path / "gpt3small_d2z_lr9p6e3_60k.csv", curve(25000, spike_at=25000)),
+        tmp_path / "run",
+        load_preset("paper"),
+    )
+    assert (record.status, record.diverged_step) == ("diverged", 25000)
+    assert "more than 0.5 above its best" in record.diverged_reason
+
+
 def test_a_log_past_the_presets_last_step_is_not_its_run(tmp_path, capsys):
     log = write_log(tmp_path / "gpt3large_long.csv", curve(16, interval=4))
     command = ["import-audit-log", str(log), "--preset", "tiny", "--experiment", "baseline"]

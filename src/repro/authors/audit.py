@@ -29,6 +29,9 @@ from repro.runtime.tensorboard import EVENTS, write_events
 AUDIT = "audit"  # RunRecord.source of an imported log
 IMPORTED_FILES = {RUN_JSON, METRICS_CSV, EVENTS}  # all an import writes in its folder
 IMPORT_LOG = "import.log"  # where the workflow's import job writes the command's output
+# The audit's own divergence guard (the `large` preset's divergence_margin): its training ended a
+# run whose validation loss rose more than this many nats above its best, whatever our preset.
+AUDIT_GUARD_MARGIN = 0.5
 
 __all__ = ["AUDIT", "AuditError", "import_audit_log", "import_audit_logs", "preset_of"]
 
@@ -45,16 +48,16 @@ def horizon(path: Path, preset: Preset, stated: dict, experiment: str | None):
 
 
 def _status(evaluations: list[dict], preset: Preset, steps: int | None) -> tuple[str, str]:
-    """diverged (the log ends on a non-finite loss, or more than the preset's divergence margin
-    above its best: what the audit's guard stops), completed (it reaches the last evaluation of
+    """diverged (the log ends on a non-finite loss, or more than AUDIT_GUARD_MARGIN above its
+    best: what the audit's guard stops), completed (it reaches the last evaluation of
     a known horizon) or stopped; and why."""
     last = evaluations[-1]
     losses = (last["eval_train_loss"], last["eval_val_loss"])
     if not all(map(math.isfinite, losses)):
         return "diverged", f"the log ends on a non-finite loss at step {last['step']}"
     best = min(e["eval_val_loss"] for e in evaluations)
-    margin = preset.train.divergence_margin
-    if margin is not None and last["eval_val_loss"] > best + margin:
+    margin = AUDIT_GUARD_MARGIN
+    if last["eval_val_loss"] > best + margin:
         return "diverged", (
             f"the log ends at validation loss {last['eval_val_loss']:.4f}, more than {margin:g} "
             f"above its best {best:.4f}"
