@@ -27,6 +27,7 @@ from scipy import stats
 
 from repro.analysis.runs import Run, has_run, read_run
 from repro.analysis.seeds import CONFIDENCE
+from repro.analysis.stated import stated_differences
 from repro.errors import ReproError
 from repro.rundir import identity_differences
 
@@ -113,8 +114,6 @@ def configuration_differences(run: Run, reference: Run) -> list[str]:
     the audit's logs, which hold losses alone) differs from what its user stated of it, and where
     nobody stated it, in an unknown way, and says so."""
     if not reference.record.identity:
-        from repro.authors.audit_log import stated_differences
-
         return stated_differences(reference.record.data.get("stated", {}), run.record.identity)
     return [
         d

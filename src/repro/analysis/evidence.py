@@ -27,7 +27,7 @@ from repro.analysis.curves import relative_improvement
 from repro.analysis.results import scale_caveat
 from repro.analysis.runs import Run, has_run, read_run
 from repro.analysis.seeds import summarise
-from repro.authors.audit_log import stated_conflicts, stated_differences
+from repro.analysis.stated import stated_conflicts, stated_differences
 from repro.config import Experiments, Preset, load_config, resolve_run, seed_dir
 from repro.errors import ReproError
 from repro.rundir import identity_differences

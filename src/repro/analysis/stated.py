@@ -1,0 +1,30 @@
+"""What a user stated of an imported run whose log records no configuration (the audit's logs
+hold losses alone; `--stated`, the workflow's `audit_configs`), held against a run's identity."""
+
+# Where each stated key sits in a run's identity (RunConfig.identity), and its value when absent.
+STATED_IN_IDENTITY = {
+    "query_mode": ("model", "query_mode", None),
+    "qk_norm": ("model", "qk_norm", False),
+    "gate": ("model", "attention_gate", "none"),
+    "peak_lr": ("optimizer", "lr_max", None),
+    "schedule": ("train", "schedule", "cosine"),
+    "steps": ("train", "max_step", None),
+}
+
+
+def stated_conflicts(stated: dict, identity: dict) -> list[str]:
+    """What a run's identity differs in from a user's statement of an audit's run, "key: stated
+    -> run's", over the keys stated."""
+    differences = []
+    for key, (section, name, absent) in STATED_IN_IDENTITY.items():
+        ours = identity.get(section, {}).get(name, absent)
+        if key in stated and stated[key] != ours:
+            differences.append(f"{key}: {stated[key]} -> {ours}")
+    return differences
+
+
+def stated_differences(stated: dict, identity: dict) -> list[str]:
+    """stated_conflicts, and what is unknown for want of a statement."""
+    unstated = [k for k in STATED_IN_IDENTITY if k not in stated]
+    unknown = [f"configuration unknown: {', '.join(unstated)} not stated"] if unstated else []
+    return stated_conflicts(stated, identity) + unknown
