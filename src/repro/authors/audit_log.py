@@ -18,6 +18,7 @@ import re
 import stat
 from pathlib import Path
 
+from repro.config import resolve_run
 from repro.config.schema import ConfigError, validate
 from repro.errors import ReproError
 
@@ -176,3 +177,22 @@ def stated_differences(stated: dict, identity: dict) -> list[str]:
     unstated = [k for k in STATED_IN_IDENTITY if k not in stated]
     unknown = [f"configuration unknown: {', '.join(unstated)} not stated"] if unstated else []
     return stated_conflicts(stated, identity) + unknown
+
+
+def stated_configuration(record) -> dict:
+    """What the user stated of an imported log's configuration, from its RunRecord: its query,
+    gate, rate, schedule, its horizon aside (which is the preset's); empty: it is unknown."""
+    return {k: v for k, v in record.data.get("stated", {}).items() if k != "steps"}
+
+
+def stated_as(record, preset, experiments) -> list[str]:
+    """The experiments (among `experiments`, at `preset`) an imported log's run is by its
+    stated_configuration: none when nothing is stated."""
+    stated = stated_configuration(record)
+    if not stated:
+        return []
+    return [
+        e.name
+        for e in experiments
+        if not stated_conflicts(stated, resolve_run(preset, e).identity())
+    ]
