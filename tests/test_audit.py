@@ -484,6 +484,13 @@ def test_figure1_of_the_workflow_draws_the_logs_said_to_be_ours(audit_workflow):
     assert "results/audit/as/tiny/resgelu-lr3e-3/run.json" in figure  # an input
 
 
+def test_figure1_of_the_workflow_reads_the_imported_logs_with_their_statements(audit_workflow):
+    figure = job(audit_workflow.plan, "figure1")
+    assert "-p audit_logs_dir results/audit/logs/tiny" in figure  # where the statements are
+    inputs = figure.split("input: ", 1)[1].split("\n", 1)[0].split(", ")
+    assert "results/audit/logs" in inputs  # the import of every log, run first
+
+
 def test_all_compares_our_run_with_the_audits_of_the_same_experiment(audit_workflow):
     command = (
         "repro compare results/runs/tiny/resgelu-lr3e-3 --reference "
