@@ -23,7 +23,7 @@ from repro.analysis.runs import read_run
 from repro.authors.audit import AuditError, import_audit_log, import_audit_logs
 from repro.authors.audit_log import read_audit_log
 from repro.cli import main
-from repro.config import load_config, load_preset
+from repro.config import load_config, load_preset, resolve_run
 from repro.files import file_sha256
 
 
@@ -402,6 +402,45 @@ def test_figure1_draws_an_audit_log_imported_as_an_experiment(tiny_runs, tmp_pat
     assert "outside the audit's band" in labels  # at step 8, 1 nat above ours
 
 
+def test_figure1_draws_the_logs_whose_stated_configuration_is_an_experiments(tiny_runs, tmp_path):
+    """Logs imported at the figure's preset, each drawn beside the experiment its user stated it
+    to be (the diverged one, with fewer rows, too); one nobody stated is counted, not drawn."""
+    preset, experiments = load_config("tiny")
+    resgelu = resolve_run(preset, experiments["resgelu-lr2.6e-3"]).identity()["optimizer"]
+    stated = {
+        "gpt3large_resgelu_s0p5_seed43.csv": {"query_mode": "residual_gelu", "peak_lr": 3e-3},
+        "gpt3large_resgelu_seed44_diverged.csv": {
+            "query_mode": "residual_gelu",
+            "peak_lr": resgelu["lr_max"],
+        },
+        "gpt3small_d2z_lr4p8e3_60k.csv": {"query_mode": "linear", "schedule": "linear"},
+        "gpt3large_unknown.csv": {},
+    }
+    logs = tmp_path / "logs"
+    write_log(logs / "gpt3large_resgelu_s0p5_seed43.csv", curve(12, interval=4, start=10, end=4.9))
+    write_log(logs / "gpt3large_resgelu_seed44_diverged.csv", curve(8, interval=4, spike_at=8))
+    write_log(logs / "gpt3small_d2z_lr4p8e3_60k.csv", curve(12, interval=4, end=5.1))
+    write_log(logs / "gpt3large_unknown.csv", curve(12, interval=4, end=5.2))
+    imported = tmp_path / "audit" / "logs" / "tiny"
+    for name, statement in stated.items():
+        command = ["import-audit-log", str(logs / name), "--preset", "tiny", "--stated"]
+        out = imported / (logs / name).stem
+        assert main([*command, json.dumps(statement), "--out", str(out)]) == 0
+    fig = plots.figure1(tiny_runs, "tiny", audit_logs_dir=imported)
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    said = "(audit's log, configuration stated by the user)"
+    for log, experiment in (
+        ("gpt3large_resgelu_s0p5_seed43", "resgelu-lr3e-3"),
+        ("gpt3large_resgelu_seed44_diverged", "resgelu-lr2.6e-3"),
+    ):
+        drawn = lines[f"{log} as {experiment} {said}"]
+        assert drawn.get_color() == lines[experiment].get_color()  # beside its experiment
+    assert list(lines[f"gpt3large_resgelu_seed44_diverged as resgelu-lr2.6e-3 {said}"].get_xdata())
+    assert not any("gpt3small_d2z" in label or "unknown" in label for label in lines)  # no match
+    title = fig.axes[0].get_legend().get_title().get_text()
+    assert "1 imported log not drawn: configuration unknown" in title
+
+
 # ---- the workflow: config keys audit_logs and audit_runs ---------------------------------------
 
 
@@ -456,6 +495,13 @@ def test_figure1_of_the_workflow_draws_the_logs_said_to_be_ours(audit_workflow):
     figure = job(audit_workflow.plan, "figure1")
     assert "-p audit_runs_dir results/audit/as/tiny" in figure
     assert "results/audit/as/tiny/resgelu-lr3e-3/run.json" in figure  # an input
+
+
+def test_figure1_of_the_workflow_reads_the_imported_logs_with_their_statements(audit_workflow):
+    figure = job(audit_workflow.plan, "figure1")
+    assert "-p audit_logs_dir results/audit/logs/tiny" in figure  # where the statements are
+    inputs = figure.split("input: ", 1)[1].split("\n", 1)[0].split(", ")
+    assert "results/audit/logs" in inputs  # the import of every log, run first
 
 
 def test_all_compares_our_run_with_the_audits_of_the_same_experiment(audit_workflow):

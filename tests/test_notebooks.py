@@ -103,6 +103,23 @@ def test_figure1_reads_the_preset_it_is_given(checkout):
     assert (checkout / "results" / "figures" / "figure1.png").stat().st_size > 10_000
 
 
+def test_figure1_takes_the_audits_logs_imported_at_its_preset(checkout, tmp_path):
+    from test_audit import curve, write_log
+
+    from repro.cli import main
+
+    log = write_log(tmp_path / "gpt3large_resgelu_s0p5_seed43.csv", curve(12, interval=4, end=4.9))
+    out = checkout / "results" / "audit" / "logs" / "tiny" / log.stem
+    stated = '{"query_mode": "residual_gelu", "peak_lr": 3e-3}'
+    command = ["import-audit-log", str(log), "--preset", "tiny", "--stated", stated]
+    assert main([*command, "--out", str(out)]) == 0
+    png = checkout / "results" / "figures" / "figure1.png"
+    run_notebook(checkout, "figure1")
+    without = png.read_bytes()
+    run_notebook(checkout, "figure1", audit_logs_dir="../results/audit/logs/tiny")
+    assert png.read_bytes() != without  # the log drawn beside resgelu-lr3e-3
+
+
 def test_figure2_reads_the_preset_it_is_given(checkout):
     notebook = run_notebook(checkout, "figure2")
     listed = notebook.cells[-1].outputs[0]["data"]["text/plain"]

@@ -3,7 +3,9 @@
 # name says (results/audit/logs/<preset>/<log name>/, a reference for `repro compare`), and each
 # log that audit_runs says is an experiment of ours imported as that experiment at the configured
 # preset (results/audit/as/<preset>/<experiment>/), which Figure 1 draws beside ours; with what
-# audit_configs states of each log's run. The functions these rules use are in common.smk.
+# audit_configs states of each log's run (Figure 1 also draws each log imported at the configured
+# preset whose stated configuration is a Table 1 experiment's, and counts those nobody stated).
+# The functions these rules use are in common.smk.
 
 
 # Rerun when a log is added to or removed from the folder (the folder's mtime changes).
@@ -56,7 +58,7 @@ rule evidence:
         runs=run_files(TABLE1, seeds=SEEDS),
         authors=lambda wildcards: authors_run_files(TABLE1),
         audit=audit_run_files(TABLE1),
-        logs=[AUDIT_IMPORTED] if AUDIT_LOGS else [],
+        logs=audit_logs_input,
     output:
         table=report("results/evidence.csv", caption="../report/evidence.rst", category="Evidence"),
         html=report("results/evidence.html", caption="../report/evidence.rst", category="Evidence"),
@@ -69,7 +71,7 @@ rule evidence:
             for option, folder, given in (
                 ("--authors-runs", authors_runs_dir(), input.authors),
                 ("--audit-runs", audit_runs_dir(), input.audit),
-                ("--audit-logs", f"{AUDIT_IMPORTED}/{PRESET.name}", input.logs),
+                ("--audit-logs", audit_logs_dir(), input.logs),
             )
             if given
         ),

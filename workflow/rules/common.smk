@@ -255,6 +255,22 @@ def audit_param(names):
     return f" -p audit_runs_dir {shlex.quote(audit_runs_dir())}" if audit_run_files(names) else ""
 
 
+def audit_logs_dir():
+    """The logs imported at the configured preset (with what audit_configs states of each)."""
+    return f"{AUDIT_IMPORTED}/{PRESET.name}"
+
+
+def audit_logs_input(wildcards):
+    """The import of every log, when audit_logs is set: Figure 1 and the evidence read it."""
+    return [AUDIT_IMPORTED] if AUDIT_LOGS else []
+
+
+def audit_logs_param():
+    """The figure 1 notebook's `-p audit_logs_dir` when audit_logs is set: the logs whose stated
+    configuration is an experiment's are drawn, the others counted."""
+    return f" -p audit_logs_dir {shlex.quote(audit_logs_dir())}" if AUDIT_LOGS else ""
+
+
 def audit_comparisons(wildcards):
     """Our runs compared with the audit's logs said to be the same experiments (compare.smk)."""
     return [f"results/audit/compare/{PRESET.name}/{name}.csv" for name in AUDIT_RUNS]

@@ -46,6 +46,7 @@ use rule table1 as figure1 with:
         runs=run_files(TABLE1, seeds=SEEDS),
         authors=lambda wildcards: authors_run_files(TABLE1),
         audit=audit_run_files(TABLE1),
+        logs=audit_logs_input,
     output:
         png=report("results/figures/figure1.png", caption="../report/figure1.rst",
                    category="Figure 1"),
@@ -58,7 +59,8 @@ use rule table1 as figure1 with:
             out_png=output.png, out_pdf=output.pdf, out_html=output.html, seeds=len(SEEDS)
         )
         + authors_param(TABLE1)
-        + audit_param(TABLE1),
+        + audit_param(TABLE1)
+        + audit_logs_param(),
     log:
         "results/notebooks/figure1.log",
 

@@ -27,8 +27,8 @@ from repro.analysis.curves import relative_improvement
 from repro.analysis.results import scale_caveat
 from repro.analysis.runs import Run, has_run, read_run
 from repro.analysis.seeds import summarise
-from repro.analysis.stated import stated_conflicts, stated_differences
-from repro.config import Experiments, Preset, load_config, resolve_run, seed_dir
+from repro.analysis.stated import stated_as, stated_differences
+from repro.config import Preset, load_config, resolve_run, seed_dir
 from repro.errors import ReproError
 from repro.rundir import identity_differences
 
@@ -81,22 +81,9 @@ def _sources(
     if audit_logs_dir and Path(audit_logs_dir).is_dir():
         for log in sorted(p for p in Path(audit_logs_dir).iterdir() if has_run(p)):
             run = read_run(log)
-            for name in _stated_as(run, preset, experiments):
+            for name in stated_as(run.record, preset, experiments.by_name.values()):
                 sources.setdefault(f"audit: {log.name}", {})[name] = {0: run}
     return sources
-
-
-def _stated_as(run: Run, preset: Preset, experiments: Experiments) -> list[str]:
-    """The experiments an imported log is by what its user stated of it (its query, gate, rate,
-    schedule; its horizon aside, which is the preset's): none when nothing is stated."""
-    stated = {k: v for k, v in run.record.data.get("stated", {}).items() if k != "steps"}
-    if not stated:
-        return []
-    return [
-        e.name
-        for e in experiments.by_name.values()
-        if not stated_conflicts(stated, resolve_run(preset, e).identity())
-    ]
 
 
 def _values(runs: dict[int, Run], baseline: dict[int, Run], quantity: str, step) -> dict:

@@ -1,17 +1,20 @@
 """What the figures draw (repro.analysis.plots), computed apart from the drawing: their window of
 steps, their runs, the mean curves over seeds with their intervals (repro.analysis.seeds), and
-the steps where our curve leaves a reference run's band (repro.analysis.compare)."""
+the steps where our curve leaves a reference run's band (repro.analysis.compare), and the
+audit's imported logs whose stated configuration is one of a figure's experiments."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from repro.analysis import compare
 from repro.analysis.curves import loss_curves, relative_improvement_curves
-from repro.analysis.runs import read_runs
+from repro.analysis.runs import Run, has_run, read_run, read_runs
 from repro.analysis.seeds import BySeed, over_seeds, paired
+from repro.analysis.stated import stated_as, stated_configuration
 from repro.config import Experiment, Preset
 from repro.rundir import RunError
 
@@ -38,6 +41,45 @@ def authors_runs(authors_runs_dir, names: list[str], baseline: str) -> dict:
     """The imported authors' runs among `names` (none without their baseline or a folder)."""
     runs = reference_runs(authors_runs_dir, names)
     return runs if baseline in runs else {}
+
+
+STATED = "audit's log, configuration stated by the user"  # the label of a log drawn as stated
+
+
+@dataclass
+class StatedLogs:
+    """The audit's imported logs a figure draws by what their user stated of them."""
+
+    runs: dict[str, Run] = field(default_factory=dict)  # "<log> as <experiment>" -> its run
+    experiment: dict[str, str] = field(default_factory=dict)  # the same keys -> the experiment
+    unknown: list[str] = field(default_factory=list)  # logs with nothing stated: not drawn
+    label: str = STATED
+
+    def colors(self, of_experiment: dict) -> dict:
+        """Each log's colour: its experiment's."""
+        return {key: of_experiment[name] for key, name in self.experiment.items()}
+
+    def note(self) -> str:
+        """What the legend says of the logs left out, if any."""
+        n = len(self.unknown)
+        return f"\n{n} imported log{'s' * (n != 1)} not drawn: configuration unknown" if n else ""
+
+
+def stated_logs(logs_dir, preset: Preset, members: list[Experiment]) -> StatedLogs:
+    """The logs imported by `repro import-audit-logs` at `preset` (logs_dir, if a folder) whose
+    stated configuration is one of `members` (repro.analysis.stated.stated_as), once for each
+    it matches, and the names of those whose configuration nobody stated."""
+    found = StatedLogs()
+    if logs_dir is None or not Path(logs_dir).is_dir():
+        return found
+    for log in sorted(p for p in Path(logs_dir).iterdir() if has_run(p)):
+        run = read_run(log)
+        if not stated_configuration(run.record):
+            found.unknown.append(log.name)
+        for name in stated_as(run.record, preset, members):
+            found.runs[f"{log.name} as {name}"] = run
+            found.experiment[f"{log.name} as {name}"] = name
+    return found
 
 
 def mean_losses(by_seed: BySeed, first: int, last: int) -> pd.DataFrame:

@@ -39,11 +39,11 @@ from repro.config import Preset, load_config
 
 
 def _draw_authors(
-    top, bottom, runs: dict, baseline: str, colors: dict, window, whose: str = "authors'"
+    top, bottom, runs: dict, baseline: str, colors: dict, window, whose: str = "authors' run"
 ) -> None:
     """Imported runs in Figure 1 (the authors', or the audit's: `whose`): their losses on top,
     improvements over their baseline below (where they have it), in wide pale lines of our
-    colours, labelled "(authors' run)" or "(audit's run)"."""
+    colours, labelled "(authors' run)", "(audit's run)" or figure_data.STATED."""
     if not runs:
         return
     losses = loss_curves(runs, first_step=window[0], last_step=window[1])
@@ -53,7 +53,7 @@ def _draw_authors(
             curve["loss"],
             SPLIT_STYLE[split],
             color=colors[name],
-            label=f"{name} ({whose} run)" if split == "val" else None,
+            label=f"{name} ({whose})" if split == "val" else None,
             **AUTHORS_STYLE,
         )
     for split in ("val", "train") if baseline in runs else ():
@@ -95,6 +95,7 @@ def figure1(
     seeds: int = 1,
     authors_runs_dir: str | Path | None = None,
     audit_runs_dir: str | Path | None = None,
+    audit_logs_dir: str | Path | None = None,
 ):
     """Figure 1: training dynamics of the Table 1 runs. Top: evaluation losses (solid val, dashed
     train). Bottom: relative improvement over the baseline per evaluation step. Over several
@@ -103,7 +104,9 @@ def figure1(
     seeds' range below INTERVAL_SEEDS seeds (repro.analysis.styles); the title says which.
     Runs imported from the authors' artefacts (authors_runs_dir), if any, are drawn beside ours,
     and a red cross marks each step where our validation loss leaves their band; so are the
-    audit's logs imported as our experiments (audit_runs_dir, repro.authors.audit)."""
+    audit's logs imported as our experiments (audit_runs_dir, repro.authors.audit). The logs
+    imported at the preset (audit_logs_dir) whose stated configuration is an experiment's are
+    drawn beside it (losses only, labelled figure_data.STATED); the legend counts the unknown."""
     apply_theme()
     preset, experiments = load_config(preset, config_dir)
     names = [e.name for e in experiments.group("table1")]
@@ -135,14 +138,17 @@ def figure1(
     _draw_authors(top, bottom, theirs, baseline, colors, (first, last))
     _mark_off_course(top, figure_data.off_course(losses, by_seed, theirs))
     audit = reference_runs(audit_runs_dir, names)
-    _draw_authors(top, bottom, audit, baseline, colors, (first, last), whose="audit's")
+    _draw_authors(top, bottom, audit, baseline, colors, (first, last), whose="audit's run")
     _mark_off_course(top, figure_data.off_course(losses, by_seed, audit), whose="audit's")
+    logs = figure_data.stated_logs(audit_logs_dir, preset, experiments.group("table1"))
+    _draw_authors(top, bottom, logs.runs, baseline, logs.colors(colors), (first, last), logs.label)
     top.set_ylabel("loss (nats per token)")
     top.set_title(
         f"Training dynamics, steps {first:,}-{last:,} (preset: {preset.name})"
         + bands_title(int(losses["n_seeds"].max()))
     )
-    legend_beside(top, title="colour and marker: experiment\nsolid: validation, dashed: training")
+    key = "colour and marker: experiment\nsolid: validation, dashed: training"
+    legend_beside(top, title=key + logs.note())
 
     for split in ("val", "train"):
         curves = figure_data.mean_improvements(by_seed, baseline, split, first, last)

@@ -1,6 +1,8 @@
 """What a user stated of an imported run whose log records no configuration (the audit's logs
 hold losses alone; `--stated`, the workflow's `audit_configs`), held against a run's identity."""
 
+from repro.config import resolve_run
+
 # Where each stated key sits in a run's identity (RunConfig.identity), and its value when absent.
 STATED_IN_IDENTITY = {
     "query_mode": ("model", "query_mode", None),
@@ -28,3 +30,22 @@ def stated_differences(stated: dict, identity: dict) -> list[str]:
     unstated = [k for k in STATED_IN_IDENTITY if k not in stated]
     unknown = [f"configuration unknown: {', '.join(unstated)} not stated"] if unstated else []
     return stated_conflicts(stated, identity) + unknown
+
+
+def stated_configuration(record) -> dict:
+    """What the user stated of an imported log's configuration, from its RunRecord: its query,
+    gate, rate, schedule, its horizon aside (which is the preset's); empty: it is unknown."""
+    return {k: v for k, v in record.data.get("stated", {}).items() if k != "steps"}
+
+
+def stated_as(record, preset, experiments) -> list[str]:
+    """The experiments (among `experiments`, at `preset`) an imported log's run is by its
+    stated_configuration: none when nothing is stated."""
+    stated = stated_configuration(record)
+    if not stated:
+        return []
+    return [
+        e.name
+        for e in experiments
+        if not stated_conflicts(stated, resolve_run(preset, e).identity())
+    ]
