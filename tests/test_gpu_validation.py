@@ -7,6 +7,7 @@ keeps every finished step's outcome in its JSON."""
 import importlib.metadata
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,7 +21,19 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks" / "gpu"))
 
-from steps import Stage  # noqa: E402 (the benchmark's folder is no package)
+import packages  # noqa: E402 (the benchmark's folder is no package)
+from steps import Stage  # noqa: E402
+
+# A line that reads as a failure: a log record of level ERROR or WARNING (Python's, kineto's, or
+# torch's E/W1125-prefixed), an exception or warning class by name, pytest's count of either.
+ALARMING = re.compile(
+    r"^(ERROR|WARNING)\b|^[EW]\d{4} |\w+(Error|Warning)\b|\b\d+ (warnings?|errors?)\b"
+)
+
+
+def alarming(output: str) -> list[str]:
+    return [line for line in output.splitlines() if ALARMING.search(line)]
+
 
 VALIDATE = REPO / "benchmarks" / "gpu" / "validate.sh"
 WINDOW_STEPS = ["indices", "train", "pair", "stopped", "resumed", "resume", "probe"]
@@ -71,11 +84,31 @@ def test_what_the_node_lacks_comes_from_the_wheelhouse_without_pip(tmp_path):
         tmp_path, python, "window", "--skip", *WINDOW_STEPS, REPRO_WHEELHOUSE=wheelhouse
     )
     assert "jsonschema" in done.stderr.split("unpacked from")[-1], done.stderr
+    assert "jsonschema (not installed)" in done.stderr
+    assert alarming(done.stdout + done.stderr) == []  # a module brought is no error
     record = json.loads((tmp_path / "out" / "window.json").read_text())
     environment = record["steps"]["environment"]
     assert environment["imports"]["jsonschema"] == "ok"
     assert environment["configuration"] == "ok" and environment["status"] == "ok", environment
     assert next((tmp_path / "s").glob("site-packages-py*/jsonschema/__init__.py"))
+
+
+def test_a_module_the_node_lacks_is_not_installed_and_a_broken_one_names_its_error(
+    tmp_path, monkeypatch
+):
+    """packages.py check: what the wheelhouse supplies reads as no error; a module that is there
+    but fails to import, or lacks a dependency, reads as the error it is."""
+    (tmp_path / "broken_module.py").write_text("raise ImportError('libfoo.so: no such file')\n")
+    (tmp_path / "lacking_dependency.py").write_text("import no_such_dependency\n")
+    monkeypatch.syspath_prepend(tmp_path)
+    modules = ["json", "no_such_module", "json.no_such_part", "broken_module", "lacking_dependency"]
+    monkeypatch.setattr(packages, "MODULES", modules)
+    assert packages.missing() == [
+        "no_such_module (not installed)",
+        "json.no_such_part (not installed)",
+        "broken_module (ImportError: libfoo.so: no such file)",
+        "lacking_dependency (ModuleNotFoundError: No module named 'no_such_dependency')",
+    ]
 
 
 @pytest.mark.slow
