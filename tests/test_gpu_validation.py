@@ -7,7 +7,6 @@ keeps every finished step's outcome in its JSON."""
 import importlib.metadata
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -22,18 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks" / "gpu"))
 
 import packages  # noqa: E402 (the benchmark's folder is no package)
-from steps import Stage  # noqa: E402
-
-# A line that reads as a failure: a log record of level ERROR or WARNING (Python's, kineto's, or
-# torch's E/W1125-prefixed), an exception or warning class by name, pytest's count of either.
-ALARMING = re.compile(
-    r"^(ERROR|WARNING)\b|^[EW]\d{4} |\w+(Error|Warning)\b|\b\d+ (warnings?|errors?)\b"
-)
-
-
-def alarming(output: str) -> list[str]:
-    return [line for line in output.splitlines() if ALARMING.search(line)]
-
+from steps import Stage, alarming  # noqa: E402
 
 VALIDATE = REPO / "benchmarks" / "gpu" / "validate.sh"
 WINDOW_STEPS = ["indices", "train", "pair", "stopped", "resumed", "resume", "probe"]
@@ -109,6 +97,24 @@ def test_a_module_the_node_lacks_is_not_installed_and_a_broken_one_names_its_err
         "broken_module (ImportError: libfoo.so: no such file)",
         "lacking_dependency (ModuleNotFoundError: No module named 'no_such_dependency')",
     ]
+
+
+def test_ci_finds_the_lines_that_read_as_warnings_or_errors():
+    """The lines CI refuses where nothing failed (steps.alarming), and those it keeps."""
+    false_alarms = [
+        "ERROR:2026-11-25 21:07:00 10136:10136 DeviceProperties.cpp:48] gpuGetDeviceCount failed",
+        "W1125 20:59:41.191000 6098 torch/utils/cpp_extension.py:140] No CUDA runtime is found",
+        "  torch/jit/_script.py:365: DeprecationWarning: `torch.jit.script_method` is deprecated",
+        "validate: this Python cannot import: jsonschema (ModuleNotFoundError: No module named)",
+        "26 passed, 9 skipped, 15 warnings in 82.52s (0:01:22)",
+    ]
+    fine = [
+        "validate: this Python cannot import: jsonschema (not installed)",
+        "tests/test_gpu.py::test_a_probe_error_that_is_not_memory_is_raised PASSED [ 85%]",
+        "import tensorboard.compat.proto.event_pb2: ok",
+        "26 passed, 9 skipped in 168.52s (0:02:48)",
+    ]
+    assert alarming("\n".join(false_alarms + fine)) == false_alarms
 
 
 @pytest.mark.slow
