@@ -20,7 +20,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks" / "gpu"))
 
-from steps import Stage  # noqa: E402 (the benchmark's folder is no package)
+import packages  # noqa: E402 (the benchmark's folder is no package)
+from steps import Stage, alarming  # noqa: E402
 
 VALIDATE = REPO / "benchmarks" / "gpu" / "validate.sh"
 WINDOW_STEPS = ["indices", "train", "pair", "stopped", "resumed", "resume", "probe"]
@@ -71,11 +72,49 @@ def test_what_the_node_lacks_comes_from_the_wheelhouse_without_pip(tmp_path):
         tmp_path, python, "window", "--skip", *WINDOW_STEPS, REPRO_WHEELHOUSE=wheelhouse
     )
     assert "jsonschema" in done.stderr.split("unpacked from")[-1], done.stderr
+    assert "jsonschema (not installed)" in done.stderr
+    assert alarming(done.stdout + done.stderr) == []  # a module brought is no error
     record = json.loads((tmp_path / "out" / "window.json").read_text())
     environment = record["steps"]["environment"]
     assert environment["imports"]["jsonschema"] == "ok"
     assert environment["configuration"] == "ok" and environment["status"] == "ok", environment
     assert next((tmp_path / "s").glob("site-packages-py*/jsonschema/__init__.py"))
+
+
+def test_a_module_the_node_lacks_is_not_installed_and_a_broken_one_names_its_error(
+    tmp_path, monkeypatch
+):
+    """packages.py check: what the wheelhouse supplies reads as no error; a module that is there
+    but fails to import, or lacks a dependency, reads as the error it is."""
+    (tmp_path / "broken_module.py").write_text("raise ImportError('libfoo.so: no such file')\n")
+    (tmp_path / "lacking_dependency.py").write_text("import no_such_dependency\n")
+    monkeypatch.syspath_prepend(tmp_path)
+    modules = ["json", "no_such_module", "json.no_such_part", "broken_module", "lacking_dependency"]
+    monkeypatch.setattr(packages, "MODULES", modules)
+    assert packages.missing() == [
+        "no_such_module (not installed)",
+        "json.no_such_part (not installed)",
+        "broken_module (ImportError: libfoo.so: no such file)",
+        "lacking_dependency (ModuleNotFoundError: No module named 'no_such_dependency')",
+    ]
+
+
+def test_ci_finds_the_lines_that_read_as_warnings_or_errors():
+    """The lines CI refuses where nothing failed (steps.alarming), and those it keeps."""
+    false_alarms = [
+        "ERROR:2026-11-25 21:07:00 10136:10136 DeviceProperties.cpp:48] gpuGetDeviceCount failed",
+        "W1125 20:59:41.191000 6098 torch/utils/cpp_extension.py:140] No CUDA runtime is found",
+        "  torch/jit/_script.py:365: DeprecationWarning: `torch.jit.script_method` is deprecated",
+        "validate: this Python cannot import: jsonschema (ModuleNotFoundError: No module named)",
+        "26 passed, 9 skipped, 15 warnings in 82.52s (0:01:22)",
+    ]
+    fine = [
+        "validate: this Python cannot import: jsonschema (not installed)",
+        "tests/test_gpu.py::test_a_probe_error_that_is_not_memory_is_raised PASSED [ 85%]",
+        "import tensorboard.compat.proto.event_pb2: ok",
+        "26 passed, 9 skipped in 168.52s (0:02:48)",
+    ]
+    assert alarming("\n".join(false_alarms + fine)) == false_alarms
 
 
 @pytest.mark.slow

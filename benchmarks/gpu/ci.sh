@@ -5,7 +5,8 @@
 # mode, which must find what the environment lacks and bring it from the wheelhouse without pip;
 # then the GPU path compiled on CPU (tests/test_gpu.py with REPRO_TEST_COMPILED_CPU=1: inductor,
 # bf16 autocast, fused AdamW, the chunked loss, the probe compiling once) on the modules it
-# brought; then the pairs and extras stages. Each stage must write its JSON with no failed step.
+# brought; then the pairs and extras stages. Each stage must write its JSON with no failed step,
+# and, where all passed, no line of their output may read as a warning or error (steps.py).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -23,15 +24,20 @@ version=$("$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_i
 "$here/wheelhouse.sh" "$version" >/dev/null
 export PYTHON=$python REPRO_VALIDATE_SCRATCH=$work/scratch TORCHINDUCTOR_CACHE_DIR=$work/inductor
 status=0
+log=$work/output.log
 cd "$repo"
-"$here/validate.sh" window --device cpu --out "$work/results" || status=1
+"$here/validate.sh" window --device cpu --out "$work/results" 2>&1 | tee -a "$log" || status=1
 files=$(ls "$work/results" | wc -l)
 [ "$files" -le 8 ] || { echo "gpu validation: $files files, more than a window brings back" >&2; status=1; }
 REPRO_TEST_COMPILED_CPU=1 PYTHONPATH="src:$work/scratch/site-packages-py$version" \
-  "$python" -m pytest tests/test_gpu.py -q -p no:cacheprovider || status=1
+  "$python" -m pytest tests/test_gpu.py -q -p no:cacheprovider 2>&1 | tee -a "$log" || status=1
 for stage in pairs extras; do
-  "$here/validate.sh" "$stage" --device cpu --out "$work/results" || status=1
+  "$here/validate.sh" "$stage" --device cpu --out "$work/results" 2>&1 | tee -a "$log" || status=1
 done
+if [ "$status" -eq 0 ] && ! "$python" "$here/steps.py" "$log" >&2; then
+  echo "gpu validation: the lines above read as warnings or errors where nothing failed" >&2
+  status=1
+fi
 for stage in window pairs extras; do
   [ -s "$work/results/$stage.json" ] || { echo "gpu validation: no $stage.json" >&2; status=1; }
 done

@@ -43,8 +43,17 @@ def missing() -> list[str]:
         try:
             importlib.import_module(module)
         except Exception as error:  # noqa: BLE001 (any failure to import is the finding)
-            failed.append(f"{module} ({type(error).__name__}: {error})")
+            failed.append(f"{module} ({why(module, error)})")
     return failed
+
+
+def why(module: str, error: Exception) -> str:
+    """Why `module` failed to import: "not installed" where it (or its package) is absent, which
+    the wheelhouse supplies as expected and is no error; else the error itself."""
+    absent = isinstance(error, ModuleNotFoundError) and error.name is not None
+    if absent and (module == error.name or module.startswith(f"{error.name}.")):
+        return "not installed"
+    return f"{type(error).__name__}: {error}"
 
 
 def distribution(wheel: Path) -> str:

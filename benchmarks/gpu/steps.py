@@ -9,6 +9,8 @@ A step runs in a process group of its own: at its deadline the whole group (the 
 it started) is killed and the step recorded as `timed out`. Its output is read by a thread, so the
 deadline never waits on a pipe. A step also dies with the stage (Linux's parent-death signal), so
 none keeps a GPU busy after the stage is gone. This module imports neither torch nor the package.
+
+`python steps.py LOG...` prints the lines of logs that read as a warning or error (ALARMING).
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -143,3 +147,21 @@ class Stage:
 
 
 OK = ("ok", "skipped")
+
+# A line that reads as a failure: a log record of level ERROR or WARNING (Python's, kineto's, or
+# torch's E/W1125-prefixed), an exception or warning class by name, pytest's count of either. CI
+# requires a stage that passed to print none (benchmarks/gpu/ci.sh): a false alarm in a GPU
+# window's log costs its reader the window.
+ALARMING = re.compile(
+    r"^(ERROR|WARNING)\b|^[EW]\d{4} |\w+(Error|Warning)\b|\b\d+ (warnings?|errors?)\b"
+)
+
+
+def alarming(text: str) -> list[str]:
+    return [line for line in text.splitlines() if ALARMING.search(line)]
+
+
+if __name__ == "__main__":  # steps.py LOG...: the alarming lines of each log; exit 1 if any
+    lines = [f"{log}: {line}" for log in sys.argv[1:] for line in alarming(Path(log).read_text())]
+    print("\n".join(lines), end="\n" if lines else "")
+    sys.exit(1 if lines else 0)
