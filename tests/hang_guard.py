@@ -18,8 +18,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import psutil
-
 QUIET_S = float(os.environ.get("REPRO_TEST_QUIET_S", 600))  # override to tighten or loosen
 # The share of one core that still counts as idle: a scheduler polling its jobs uses less, a job
 # on a machine loaded 7 times over its cores gets more.
@@ -34,6 +32,10 @@ class Hung(AssertionError):
 
 def tree_cpu_s(pid: int) -> float:
     """CPU seconds of the process and its live descendants, the reaped children included."""
+    # psutil (the test extra) is imported where a job is watched, not with this module: the GPU
+    # node's package set, on which the GPU tests of these files are collected, has no psutil.
+    import psutil
+
     total = 0.0
     try:
         root = psutil.Process(pid)
@@ -50,6 +52,8 @@ def tree_cpu_s(pid: int) -> float:
 
 def tree_commands(pid: int) -> list[str]:
     """The command lines of the process's descendants still running, deepest last."""
+    import psutil  # as in tree_cpu_s
+
     try:
         children = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
