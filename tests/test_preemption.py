@@ -157,6 +157,45 @@ def test_a_signal_while_the_trainer_starts_is_one_line_and_its_exit_status(
     ], stderr
 
 
+# `repro train` as its entry point starts it, with the command line's import held until the test
+# has sent its signal: the imports of torch and the package, the longest part of a start.
+DURING_THE_IMPORTS = """
+import importlib.abc, sys, time
+class HeldImport(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "repro.cli":
+            print("importing", flush=True)
+            time.sleep(600)  # the signal ends the process here
+        return None
+sys.meta_path.insert(0, HeldImport())
+sys.argv = ["repro", "train", "--preset", "tiny"]
+from repro.entry import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("signum,status", [(signal.SIGTERM, 75), (signal.SIGINT, 130)])
+def test_a_signal_while_the_command_line_is_imported_is_one_line(signum, status):
+    """The first lines of `repro train` (repro.entry) answer a stop signal before the slow imports:
+    not a KeyboardInterrupt traceback, not a bare 143."""
+    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO / "src")]))
+    trainer = subprocess.Popen(
+        [sys.executable, "-c", DURING_THE_IMPORTS],
+        env=os.environ | {"PYTHONPATH": path},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert trainer.stdout.readline() == "importing\n"
+    trainer.send_signal(signum)
+    _, stderr = trainer.communicate()
+    assert trainer.returncode == status, stderr
+    name = signal.Signals(signum).name
+    assert stderr.splitlines() == [
+        f"repro: stopped by {name} outside the training steps; run again"
+    ]
+
+
 RESTARTED_UNDER_A_SIGNAL = """
 import ctypes.util, os, signal, sys
 if not os.environ.get("REPRO_MALLOC"):  # before the restart: a signal sent as it execs

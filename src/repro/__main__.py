@@ -2,6 +2,6 @@
 
 import sys
 
-from repro.cli import main
+from repro.entry import main
 
 sys.exit(main())

@@ -1,0 +1,20 @@
+"""The `repro` command's entry point, and `python -m repro`'s: `repro train` answers a stop signal
+from its first lines on.
+
+Importing the command line (torch and the package: a tenth of a second or more) comes after the
+stop handlers, so that a scheduler's SIGTERM or a Ctrl-C during it ends the process in one line
+with training's exit statuses (repro.runtime.preemption: 75, or 130 for Ctrl-C), not with a
+traceback or a bare 143. This module imports only what those handlers need.
+"""
+
+import sys
+
+from repro.runtime import preemption
+
+
+def main() -> int:
+    if sys.argv[1:2] == ["train"]:
+        preemption.exit_until_started()
+    from repro.cli import main as command_line  # the slow imports, under those handlers
+
+    return command_line()
