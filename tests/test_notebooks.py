@@ -8,6 +8,7 @@ preset's runs would show other numbers, with exit 0."""
 import ast
 import os
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -173,3 +174,20 @@ def test_a_kernel_is_interrupted_in_a_cell_not_on_its_way_out(monkeypatch):
     manager.shutting_down = True
     asyncio.run(manager._async_interrupt_kernel())  # after the last cell: not
     assert sent == [False]
+
+
+def test_kernels_started_at_once_never_share_their_sockets(tmp_path, monkeypatch):
+    """The workflow runs notebooks in parallel, each kernel in notebooks/: two kernels' IPC
+    sockets lie in folders of their own, never beside a prefix both share (where the first free
+    number is the same for both, and each reads the other's messages: "Invalid Signature")."""
+    import asyncio
+
+    from repro.analysis.notebook_engine import KernelManager
+
+    monkeypatch.chdir(tmp_path)
+    first, second = (KernelManager(kernel_name="python3") for _ in range(2))
+    assert Path(first.ip).parent != Path(second.ip).parent
+    assert tmp_path not in (Path(first.ip).parent, Path(second.ip).parent)
+    asyncio.run(first._async_cleanup_resources())  # a kernel shut down leaves no folder
+    assert not Path(first.ip).parent.exists() and Path(second.ip).parent.exists()
+    asyncio.run(second._async_cleanup_resources())
