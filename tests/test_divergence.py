@@ -11,7 +11,7 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, write_experiments
+from conftest import REPO, train_args, write_experiments
 
 import repro.train as train_module
 from repro.cli import main
@@ -38,13 +38,14 @@ def repro_train(tmp_path, token_dir, tiny_indices, preset: str, out: str, lr_max
         tmp_path / "experiments.yaml", "hot", lr_max=lr_max, lr_min=lr_max / 10
     )
     return main(
-        [
-            "train",
-            *("--preset", preset, "--experiment", "hot"),
-            *("--experiments-file", str(experiments)),
-            *("--data", str(token_dir), "--indices", str(tiny_indices)),
-            *("--out", str(tmp_path / out)),
-        ]
+        train_args(
+            token_dir,
+            tiny_indices,
+            tmp_path / out,
+            preset=preset,
+            experiment="hot",
+            experiments_file=experiments,
+        )
     )
 
 
