@@ -35,17 +35,27 @@ def signal_during(monkeypatch, step, signum):
     monkeypatch.setattr(train_module, "train_step", step_signalled)
 
 
-def interrupted(args: list[str], after_step: int, signals) -> subprocess.CompletedProcess:
-    """`repro train` as a process of its own, sent `signals` one after the other (as fast as
-    they can be sent) once it has logged step `after_step`."""
-    path = os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])
-    trainer = subprocess.Popen(
-        [sys.executable, "-m", "repro", *args],
-        env=os.environ | {"PYTHONPATH": path},
+def checkout_env() -> dict:
+    """This process's environment, with the checkout's src/ first on PYTHONPATH."""
+    path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
+    return os.environ | {"PYTHONPATH": path}
+
+
+def python_process(*argv: str) -> subprocess.Popen:
+    """`python ARGV` on this checkout, its stdout and stderr read as text by the test."""
+    return subprocess.Popen(
+        [sys.executable, *argv],
+        env=checkout_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def interrupted(args: list[str], after_step: int, signals) -> subprocess.CompletedProcess:
+    """`repro train` as a process of its own, sent `signals` one after the other (as fast as
+    they can be sent) once it has logged step `after_step`."""
+    trainer = python_process("-m", "repro", *args)
     stdout = []
     for line in trainer.stdout:
         stdout.append(line)
@@ -139,15 +149,7 @@ def test_a_signal_while_the_trainer_starts_is_one_line_and_its_exit_status(
 ):
     """Before training's own handlers are in place (imports, the allocator's restart, loading
     data): SIGTERM asks for a requeue (75), Ctrl-C is the user's stop (130); never a traceback."""
-    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO / "src")]))
-    args = train_args(token_dir, tiny_indices, tmp_path / "run")
-    trainer = subprocess.Popen(
-        [sys.executable, "-m", "repro", *args],
-        env=os.environ | {"PYTHONPATH": path},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    trainer = python_process("-m", "repro", *train_args(token_dir, tiny_indices, tmp_path / "run"))
     assert trainer.stdout.readline().startswith("config: ")  # past the imports, not training
     trainer.send_signal(signum)
     _, stderr = trainer.communicate(timeout=600)
@@ -178,14 +180,7 @@ sys.exit(main())
 def test_a_signal_while_the_command_line_is_imported_is_one_line(signum, status):
     """The first lines of `repro train` (repro.entry) answer a stop signal before the slow imports:
     not a KeyboardInterrupt traceback, not a bare 143."""
-    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO / "src")]))
-    trainer = subprocess.Popen(
-        [sys.executable, "-c", DURING_THE_IMPORTS],
-        env=os.environ | {"PYTHONPATH": path},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    trainer = python_process("-c", DURING_THE_IMPORTS)
     assert trainer.stdout.readline() == "importing\n"
     trainer.send_signal(signum)
     _, stderr = trainer.communicate()
@@ -219,8 +214,7 @@ def test_a_signal_during_the_allocators_restart_is_one_line_and_its_exit_status(
 ):
     """The restart (repro.runtime.allocator) replaces the process, handlers and all: a signal
     then waits, blocked, for the new process's handlers."""
-    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO / "src")]))
-    env = {k: v for k, v in os.environ.items() if k != "REPRO_MALLOC"} | {"PYTHONPATH": path}
+    env = {k: v for k, v in checkout_env().items() if k != "REPRO_MALLOC"}
     code = RESTARTED_UNDER_A_SIGNAL.format(name=signal.Signals(signum).name)
     args = train_args(token_dir, tiny_indices, tmp_path / "run")
     ended = subprocess.run(
