@@ -15,7 +15,7 @@ from repro.config import AdamW, RunConfig
 from repro.memory import check_memory
 from repro.model import GPT
 from repro.runtime import distributed
-from repro.runtime.device import precision
+from repro.runtime.device import Kernels, precision
 from repro.runtime.fit import (
     TRAINING_COPIES,
     auto_micro_batch,
@@ -30,6 +30,7 @@ def make_model(run: RunConfig, device: torch.device) -> GPT:
     model = GPT(run.model).to(device)
     model.fuse_projections(run.runtime.enabled("fused_projection", device.type))
     model.loss_chunks = run.runtime.loss_chunks
+    model.fused_loss = run.runtime.fused_loss
     return model
 
 
@@ -57,25 +58,29 @@ class Built(NamedTuple):
     model: GPT
     step_model: torch.nn.Module  # the model, or its compiled (and DDP) wrapper: what steps call
     optimizer: torch.optim.AdamW
-    autocast: object  # the autocast context of the device's precision
+    autocast: Kernels  # every forward's context: the precision's autocast, the SDPA backend
 
 
 def build(run: RunConfig, device: torch.device) -> Built:
     """The model, the model the steps call (compiled or not), the optimiser, the autocast context.
 
-    The fast path (§2): TF32 matmuls, bf16 autocast, fused AdamW, torch.compile and the fused
-    residual_gelu projection, each by default on CUDA only; SDPA picks flash attention itself.
+    The fast path (§2): TF32 matmuls, bf16 autocast, fused AdamW, torch.compile (in
+    runtime.compile_mode) and the fused residual_gelu projection, each by default on CUDA only;
+    SDPA picks its attention kernel itself unless runtime.attention names one.
     """
     what = f"training {run.experiment.name} at preset {run.preset_name}"
     needed = TRAINING_COPIES * weight_bytes(run.model) + evaluation_logits_bytes(run)
     check_memory(what, needed, device)  # before allocating
-    autocast = precision(device)
+    autocast = Kernels(precision(device), run.runtime.attention)
+    m = run.model
+    autocast.attention_kernel(m.n_head, m.block_size, m.head_size, device)  # one that can run
     model = make_model(run, device)
     optimizer = make_optimizer(model, run.optimizer, fused_kernel=device.type == "cuda")
     # Static shapes: the train and eval micro-batches each get their own specialised graph.
     step_model = distributed.wrap(model, device)
     if run.runtime.enabled("compile", device.type):
-        step_model = torch.compile(step_model, dynamic=False)
+        mode = None if run.runtime.compile_mode == "default" else run.runtime.compile_mode
+        step_model = torch.compile(step_model, dynamic=False, mode=mode)
     return Built(model, step_model, optimizer, autocast)
 
 

@@ -16,12 +16,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
-from torch.utils.checkpoint import checkpoint
 
 from repro.attention import CausalSelfAttention, KVCache
 from repro.config import ModelConfig
 from repro.errors import ReproError
 from repro.files import WriteError, atomic_path, make_dir, read_json, write_json
+from repro.loss import at_least_float32, chunked_cross_entropy, cross_entropy, fused_cross_entropy
 
 # A saved model (save_pretrained, `repro export`): the configuration and the weights, as a
 # directory that the Hugging Face Hub can hold.
@@ -64,9 +64,10 @@ class GPT(nn.Module):
             )
         )
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        # A speed switch like the fused projection: the loss over this many slices of the
-        # positions (chunked_cross_entropy), so that the whole logits never exist at once.
-        self.loss_chunks = 1
+        # Speed switches like the fused projection (repro.loss): the loss over this many slices
+        # of the positions, so that the whole logits never exist at once; the loss with its
+        # gradients in one pass over the slices.
+        self.loss_chunks, self.fused_loss = 1, False
         if config.tie_embeddings:
             self.transformer.wte.weight = self.lm_head.weight
         self.apply(self._init_weights)
@@ -145,6 +146,8 @@ class GPT(nn.Module):
         x = self.transformer.ln_f(x[:, -1:] if last_only else x)
         if targets is None:
             return self.lm_head(x)
+        if self.fused_loss:
+            return fused_cross_entropy(x, self.lm_head.weight, targets, self.loss_chunks)
         if self.loss_chunks > 1:
             return chunked_cross_entropy(x, self.lm_head.weight, targets, self.loss_chunks)
         return cross_entropy(self.lm_head(x), targets)
@@ -190,40 +193,11 @@ def next_token(logits, temperature: float, top_k: int | None, generator, vocab: 
     logits = logits[:, :vocab]
     if temperature == 0:
         return logits.argmax(-1, keepdim=True)
-    logits = _at_least_float32(logits) / temperature
+    logits = at_least_float32(logits) / temperature
     if top_k is not None:
         kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, -1:]
         logits = logits.masked_fill(logits < kth, -math.inf)
     return torch.multinomial(logits.softmax(-1), 1, generator=generator)
-
-
-def cross_entropy(logits, targets):
-    """Mean cross-entropy over every position, in float32 at least (bf16 logits are upcast)."""
-    return F.cross_entropy(
-        _at_least_float32(logits.reshape(-1, logits.size(-1))), targets.reshape(-1)
-    )
-
-
-def _at_least_float32(t):
-    return t.to(torch.promote_types(t.dtype, torch.float32))
-
-
-def chunked_cross_entropy(x, weight, targets, chunks: int):
-    """The LM head and the mean cross-entropy, `chunks` slices of the positions at a time.
-
-    Each slice's logits are recomputed in the backward pass instead of kept (activation
-    checkpointing), so at most one slice of the (positions x vocab) logits exists at a time. The
-    same function as cross_entropy(x @ weight.T, targets), up to the order of the float sums."""
-    x, targets = x.reshape(-1, x.size(-1)), targets.reshape(-1)
-    sums = [
-        checkpoint(_summed_cross_entropy, xs, weight, ts, use_reentrant=False)
-        for xs, ts in zip(x.chunk(chunks), targets.chunk(chunks))
-    ]
-    return torch.stack(sums).sum() / targets.numel()
-
-
-def _summed_cross_entropy(x, weight, targets):
-    return F.cross_entropy(_at_least_float32(F.linear(x, weight)), targets, reduction="sum")
 
 
 def count_parameters(model: GPT) -> dict[str, int]:

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import torch
 
+from repro.build import Built
 from repro.config import RunConfig
 from repro.data.batches import Batches
-from repro.model import GPT, count_parameters
+from repro.model import count_parameters
 from repro.rundir import RunRecord, code_version
 from repro.runtime import allocator, distributed
 
@@ -22,8 +23,7 @@ def now() -> str:
 
 def run_record(
     run: RunConfig,
-    model: GPT,
-    step_model: torch.nn.Module,
+    built: Built,
     batches: Batches,
     data_dir: Path,
     indices_dir: Path,
@@ -31,10 +31,14 @@ def run_record(
     previous: RunRecord | None,
 ) -> RunRecord:
     """run.json of a run starting (or resuming) at step `start`: `run` with its training
-    micro-batch resolved, the model and compiled model it trains, the data `batches` read (from
-    data_dir and indices_dir), and
-    the sessions of `previous`, the record of the run so far (None for a new run)."""
+    micro-batch resolved, what `built` trains with (the model, compiled or not, its attention
+    kernel), the data `batches` read (from data_dir and indices_dir), and the sessions of
+    `previous`, the record of the run so far (None for a new run)."""
+    model, step_model, m = built.model, built.step_model, run.model
     device = next(model.parameters()).device
+    compiled = hasattr(step_model, "_orig_mod")  # torch.compile's wrapper
+    kernel = built.autocast.attention_kernel(m.n_head, m.block_size, m.head_size, device)
+    cuda = device.type == "cuda"
     record = RunRecord(
         status="running",
         preset=run.preset_name,
@@ -53,8 +57,12 @@ def run_record(
         **code_version(),
         torch_version=torch.__version__,
         python_version=platform.python_version(),
-        device=torch.cuda.get_device_name(device) if device.type == "cuda" else str(device),
-        compile=hasattr(step_model, "_orig_mod"),  # torch.compile's wrapper
+        device=torch.cuda.get_device_name(device) if cuda else str(device),
+        cuda_version=torch.version.cuda if cuda else None,
+        cudnn_version=torch.backends.cudnn.version() if cuda else None,
+        compile=compiled,
+        compile_mode=run.runtime.compile_mode if compiled else None,
+        attention_kernel=kernel,
         world_size=distributed.size(),
         fused_projection=model.transformer.h[0].attn.fused,
         train_micro_batch=run.runtime.train_micro_batch,

@@ -129,9 +129,7 @@ def _train(
     if run.corpus == "openwebtext":
         print(corpus_note(batches.manifest), flush=True)
     start = resume(out_dir / CHECKPOINT, built, run)
-    record = run_record(
-        run, built.model, built.step_model, batches, data_dir, indices_dir, start, previous
-    )
+    record = run_record(run, built, batches, data_dir, indices_dir, start, previous)
     main = distributed.is_main()  # the one process that writes the run's files
     # The logs first: one that cannot be written stops the run before run.json says "running".
     metrics = MetricsLog(out_dir / METRICS_CSV if main else None, start)

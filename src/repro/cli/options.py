@@ -93,6 +93,25 @@ def add_speed(p: argparse.ArgumentParser) -> None:
         help="compute the LM head and loss over this many slices of the positions "
         "(default: the preset's runtime.loss_chunks, 1)",
     )
+    p.add_argument(
+        "--compile-mode",
+        choices=["default", "max-autotune-no-cudagraphs"],
+        default=None,
+        help="torch.compile's mode (default: the preset's runtime.compile_mode, default)",
+    )
+    p.add_argument(
+        "--attention",
+        choices=["auto", "flash", "efficient", "cudnn", "math"],
+        default=None,
+        help="the attention's SDPA backend (default: the preset's runtime.attention, auto)",
+    )
+    p.add_argument(
+        "--fused-loss",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the LM head and loss with their gradients in one pass, the head not recomputed "
+        "(default: the preset's runtime.fused_loss, off)",
+    )
 
 
 def runtime_overrides(args) -> dict:
@@ -101,6 +120,9 @@ def runtime_overrides(args) -> dict:
         "compile": args.compile,
         "fused_projection": args.fused,
         "loss_chunks": args.loss_chunks,
+        "compile_mode": args.compile_mode,
+        "attention": args.attention,
+        "fused_loss": args.fused_loss,
     }
 
 

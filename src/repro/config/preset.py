@@ -80,6 +80,9 @@ class Runtime:
     checkpoint_interval: int
     loss_chunks: int
     fused_projection: str | bool  # residual_gelu's fused K, V, W1 matmul; auto: on CUDA
+    compile_mode: str  # torch.compile's mode
+    attention: str  # the SDPA backend: auto, or one of repro.runtime.device.SDPA_BACKENDS
+    fused_loss: bool  # the LM head and loss with their gradients in one pass (repro.loss)
 
     def enabled(self, switch: str, device_type: str) -> bool:
         """A switch of this section (compile, fused_projection) on a device: auto = on CUDA."""

@@ -46,8 +46,12 @@ class RunRecord:
     git_dirty: bool | None = None
     torch_version: str | None = None
     python_version: str | None = None
-    device: str | None = None
+    device: str | None = None  # on CUDA the GPU's name
+    cuda_version: str | None = None  # torch's CUDA and cuDNN builds (None without a GPU)
+    cudnn_version: int | None = None
     compile: bool | None = None
+    compile_mode: str | None = None  # runtime.compile_mode, where compiled
+    attention_kernel: str | None = None  # the SDPA backend the attention runs (e.g. MATH)
     fused_projection: bool | None = None
     train_micro_batch: int | None = None
     world_size: int | None = None  # processes (torchrun ranks) of the latest session
@@ -65,7 +69,8 @@ class RunRecord:
         """The settings of this training process that exactness depends on, from the step it
         started at (one entry of `sessions`, which a resumed run extends)."""
         keys = ("device", "torch_threads", "torch_version", "train_micro_batch", "world_size")
-        keys += ("compile", "fused_projection")
+        keys += ("compile", "compile_mode", "fused_projection", "attention_kernel")
+        keys += ("cuda_version", "cudnn_version")
         first = 0 if self.last_step is None else self.last_step + 1
         return {"first_step": first} | {key: getattr(self, key) for key in keys}
 

@@ -1,10 +1,12 @@
-"""Where and in what precision a model runs: the device, and training's precision (§2.3)."""
+"""Where and in what precision a model runs: the device, training's precision (§2.3), and the
+attention kernel (runtime.attention)."""
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from repro.errors import ReproError
 
@@ -37,3 +39,46 @@ def precision(device: torch.device):
         return nullcontext()
     torch.set_float32_matmul_precision("high")
     return torch.autocast("cuda", dtype=torch.bfloat16)
+
+
+# runtime.attention's names of torch's SDPA backends; `auto` lets SDPA choose for itself.
+SDPA_BACKENDS = {
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+    "math": SDPBackend.MATH,
+}
+
+
+class Kernels:
+    """The context every forward pass of a run is taken in: the precision's autocast and the SDPA
+    backend runtime.attention names. Entered anew at every micro-batch (a generator-made context
+    manager, as sdpa_kernel is, can be entered only once); torch.compile traces under it."""
+
+    def __init__(self, autocast, attention: str = "auto"):
+        self.autocast, self.attention, self._stacks = autocast, attention, []
+
+    def __enter__(self):
+        stack = ExitStack()
+        stack.enter_context(self.autocast)
+        if self.attention != "auto":
+            stack.enter_context(sdpa_kernel([SDPA_BACKENDS[self.attention]]))
+        self._stacks.append(stack)
+
+    def __exit__(self, *exc):
+        return self._stacks.pop().__exit__(*exc)
+
+    def attention_kernel(self, heads: int, block: int, head_size: int, device) -> str:
+        """The SDPA backend a causal attention of this shape runs on `device` in this context
+        (e.g. FLASH_ATTENTION, CUDNN_ATTENTION, MATH), as SDPA itself chooses; a ReproError where
+        runtime.attention names one that cannot run here."""
+        dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+        q = torch.zeros(1, heads, block, head_size, device=device, dtype=dtype)
+        try:
+            with self:
+                return SDPBackend(torch._fused_sdp_choice(q, q, q, is_causal=True)).name
+        except RuntimeError:
+            raise ReproError(
+                f"runtime.attention: {self.attention} cannot run on {device} here "
+                f"(torch {torch.__version__}); use auto or another backend"
+            ) from None

@@ -1,0 +1,88 @@
+"""The speed levers a run can choose (docs/gpu.md, "The levers"): runtime.attention (the SDPA
+backend), runtime.compile_mode and runtime.fused_loss. Each is validated by the schema, reaches
+what training builds, and is recorded in run.json; the fused loss is the unfused one to rounding
+and is off by default, so the paper's runs stay bit for bit the authors'."""
+
+import json
+import math
+
+import pytest
+import torch
+from conftest import shortened, train_args
+from test_config import write_preset
+from test_train import read_metrics
+
+import repro.build
+from repro.build import build, make_model
+from repro.config import ConfigError, load_preset, load_run
+from repro.train import train
+
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("chunks", [1, 3])
+def test_the_fused_loss_is_the_unfused_loss_and_gradients_to_rounding(chunks):
+    run = load_run("tiny", "resgelu-lr3e-3")
+    model = make_model(run, CPU)
+    assert not run.runtime.fused_loss and not model.fused_loss  # the default: the authors' loss
+    x = torch.randint(0, run.model.vocab_size, (3, run.model.block_size))
+    y = torch.randint(0, run.model.vocab_size, (3, run.model.block_size))
+    results = []
+    for fused in (False, True):
+        model.zero_grad()
+        model.fused_loss, model.loss_chunks = fused, chunks
+        loss = model(x, y)
+        (2.5 * loss).backward()  # the incoming gradient scales the precomputed ones
+        results.append([loss.detach(), *(p.grad.clone() for p in model.parameters())])
+    for plain, fused in zip(*results):
+        assert torch.allclose(fused, plain, rtol=1e-5, atol=1e-7)
+
+
+def test_a_run_trains_with_every_lever_and_records_what_it_ran(token_dir, tiny_indices, tmp_path):
+    """The math backend and the fused loss: the losses of the default run to rounding; run.json
+    says which attention kernel ran, and that no GPU, CUDA or cuDNN took part."""
+    run = shortened(load_run("tiny", "resgelu-lr3e-3"), 4)
+    plain = train(run, token_dir, tiny_indices, tmp_path / "plain")
+    levered = train(
+        run.with_runtime(attention="math", fused_loss=True),
+        token_dir,
+        tiny_indices,
+        tmp_path / "levered",
+    )
+    assert plain.attention_kernel == "FLASH_ATTENTION"  # SDPA's own choice on CPU
+    assert levered.attention_kernel == "MATH" and levered.status == "completed"
+    record = json.loads((tmp_path / "levered" / "run.json").read_text())
+    assert record["config"]["runtime"]["fused_loss"] is True
+    assert record["sessions"][0]["attention_kernel"] == "MATH"
+    assert record["cuda_version"] is record["cudnn_version"] is record["compile_mode"] is None
+    for a, b in zip(read_metrics(tmp_path / "plain"), read_metrics(tmp_path / "levered")):
+        assert math.isclose(float(a["train_loss"]), float(b["train_loss"]), rel_tol=1e-5)
+
+
+def test_the_compile_mode_is_the_one_torch_compile_gets(monkeypatch):
+    modes = []
+    monkeypatch.setattr(repro.build.torch, "compile", lambda m, **kw: modes.append(kw) or m)
+    run = load_run("tiny", "baseline", compile=True)
+    build(run, CPU)
+    build(run.with_runtime(compile_mode="max-autotune-no-cudagraphs"), CPU)
+    assert [kw["mode"] for kw in modes] == [None, "max-autotune-no-cudagraphs"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("attention", "cudnn-v9"), ("compile_mode", "max-autotune-plus"), ("fused_loss", "yes")],
+)
+def test_a_lever_the_schema_does_not_know_is_named_with_the_file(tmp_path, key, value):
+    path = write_preset(tmp_path, lambda d: d["runtime"].update({key: value}))
+    with pytest.raises(ConfigError, match=rf"^{path}: runtime.{key}: '{value}' is not"):
+        load_preset(str(path))
+
+
+def test_an_attention_backend_that_cannot_run_here_is_one_line(
+    capsys, token_dir, tiny_indices, tmp_path
+):
+    from conftest import one_line_error
+
+    argv = train_args(token_dir, tiny_indices, tmp_path / "run", "--attention", "efficient")
+    one_line_error(capsys, argv, r"runtime.attention: efficient cannot run on cpu here")
+    assert not (tmp_path / "run" / "run.json").exists()
