@@ -24,7 +24,8 @@ import packages  # noqa: E402 (the benchmark's folder is no package)
 from steps import Stage, alarming  # noqa: E402
 
 VALIDATE = REPO / "benchmarks" / "gpu" / "validate.sh"
-WINDOW_STEPS = ["indices", "train", "pair", "stopped", "resumed", "resume", "probe"]
+ARMS = ["pair_baseline", "pair_resgelu-lr3e-3"]
+WINDOW_STEPS = ["indices", "train", *ARMS, "pair", "stopped", "resumed", "resume", "probe"]
 
 
 def environment_without(tmp_path: Path, distribution: str) -> Path:
@@ -119,19 +120,79 @@ def test_ci_finds_the_lines_that_read_as_warnings_or_errors():
 
 @pytest.mark.slow
 def test_a_failing_compile_toolchain_leaves_the_rest_uncompiled(tmp_path):
-    """No C++ compiler for inductor: the environment step says so, and the pair is timed
+    """No C++ compiler for inductor: the environment step says so, and the baseline is timed
     uncompiled instead of failing on its first compiled step."""
-    skipped = [step for step in WINDOW_STEPS if step != "pair"]
+    skipped = [step for step in WINDOW_STEPS if step != "pair_baseline"]
     done = validate(tmp_path, sys.executable, "window", "--skip", *skipped, CXX="false")
     record = json.loads((tmp_path / "out" / "window.json").read_text())
     assert record["steps"]["environment"]["toolchain"]["status"] == "failed"
     assert record["compile"] == "off: the toolchain failed"
     assert "every later step runs uncompiled" in done.stdout
-    pair = record["steps"]["pair"]
-    assert (
-        pair["status"] == "ok" and "--no-compile" in (tmp_path / "out" / "window.log").read_text()
+    arm = record["steps"]["pair_baseline"]
+    assert arm["status"] == "ok" and "--no-compile" in (tmp_path / "out" / "window.log").read_text()
+    assert all(row["compile"] is False for row in arm["fastest"])
+
+
+@pytest.mark.slow
+def test_a_training_graph_that_fails_to_compile_leaves_the_rest_uncompiled(tmp_path):
+    """The toolchain compiles, the real graph does not (forced): `train` says so and runs again
+    uncompiled, and so does every later step; nothing reads as failed."""
+    skipped = ["pair_resgelu-lr3e-3", "stopped", "resumed", "probe"]
+    done = validate(
+        tmp_path, sys.executable, "window", "--skip", *skipped, REPRO_WINDOW_BREAK_COMPILE="1"
     )
-    assert all(row["compile"] is False for row in pair["fastest"])
+    assert done.returncode == 0, done.stdout[-3000:]
+    record = json.loads((tmp_path / "out" / "window.json").read_text())
+    steps = record["steps"]
+    assert steps["environment"]["toolchain"]["status"] == "ok"
+    assert record["compile"].startswith("off: the training graph failed to compile (")
+    assert "the backend refused the graph" in record["compile"]
+    assert steps["train"]["status"] == "ok" and steps["train"]["compile"] is False
+    assert steps["train"]["loss_fell"]
+    assert all(row["compile"] is False for row in steps["pair_baseline"]["fastest"])
+    assert "--no-compile" in (tmp_path / "out" / "window.log").read_text()
+
+
+@pytest.mark.slow
+def test_a_leg_that_did_not_finish_makes_the_resume_and_the_pair_skipped_never_failed(tmp_path):
+    """The stopped leg ran, the resumed one did not (as when the budget is spent): the resume
+    is not compared on half a run, and a pair with an arm missing has no ratio."""
+    done = validate(tmp_path, sys.executable, "window", "--skip", *ARMS, "resumed", "probe")
+    assert done.returncode == 0, done.stdout[-3000:]
+    steps = json.loads((tmp_path / "out" / "window.json").read_text())["steps"]
+    assert steps["stopped"]["status"] == "ok" and steps["stopped"]["exit"] == 75
+    assert steps["resume"] == {
+        "status": "skipped",
+        "reason": "nothing to compare: resumed skipped",
+    }
+    assert steps["pair"]["status"] == "skipped"
+    assert "resume: failed" not in (tmp_path / "out" / "window.log").read_text()
+
+
+def test_the_resume_is_bit_for_bit_on_cpu_and_to_its_tolerance_on_a_gpu(
+    token_dir, tiny_indices, tmp_path
+):
+    """runs.resume_verdict on the metrics of real runs: one whose losses differ only by
+    rounding (the fused loss: the same function, summed in another order) passes the GPU's
+    tolerance but not the CPU's bit identity; one that learnt otherwise (another learning rate,
+    as a restore that lost the schedule would) fails both."""
+    from conftest import shortened
+    from runs import RESUME_TOLERANCE, read_rows, resume_verdict
+
+    from repro.config import load_run
+    from repro.train import train
+
+    run = shortened(load_run("tiny", "resgelu-lr3e-3"), 6)
+    other = shortened(load_run("tiny", "resgelu-lr2.6e-3"), 6)
+    for name, variant in [("whole", run), ("rounded", run.with_runtime(fused_loss=True))]:
+        train(variant, token_dir, tiny_indices, tmp_path / name)
+    train(other, token_dir, tiny_indices, tmp_path / "other")
+    whole, rounded, wrong = (read_rows(tmp_path / n) for n in ("whole", "rounded", "other"))
+    assert resume_verdict(whole, whole, 0.0)["status"] == "ok"
+    exact, tolerant = (resume_verdict(rounded, whole, t) for t in (0.0, RESUME_TOLERANCE))
+    assert not exact["bit_identical"] and exact["status"] == "failed"
+    assert tolerant["status"] == "ok" and tolerant["tolerance"] == RESUME_TOLERANCE
+    assert resume_verdict(wrong, whole, RESUME_TOLERANCE)["status"] == "failed"
 
 
 def gone(pid: int) -> bool:
@@ -208,8 +269,12 @@ def test_the_window_stage_brings_back_every_figure(tmp_path):
     train = steps["train"]
     assert train["loss_fell"] and set(train["evaluations"]) == {"0", "10", "20"}
     assert train["tokens_per_s"] > 0 and train["compile_time_s"] is not None
+    assert train["eval_compile_time_s"] is not None
+    assert train["attention_kernel"] == record["attention_kernel"] == "FLASH_ATTENTION"
     assert set(steps["pair"]["step_time_ratios"]) == {"resgelu-lr3e-3"}
     assert steps["stopped"]["exit"] == 75 and steps["resume"]["bit_identical"]
+    assert steps["resume"]["tolerance"] == 0
+    assert 0 < steps["probe"]["fastest"][0]["loss"] < 12  # random tokens: about ln(50257)
     files = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert len(files) <= 8 and "window-train-metrics.csv" in files, files
 
@@ -240,3 +305,20 @@ def test_killing_validate_sh_mid_stage_keeps_the_finished_steps(tmp_path):
     assert record["steps"]["train"]["status"] == "running"  # where the stage was cut
     wait_for(lambda: gone(steps["train"]["pid"]), 10)  # the step died with its stage
     assert "=== stage window" in (out / "window.log").read_text()
+
+
+@pytest.mark.slow
+def test_the_levers_stage_times_both_models_under_each_lever(tmp_path):
+    """validate.sh levers: the defaults, then each lever, each with both models' step times and
+    their ratio over the defaults'."""
+    done = validate(tmp_path, sys.executable, "levers")
+    assert done.returncode == 0, done.stdout[-3000:]
+    record = json.loads((tmp_path / "out" / "levers.json").read_text())
+    steps = record["steps"]
+    assert list(steps) == ["environment", "default", "attention", "compile_mode", "fused_loss"]
+    for lever in ("attention", "compile_mode", "fused_loss"):
+        assert set(steps[lever]["over_default"]) == {"baseline", "resgelu-lr3e-3"}
+        assert all(ratio > 0 for ratio in steps[lever]["over_default"].values())
+    assert "--fused-loss" in (tmp_path / "out" / "levers.log").read_text()
+    files = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert len(files) <= 8 and "levers-fused_loss.json" in files, files

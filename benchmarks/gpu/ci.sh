@@ -5,7 +5,8 @@
 # mode, which must find what the environment lacks and bring it from the wheelhouse without pip;
 # then the GPU path compiled on CPU (tests/test_gpu.py with REPRO_TEST_COMPILED_CPU=1: inductor,
 # bf16 autocast, fused AdamW, the chunked loss, the probe compiling once) on the modules it
-# brought; then the pairs and extras stages. Each stage must write its JSON with no failed step,
+# brought, with the levers' tests and the window's failures forced; then the levers, pairs and
+# extras stages. Each stage must write its JSON with no failed step,
 # and, where all passed, no line of their output may read as a warning or error (steps.py).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,16 +30,20 @@ cd "$repo"
 "$here/validate.sh" window --device cpu --out "$work/results" 2>&1 | tee -a "$log" || status=1
 files=$(ls "$work/results" | wc -l)
 [ "$files" -le 8 ] || { echo "gpu validation: $files files, more than a window brings back" >&2; status=1; }
+# The GPU's compiled path on CPU; then what only a GPU would show, forced: the real graph failing
+# to compile, a leg left out, the resume's tolerance, every lever trained and recorded.
+forced="fails_to_compile or did_not_finish or tolerance"
 REPRO_TEST_COMPILED_CPU=1 PYTHONPATH="src:$work/scratch/site-packages-py$version" \
-  "$python" -m pytest tests/test_gpu.py -q -p no:cacheprovider 2>&1 | tee -a "$log" || status=1
-for stage in pairs extras; do
+  "$python" -m pytest tests/test_gpu.py tests/test_levers.py tests/test_gpu_validation.py -m "" \
+  -k "not test_gpu_validation or $forced" -q -p no:cacheprovider 2>&1 | tee -a "$log" || status=1
+for stage in levers pairs extras; do
   "$here/validate.sh" "$stage" --device cpu --out "$work/results" 2>&1 | tee -a "$log" || status=1
 done
 if [ "$status" -eq 0 ] && ! "$python" "$here/steps.py" "$log" >&2; then
   echo "gpu validation: the lines above read as warnings or errors where nothing failed" >&2
   status=1
 fi
-for stage in window pairs extras; do
+for stage in window levers pairs extras; do
   [ -s "$work/results/$stage.json" ] || { echo "gpu validation: no $stage.json" >&2; status=1; }
 done
 echo "gpu validation (CPU mode, torch $("$python" -c 'import torch; print(torch.__version__)')):" \

@@ -1,11 +1,13 @@
 """The stages of the GPU validation (docs/gpu.md), run by benchmarks/gpu/validate.sh.
 
-  window  for a GPU window of 15 minutes, most valuable first: the environment and the compile
-          toolchain (uncompiled from there on if compiling fails); `repro train` of residual_gelu
-          at the paper's shape on synthetic tokens, 21 steps with evaluations and checkpoints;
-          baseline and residual_gelu timed side by side at the same micro-batch; a run stopped by
-          SIGTERM and resumed, against the whole one; last, if the budget allows, the auto
-          micro-batch probe as training runs it
+  window  for a GPU window of 15 minutes, most valuable first (window.py): the environment and
+          the compile toolchain; `repro train` of residual_gelu at the paper's shape on synthetic
+          tokens, 21 steps with evaluations and checkpoints (uncompiled from there on if its graph
+          fails to compile); the baseline and residual_gelu timed at the same micro-batch, each
+          in its own process; a run stopped by SIGTERM and resumed, against the whole one; last,
+          if the budget allows, the auto micro-batch probe as training runs it
+  levers  the short second command: the baseline and residual_gelu timed under each lever a
+          run can choose (attention kernel, compile mode, fused loss) at the window's micro-batch
   pairs   the before/after pairs that decide the defaults (loss chunks, fused projection,
           attention backend), each pair timed side by side in one process
   extras  slow (may take two commands): `pytest -m gpu` (with the paper-size probe test), every
@@ -30,14 +32,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runs import (
-    STOP_AFTER,
-    compare_losses,
-    read_rows,
-    safe_micro_batch,
-    window_preset,
-    write_tokens,
-)
+from runs import RESUME_TOLERANCE, safe_micro_batch
 from steps import Stage
 
 HERE = Path(__file__).resolve().parent
@@ -94,7 +89,8 @@ def environment(s: Stage, args, scratch: Path) -> None:
 
 
 def bench(s: Stage, key: str, args, scratch: Path, *options, minimum=30, limit=None) -> dict:
-    """`repro bench` at the stage's sizes as step `key`; its rows and ratios into the record."""
+    """`repro bench` at the stage's sizes as step `key`; its rows and ratios into the record, and
+    its report beside the record as <stage>-<key>.json."""
     report = scratch / f"{key}.json"
     command = repro("bench", "--preset", args.preset, "--device", args.device, *args.compile)
     command += [*options, "--json", str(report)]
@@ -110,60 +106,6 @@ def bench(s: Stage, key: str, args, scratch: Path, *options, minimum=30, limit=N
 def timing(args, mb: int) -> list[str]:
     sizes = ["--train-micro-batch", str(mb), "--steps", str(args.steps)]
     return sizes + ["--warmup", str(args.warmup)]
-
-
-def leg(s: Stage, key: str, train: list[str], run_dir: Path, stop: int, limit) -> dict:
-    """`repro train` as step `key` into `run_dir` (train_leg.py: stopped after step `stop` when
-    it is 0 or more, which must then checkpoint and exit 75, as under a scheduler's requeue)."""
-    report = run_dir.with_name(f"{key}.json")
-    command = [sys.executable, str(HERE / "train_leg.py"), str(report), str(stop), "--"]
-    command += train + ["--out", str(run_dir)]
-    outcome = s.run(key, command, expect=75 if stop >= 0 else 0, minimum=60, limit=limit)
-    outcome = merged(outcome, report)
-    if outcome["status"] == "ok" and outcome.get("loss_fell") is False and stop < 0:
-        outcome |= {"status": "failed", "reason": "the training loss did not fall"}
-    return s.note(key, outcome)
-
-
-def resume(s: Stage, split: Path, whole: Path, device: str) -> None:
-    """Step `resume`: the stopped and resumed run against the whole one (bit for bit on CPU)."""
-    if not ((whole / "metrics.csv").exists() and (split / "metrics.csv").exists()):
-        s.note("resume", {"status": "skipped", "reason": "a leg left no metrics.csv"})
-        return
-    comparison = compare_losses(read_rows(split), read_rows(whole))
-    ok = comparison["same_steps"] and (device != "cpu" or comparison["bit_identical"])
-    size = (whole / "ckpt.pt").stat().st_size if (whole / "ckpt.pt").exists() else None
-    s.note("resume", {"status": "ok" if ok else "failed", "checkpoint_bytes": size} | comparison)
-    s.say(f"resume: {s.record['steps']['resume']}")
-
-
-def stage_window(args) -> int:
-    s, scratch = open_stage("window", args)
-    environment(s, args, scratch)
-    preset, mb = window_preset(args.preset, scratch)
-    s.record["micro_batch"] = mb
-    s.say(f"micro-batch: {mb} (the largest dividing the batch under 2^31 logits)")
-    data = write_tokens(scratch / "data", args.tokens)
-    indices = scratch / "indices"
-    s.run(
-        "indices",
-        repro("indices", "--preset", str(preset), "--data", str(data), "--out", str(indices)),
-    )
-    train = ["train", "--preset", str(preset), "--experiment", TRAINED, "--data", str(data)]
-    train += ["--indices", str(indices), "--device", args.device, *args.compile]
-    limits = args.limits
-    leg(s, "train", train, scratch / "whole", -1, limits["train"])
-    keep(s, scratch / "whole" / "metrics.csv", "train-metrics.csv")
-    pair = sum((["--experiment", e] for e in EXPERIMENTS), []) + timing(args, mb)
-    bench(s, "pair", args, scratch, *pair, minimum=60, limit=limits["pair"])
-    leg(s, "stopped", train, scratch / "split", STOP_AFTER, limits["leg"])
-    leg(s, "resumed", train, scratch / "split", -1, limits["leg"])
-    keep(s, scratch / "split" / "metrics.csv", "resumed-metrics.csv")
-    resume(s, scratch / "split", scratch / "whole", args.device)
-    # Last, only where the budget allows: the auto micro-batch's probe as training runs it.
-    probe = ["--experiment", TRAINED, "--steps", "1", "--warmup", "0"]
-    bench(s, "probe", args, scratch, *probe, minimum=limits["probe"])
-    return s.finish()
 
 
 def pair(s: Stage, name: str, args, scratch: Path, mb: int) -> None:
@@ -197,6 +139,38 @@ def stage_extras(args) -> int:
     return s.finish()
 
 
+def levers(device: str) -> dict[str, list[str]]:
+    """The levers a run can choose (docs/gpu.md), as `repro bench` options, the defaults first,
+    then those that change no computation (the attention kernel, the compile mode), then the
+    fused loss, which sums in another order. On CPU, without cuDNN, the math kernel stands in."""
+    return {
+        "default": [],
+        "attention": ["--attention", "cudnn" if device.startswith("cuda") else "math"],
+        "compile_mode": ["--compile-mode", "max-autotune-no-cudagraphs"],
+        "fused_loss": ["--fused-loss"],
+    }
+
+
+def stage_levers(args) -> int:
+    """The baseline and the nonlinear query timed under each lever at the window's micro-batch;
+    each lever's step times over the defaults' (`over_default`)."""
+    s, scratch = open_stage("levers", args)
+    environment(s, args, scratch)
+    mb = s.record["micro_batch"] = args.micro_batch or safe_micro_batch(args.preset)
+    both = [*sum((["--experiment", e] for e in EXPERIMENTS), []), *timing(args, mb)]
+    for name, options in levers(args.device).items():
+        outcome = bench(s, name, args, scratch, *both, *options, minimum=60)
+        default = s.record["steps"]["default"]
+        if name != "default" and outcome["status"] == default["status"] == "ok":
+            before = {r["experiment"]: r["step_s"] for r in default["fastest"]}
+            ratios = {
+                r["experiment"]: r["step_s"] / before[r["experiment"]] for r in outcome["fastest"]
+            }
+            s.note(name, outcome | {"over_default": ratios})
+            s.say(f"{name}: step time over the defaults': {ratios}")
+    return s.finish()
+
+
 def device_folder(device: str) -> str:
     """results/bench/<this>: the GPU's name in lower case and dashes (as nvidia-smi and torch
     name it), or cpu. Asked of nvidia-smi: this process never touches the GPU itself."""
@@ -210,16 +184,18 @@ def device_folder(device: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "cuda"
 
 
-STAGES = {"window": stage_window, "pairs": stage_pairs, "extras": stage_extras}
+STAGES = {"pairs": stage_pairs, "extras": stage_extras, "levers": stage_levers}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("stage", choices=list(STAGES))
+    parser.add_argument("stage", choices=["window", *STAGES])
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
     parser.add_argument("--out", type=Path, help="default results/bench/<gpu> (or cpu)")
     parser.add_argument(
-        "--budget", type=float, help="seconds per stage (default 540 on a GPU, 3600 on CPU)"
+        "--budget",
+        type=float,
+        help="seconds per stage (default on a GPU 300 for levers, else 580; 3600 on CPU)",
     )
     parser.add_argument(
         "--micro-batch",
@@ -238,15 +214,22 @@ def main(argv=None) -> int:
     cpu = args.device == "cpu"
     # The sizes: the paper's on a GPU; the tiny preset's on CPU, which runs every stage in seconds.
     args.preset = "tiny" if cpu else "paper"
-    args.budget = args.budget or (3600 if cpu else 540)  # a GPU window's command: 10 minutes
+    # A GPU window's command: at most 10 minutes; the levers' short second one 5.
+    args.budget = args.budget or (3600 if cpu else 300 if args.stage == "levers" else 580)
     args.steps, args.warmup = (1, 1) if cpu else (6, 2)
-    args.tokens = 50_000 if cpu else 20_000_000
-    # On a GPU no step may take the window: the most one may take, and the least the probe needs.
-    gpu_limits = {"train": 270, "pair": 240, "leg": 150, "probe": 120}
-    cpu_limits = {"train": None, "pair": None, "leg": None, "probe": 30}
-    args.limits = cpu_limits if cpu else gpu_limits
+    args.tokens = 50_000 if cpu else 8_000_000  # the window's 21 steps take 2.6M
+    # On a GPU no step may take the window: the most one may take (sized for a cold compile of
+    # 150 s, docs/gpu.md), and the least the probe needs.
+    gpu_limits = {"train": 330, "pair_baseline": 210, f"pair_{TRAINED}": 150, "leg": 120}
+    gpu_limits["probe"] = 120
+    args.limits = {k: None for k in gpu_limits} | {"probe": 30} if cpu else gpu_limits
+    args.resume_tolerance = 0.0 if cpu else RESUME_TOLERANCE
     args.test_timeout = 120
     args.out = args.out or REPO / "results" / "bench" / device_folder(args.device)
+    if args.stage == "window":
+        from window import stage_window
+
+        return stage_window(args)
     return STAGES[args.stage](args)
 
 

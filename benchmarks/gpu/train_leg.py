@@ -7,8 +7,15 @@ sends itself SIGTERM as soon as that step has been taken: the run's own stop-sig
 checkpoints at the next step boundary and exits 75, as under a scheduler's preemption, but at a
 step known in advance (a signal from outside lands at a step that depends on the device's speed).
 REPORT.json gets the exit status, the seconds, what the run's metrics.csv says (runs.py's
-training_figures: the loss, the evaluations, the compile time, tokens/s), the MFU, and on CUDA the
-peak memory allocated and reserved.
+training_figures: the loss, the evaluations, the training graph's compile time, tokens/s), the
+evaluation graph's compile time (the first evaluation's time less the later ones'), what run.json
+says it ran with (the attention kernel, the compile mode, the GPU, the CUDA and cuDNN versions),
+the MFU, and on CUDA the peak memory allocated and reserved.
+
+Where torch.compile fails on the run's graph, REPORT.json says so (`compile_failed`, the error)
+and the process exits COMPILE_FAILED: the stage then runs the rest uncompiled.
+REPRO_WINDOW_BREAK_COMPILE=1 forces that on any machine (CI): the run is compiled by a backend
+that raises, as inductor does where it cannot build the real graph.
 """
 
 import json
@@ -18,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 from runs import read_rows, training_figures
 
@@ -25,6 +33,10 @@ import repro.train
 from repro.cli import main
 from repro.config import load_run
 from repro.perf.cost import known_peak_flops, model_size
+
+COMPILE_FAILED = 3
+RECORDED = ("device", "torch_version", "cuda_version", "cudnn_version", "compile")
+RECORDED += ("compile_mode", "attention_kernel", "fused_projection", "train_micro_batch")
 
 
 def stop_after(step: int) -> None:
@@ -39,13 +51,48 @@ def stop_after(step: int) -> None:
     repro.train.train_step = train_step
 
 
-def figures(train_args: list[str]) -> dict:
-    """The run's figures from its metrics.csv, with the MFU on a GPU of known peak."""
+def time_evaluations() -> list[float]:
+    """The seconds of each evaluation training takes from here on (each ends in a .item(): the
+    device is done), in order."""
+    seconds, evaluate = [], repro.train.eval_losses
+
+    def eval_losses(*args, **kwargs):
+        began = time.perf_counter()
+        result = evaluate(*args, **kwargs)
+        seconds.append(time.perf_counter() - began)
+        return result
+
+    repro.train.eval_losses = eval_losses
+    return seconds
+
+
+def break_compile() -> None:
+    """torch.compile with a backend that fails, as a graph inductor cannot build does."""
+    compile_ = torch.compile
+
+    def failing(gm, example_inputs):
+        raise RuntimeError("REPRO_WINDOW_BREAK_COMPILE: the backend refused the graph")
+
+    torch.compile = lambda model, **options: compile_(model, backend=failing, dynamic=False)
+
+
+def compile_error(error: BaseException) -> bool:
+    """Whether `error` is torch.compile's (dynamo's or inductor's) rather than the run's."""
+    return type(error).__module__.startswith(("torch._dynamo", "torch._inductor"))
+
+
+def figures(train_args: list[str], evaluations: list[float]) -> dict:
+    """The run's figures from its metrics.csv and run.json, with the MFU on a GPU of known peak."""
     option = lambda name: train_args[train_args.index(name) + 1]  # noqa: E731
     out = Path(option("--out"))
     if not (out / "metrics.csv").exists():
         return {}
     result = training_figures(read_rows(out))
+    if len(evaluations) > 1:
+        later = float(np.median(evaluations[1:]))
+        result["eval_compile_time_s"] = evaluations[0] - later
+    record = json.loads((out / "run.json").read_text())
+    result |= {key: record.get(key) for key in RECORDED}
     if torch.cuda.is_initialized():
         run = load_run(option("--preset"), option("--experiment"))
         peak = known_peak_flops(torch.cuda.get_device_name())
@@ -56,14 +103,29 @@ def figures(train_args: list[str]) -> dict:
     return result
 
 
+def leg(train_args: list[str], stop: int) -> tuple[int, dict]:
+    if stop >= 0:
+        stop_after(stop)
+    if os.environ.get("REPRO_WINDOW_BREAK_COMPILE") == "1" and "--no-compile" not in train_args:
+        break_compile()
+        train_args = [*train_args, "--compile"]
+    evaluations = time_evaluations()
+    began = time.monotonic()
+    try:
+        code = main(train_args)
+    except Exception as error:
+        if not compile_error(error):
+            raise
+        message = f"{type(error).__name__}: {str(error)[:2000]}"
+        return COMPILE_FAILED, {"compile_failed": message}
+    result = {"exit": code, "seconds": round(time.monotonic() - began, 1)}
+    return code, result | figures(train_args, evaluations)
+
+
 if __name__ == "__main__":
     report, stop, separator, *train_args = sys.argv[1:]
     assert separator == "--", __doc__
-    if int(stop) >= 0:
-        stop_after(int(stop))
-    began = time.monotonic()
-    code = main(train_args)
-    result = {"exit": code, "seconds": round(time.monotonic() - began, 1)} | figures(train_args)
+    code, result = leg(train_args, int(stop))
     with open(report, "w") as f:
         json.dump(result, f)
     print(f"train leg: {result}", flush=True)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# On a machine with internet: the wheels the GPU path needs beyond a GPU node's own packages
-# (requirements.txt beside this script, with their dependencies), for a Python version and Linux
-# x86-64, into benchmarks/gpu/wheelhouse/py<VERSION>/. Copy that folder along to the node (it is
-# git-ignored); validate.sh installs from it with pip --no-index. docs/gpu.md says more.
+# On a machine with internet: the wheels of what the training path imports that a GPU node's own
+# packages lack (requirements.txt beside this script: jsonschema and its dependencies, about
+# 0.6 MB), for a Python version and Linux x86-64, into benchmarks/gpu/wheelhouse/py<VERSION>/.
+# Copy that folder along to the node (it is git-ignored); validate.sh unpacks from it what the
+# node lacks, without pip. docs/gpu.md says more.
 #
 #   benchmarks/gpu/wheelhouse.sh [PYTHON_VERSION]      (default 3.12, the GPU nodes')
 set -euo pipefail
