@@ -180,7 +180,7 @@ def test_the_resume_is_bit_for_bit_on_cpu_and_to_its_tolerance_on_a_gpu(
     from runs import RESUME_TOLERANCE, read_rows, resume_verdict
 
     from repro.config import load_run
-    from repro.train import train
+    from repro.training.run import train
 
     run = shortened(load_run("tiny", "resgelu-lr3e-3"), 6)
     other = shortened(load_run("tiny", "resgelu-lr2.6e-3"), 6)
@@ -300,7 +300,7 @@ def test_killing_validate_sh_mid_stage_keeps_the_finished_steps(tmp_path):
         validate.wait()
     record = json.loads((out / "window.json").read_text())
     environment = record["steps"]["environment"]
-    assert environment["status"] == "ok" and environment["imports"]["repro.train"] == "ok"
+    assert environment["status"] == "ok" and environment["imports"]["repro.training.run"] == "ok"
     assert record["steps"]["indices"]["status"] == "ok"
     assert record["steps"]["train"]["status"] == "running"  # where the stage was cut
     wait_for(lambda: gone(steps["train"]["pid"]), 10)  # the step died with its stage

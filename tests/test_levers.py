@@ -10,12 +10,13 @@ import pytest
 import torch
 from conftest import shortened, train_args
 from test_config import write_preset
+from test_gpu import COMPILED_ON_CPU, ON_GPU
 from test_train import read_metrics
 
-import repro.build
-from repro.build import build, make_model
+import repro.training.build
 from repro.config import ConfigError, load_preset, load_run
-from repro.train import train
+from repro.training.build import build, make_model
+from repro.training.run import train
 
 CPU = torch.device("cpu")
 
@@ -36,6 +37,37 @@ def test_the_fused_loss_is_the_unfused_loss_and_gradients_to_rounding(chunks):
         results.append([loss.detach(), *(p.grad.clone() for p in model.parameters())])
     for plain, fused in zip(*results):
         assert torch.allclose(fused, plain, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=ON_GPU)])
+def test_the_fused_loss_compiled_under_autocast_is_the_unfused_loss(device):
+    """As a GPU trains: compiled by inductor, bf16 autocast; against the eager unfused loss."""
+    if device == "cpu" and not COMPILED_ON_CPU:
+        pytest.skip("compiling takes minutes here: REPRO_TEST_COMPILED_CPU=1 runs it")
+    run = load_run("tiny", "resgelu-lr3e-3", loss_chunks=2)
+    model = make_model(run, torch.device(device))
+    x, y = torch.randint(0, run.model.vocab_size, (2, 2, run.model.block_size), device=device)
+    results = []
+    for fused, forward in [(False, model), (True, torch.compile(model, dynamic=False))]:
+        model.zero_grad()
+        model.fused_loss = fused
+        with torch.autocast(device, dtype=torch.bfloat16):
+            loss = forward(x, y)
+        loss.backward()
+        results.append([loss.detach(), model.lm_head.weight.grad.clone()])
+    for plain, fused in zip(*results):
+        assert (fused - plain).norm() / plain.norm() < 1e-2  # bf16 matmuls
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")
+def test_cudnn_attention_is_the_kernel_a_gpu_run_records():
+    built = build(load_run("tiny", "baseline", attention="cudnn"), torch.device("cuda"))
+    m = load_run("tiny", "baseline").model
+    kernel = built.autocast.attention_kernel(
+        m.n_head, m.block_size, m.head_size, torch.device("cuda")
+    )
+    assert kernel == "CUDNN_ATTENTION"
 
 
 def test_a_run_trains_with_every_lever_and_records_what_it_ran(token_dir, tiny_indices, tmp_path):
@@ -61,7 +93,9 @@ def test_a_run_trains_with_every_lever_and_records_what_it_ran(token_dir, tiny_i
 
 def test_the_compile_mode_is_the_one_torch_compile_gets(monkeypatch):
     modes = []
-    monkeypatch.setattr(repro.build.torch, "compile", lambda m, **kw: modes.append(kw) or m)
+    monkeypatch.setattr(
+        repro.training.build.torch, "compile", lambda m, **kw: modes.append(kw) or m
+    )
     run = load_run("tiny", "baseline", compile=True)
     build(run, CPU)
     build(run.with_runtime(compile_mode="max-autotune-no-cudagraphs"), CPU)

@@ -1,5 +1,5 @@
 """The record of what a training process runs (run.json's provenance): the run's configuration,
-its data, the code, and the machine, built in one place for repro.train."""
+its data, the code, and the machine, built in one place for repro.training.run."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import torch
 
-from repro.build import Built
 from repro.config import RunConfig
 from repro.data.batches import Batches
 from repro.model import count_parameters
 from repro.rundir import RunRecord, code_version
 from repro.runtime import allocator, distributed
+from repro.training.build import Built
 
 
 def now() -> str:
