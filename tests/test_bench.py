@@ -12,6 +12,7 @@ from repro.annex.perf import bench
 from repro.annex.perf.cost import known_peak_flops, model_size
 from repro.cli import main
 from repro.config import load_run
+from repro.errors import ReproError
 from repro.rundir.history import LATER_MODEL_OPTIONS
 
 
@@ -219,16 +220,14 @@ def test_a_fresh_start_collects_garbage_before_emptying_the_cache(monkeypatch):
     assert log == ["gc.collect", "empty_cache", "reset"]
 
 
-def test_time_steps_with_chosen_attention_backends():
-    """Stage B's attention pair: SDPA restricted to the backends named (on CPU, math alone)."""
-    row = bench.time_steps(
-        load_run("tiny", "baseline"), torch.device("cpu"), 1, 1, attention=["MATH"]
-    )
-    assert row["attention"] == ["MATH"] and row["step_s"] > 0
-    with pytest.raises(RuntimeError, match="No viable backend"):  # cuDNN alone: none on CPU
-        bench.time_steps(
-            load_run("tiny", "baseline"), torch.device("cpu"), 1, 1, attention=["CUDNN_ATTENTION"]
-        )
+def test_time_steps_with_a_chosen_attention_kernel():
+    """The pairs' attention pair and the levers: SDPA held to runtime.attention's backend (on
+    CPU, math), which the row names; one that cannot run here is one clear error."""
+    run = load_run("tiny", "baseline")
+    row = bench.time_steps(run.with_runtime(attention="math"), torch.device("cpu"), 1, 1)
+    assert row["attention_kernel"] == "MATH" and row["step_s"] > 0
+    with pytest.raises(ReproError, match="runtime.attention: cudnn cannot run on cpu"):
+        bench.time_steps(run.with_runtime(attention="cudnn"), torch.device("cpu"), 1, 1)
 
 
 def test_auto_on_a_gpu_is_the_probes_choice_for_the_model_the_steps_call(monkeypatch, capsys):

@@ -134,14 +134,18 @@ def environment(device: str) -> dict:
 
 
 def pairs(device: str) -> dict[str, tuple[dict, dict]]:
-    """The before/after pairs that decide the defaults: name -> (before, after)."""
-    attention = "CUDNN_ATTENTION" if device.startswith("cuda") else "MATH"  # CPU has no cuDNN
+    """The before/after pairs that decide the defaults, as runtime settings: name -> (before,
+    after)."""
+    attention = "cudnn" if device.startswith("cuda") else "math"  # CPU has no cuDNN
     return {
         "loss_chunks": ({"loss_chunks": 1}, {"loss_chunks": 8}),
-        "fused_projection": ({"fused": True}, {"fused": False}),
-        "attention": ({"attention": ["FLASH_ATTENTION"]}, {"attention": [attention]}),
+        "fused_projection": ({"fused_projection": True}, {"fused_projection": False}),
+        "attention": ({"attention": "flash"}, {"attention": attention}),
         # max-autotune without CUDA graphs: inductor tries Triton templates for every matmul.
-        "inductor_mode": ({"inductor": None}, {"inductor": {"max_autotune": True}}),
+        "inductor_mode": (
+            {"compile_mode": "default"},
+            {"compile_mode": "max-autotune-no-cudagraphs"},
+        ),
     }
 
 
@@ -160,14 +164,8 @@ def pair(name: str, args) -> dict:
         return {"status": "skipped", "reason": "compile is off here"}
     rows = []
     for side in pairs(args.device)[name]:
-        options = dict(side)
-        # Runtime settings change the run; the others are time_steps' own options.
-        sized = run.with_runtime(
-            loss_chunks=options.pop("loss_chunks", None),
-            fused_projection=options.pop("fused", None),
-        )
         try:
-            rows.append(bench.time_steps(sized, device, steps, warmup, **options))
+            rows.append(bench.time_steps(run.with_runtime(**side), device, steps, warmup))
         except RuntimeError as error:
             if not out_of_memory(error):
                 raise

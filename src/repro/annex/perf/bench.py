@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import platform
 import time
-from contextlib import ExitStack
 from dataclasses import asdict
 
 import numpy as np
@@ -62,39 +61,14 @@ def _fresh_start(device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
-def _options(attention: list[str] | None, inductor: dict | None) -> ExitStack:
-    """The attention backends SDPA may choose from, and inductor settings, while within."""
-    stack = ExitStack()
-    if attention:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
-        stack.enter_context(sdpa_kernel([getattr(SDPBackend, name) for name in attention]))
-    if inductor:
-        import torch._inductor.config
-
-        stack.enter_context(torch._inductor.config.patch(inductor))
-    return stack
-
-
 def time_steps(
-    run: RunConfig,
-    device: torch.device,
-    steps: int,
-    warmup: int,
-    breakdown: bool = False,
-    attention: list[str] | None = None,
-    inductor: dict | None = None,
+    run: RunConfig, device: torch.device, steps: int, warmup: int, breakdown: bool = False
 ) -> dict:
-    """Seconds per optimiser step after `warmup` steps (compilation, autotuning, allocator).
-
-    attention: the SDPA backends allowed (torch.nn.attention.SDPBackend names, e.g. FLASH_ATTENTION,
-    CUDNN_ATTENTION); inductor: torch._inductor.config settings (e.g. {"max_autotune": True})."""
+    """Seconds per optimiser step after `warmup` steps (compilation, autotuning, allocator), with
+    the run's runtime settings (the levers among them: attention kernel, compile mode, fused
+    loss)."""
     _fresh_start(device)
-    with _options(attention, inductor):
-        return _time_steps(run, device, steps, warmup, breakdown) | {
-            "attention": attention,
-            "inductor": inductor,
-        }
+    return _time_steps(run, device, steps, warmup, breakdown)
 
 
 def _time_steps(run, device, steps, warmup, breakdown) -> dict:
@@ -124,6 +98,11 @@ def _time_steps(run, device, steps, warmup, breakdown) -> dict:
         "compile": step_model is not model,
         "fused_projection": model.transformer.h[0].attn.fused,
         "loss_chunks": model.loss_chunks,
+        "fused_loss": model.fused_loss,
+        "compile_mode": run.runtime.compile_mode if step_model is not model else None,
+        "attention_kernel": autocast.attention_kernel(
+            run.model.n_head, run.model.block_size, run.model.head_size, device
+        ),
         "peak_memory_bytes": (
             torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
         ),
