@@ -184,8 +184,6 @@ def bench(
     warmup: int = 3,
     peak: float | None = None,
     breakdown: bool = False,
-    attention: list[str] | None = None,
-    inductor: dict | None = None,
 ) -> dict:
     """Time every run at every micro-batch; the fastest micro-batch of each run is its result.
     Without micro_batches, each run's is what training would use (with_train_micro_batch).
@@ -196,7 +194,7 @@ def bench(
         for mb in micro_batches or [None]:  # None: the run's own
             sized = run.with_runtime(train_micro_batch=mb)
             try:
-                row = time_steps(sized, device, steps, warmup, breakdown, attention, inductor)
+                row = time_steps(sized, device, steps, warmup, breakdown)
             except RuntimeError as error:  # too large for this GPU: try the others
                 if not out_of_memory(error):
                     raise
