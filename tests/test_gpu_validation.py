@@ -173,9 +173,9 @@ def test_the_resume_is_bit_for_bit_on_cpu_and_to_its_tolerance_on_a_gpu(
     token_dir, tiny_indices, tmp_path
 ):
     """runs.resume_verdict on the metrics of real runs: one whose losses differ only by
-    rounding (the fused loss: the same function, summed in another order) passes the GPU's
-    tolerance but not the CPU's bit identity; one that learnt otherwise (another learning rate,
-    as a restore that lost the schedule would) fails both."""
+    rounding (another micro-batch: the same gradients, accumulated in another order) passes the
+    GPU's tolerance but not the CPU's bit identity; one that learnt otherwise (another learning
+    rate, as a restore that lost the schedule would) fails both."""
     from conftest import shortened
     from runs import RESUME_TOLERANCE, read_rows, resume_verdict
 
@@ -184,7 +184,7 @@ def test_the_resume_is_bit_for_bit_on_cpu_and_to_its_tolerance_on_a_gpu(
 
     run = shortened(load_run("tiny", "resgelu-lr3e-3"), 6)
     other = shortened(load_run("tiny", "resgelu-lr2.6e-3"), 6)
-    for name, variant in [("whole", run), ("rounded", run.with_runtime(fused_loss=True))]:
+    for name, variant in [("whole", run), ("rounded", run.with_runtime(train_micro_batch=4))]:
         train(variant, token_dir, tiny_indices, tmp_path / name)
     train(other, token_dir, tiny_indices, tmp_path / "other")
     whole, rounded, wrong = (read_rows(tmp_path / n) for n in ("whole", "rounded", "other"))
