@@ -13,9 +13,9 @@ from test_config import write_preset
 from test_gpu import COMPILED_ON_CPU, ON_GPU
 from test_train import read_metrics
 
-import repro.training.build
+import repro.training.loop
 from repro.config import ConfigError, load_preset, load_run
-from repro.training.build import build, make_model
+from repro.training.loop import build, make_model
 from repro.training.run import train
 
 CPU = torch.device("cpu")
@@ -93,9 +93,7 @@ def test_a_run_trains_with_every_lever_and_records_what_it_ran(token_dir, tiny_i
 
 def test_the_compile_mode_is_the_one_torch_compile_gets(monkeypatch):
     modes = []
-    monkeypatch.setattr(
-        repro.training.build.torch, "compile", lambda m, **kw: modes.append(kw) or m
-    )
+    monkeypatch.setattr(repro.training.loop.torch, "compile", lambda m, **kw: modes.append(kw) or m)
     run = load_run("tiny", "baseline", compile=True)
     build(run, CPU)
     build(run.with_runtime(compile_mode="max-autotune-no-cudagraphs"), CPU)

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from runs import read_rows, training_figures
 
-import repro.training.run
+import repro.training.loop
 from repro.annex.perf.cost import known_peak_flops, model_size
 from repro.cli import main
 from repro.config import load_run
@@ -40,7 +40,7 @@ RECORDED += ("compile_mode", "attention_kernel", "fused_projection", "train_micr
 
 
 def stop_after(step: int) -> None:
-    take_step = repro.training.run.train_step
+    take_step = repro.training.loop.train_step
 
     def train_step(*args, **kwargs):
         loss = take_step(*args, **kwargs)
@@ -48,13 +48,13 @@ def stop_after(step: int) -> None:
             os.kill(os.getpid(), signal.SIGTERM)
         return loss
 
-    repro.training.run.train_step = train_step
+    repro.training.loop.train_step = train_step
 
 
 def time_evaluations() -> list[float]:
     """The seconds of each evaluation training takes from here on (each ends in a .item(): the
     device is done), in order."""
-    seconds, evaluate = [], repro.training.run.eval_losses
+    seconds, evaluate = [], repro.training.loop.eval_losses
 
     def eval_losses(*args, **kwargs):
         began = time.perf_counter()
@@ -62,7 +62,7 @@ def time_evaluations() -> list[float]:
         seconds.append(time.perf_counter() - began)
         return result
 
-    repro.training.run.eval_losses = eval_losses
+    repro.training.loop.eval_losses = eval_losses
     return seconds
 
 
