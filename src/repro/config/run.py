@@ -11,7 +11,6 @@ from repro.config.experiments import Experiment
 from repro.config.model import ModelConfig
 from repro.config.preset import Preset, Report, Runtime, TrainSettings
 from repro.config.relations import check_relations, mlp_hidden
-from repro.rundir.history import LATER_MODEL_OPTIONS, LATER_TRAIN_DEFAULTS, without_later_defaults
 
 # The default loss ceiling: a nat above a uniform guess (an untrained GPT-2: ln(50304) = 10.83).
 LOSS_MARGIN = 1.0
@@ -81,14 +80,11 @@ class RunConfig:
     def identity(self) -> dict:
         """What makes two runs the same run: what the training computes with, nothing else.
 
-        AdamW's constants stand under train, as run.json and checkpoints keep them; settings that
-        older runs were recorded without are left out at those runs' values
-        (repro.rundir.history)."""
+        AdamW's constants stand under train, as run.json and checkpoints keep them."""
         o = self.optimizer
         return {
-            "model": without_later_defaults(asdict(self.model), LATER_MODEL_OPTIONS),
-            "train": without_later_defaults(asdict(self.train), LATER_TRAIN_DEFAULTS)
-            | {"beta1": o.beta1, "beta2": o.beta2, "adam_eps": o.eps},
+            "model": asdict(self.model),
+            "train": asdict(self.train) | {"beta1": o.beta1, "beta2": o.beta2, "adam_eps": o.eps},
             "optimizer": {
                 "lr_max": o.lr_max,
                 "lr_min": o.lr_min,

@@ -32,7 +32,7 @@ from repro.rundir import (
     identity_differences,
     read_record,
 )
-from repro.rundir.history import legacy_identity
+from repro.rundir.history import legacy_identity, with_later_defaults
 from repro.runtime import allocator, distributed, preemption
 from repro.runtime.device import resolve_device
 from repro.runtime.gpus import claim_device
@@ -154,7 +154,8 @@ def resume(path: Path, built: Built, run: RunConfig) -> tuple[int, list[dict]]:
     if not path.exists():
         return 0, []
     state = load_checkpoint(path, map_location=next(built.model.parameters()).device)
-    identity = legacy_identity(state["config"]["identity"], run.train.eval_micro_batch)
+    recorded = legacy_identity(state["config"]["identity"], run.train.eval_micro_batch)
+    identity = with_later_defaults(recorded)
     refuse_other_configuration(path, identity, run)
     kept = check_resume(path.parent, state["step"], run.train.max_step)
     restore(path, state, built.model, built.optimizer)
