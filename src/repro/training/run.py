@@ -114,14 +114,8 @@ def _train(
     check_checkpoint_space(out_dir / CHECKPOINT, built.model)
     run = with_train_micro_batch(run, built)
     reader = f"experiment {run.experiment.name} at preset {run.preset_name}"
-    batches = Batches.open(
-        data_dir,
-        indices_dir,
-        reader,
-        run.model.block_size,
-        run.train,
-        run.runtime.train_micro_batch,
-    )
+    size, micro_batch = run.model.block_size, run.runtime.train_micro_batch
+    batches = Batches.open(data_dir, indices_dir, reader, size, run.train, micro_batch)
     if run.corpus == "openwebtext":
         print(corpus_note(batches.manifest), flush=True)
     start, kept = resume(out_dir / CHECKPOINT, built, run)
@@ -140,7 +134,7 @@ def _train(
             f"from it once there is room"
         ) from None
     finally:
-        log.close()
+        log.metrics.close()
     if record.finished_training:
         record.finished = now()
     if main:
