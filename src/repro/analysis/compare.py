@@ -24,10 +24,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from repro.analysis.runs import Run, has_run, read_run
-from repro.analysis.seeds import CONFIDENCE
 from repro.analysis.stated import stated_differences
 from repro.errors import ReproError
 from repro.rundir import identity_differences
@@ -59,6 +57,11 @@ def seed_runs(run_path: str | Path) -> list[Run]:
 def measured_tolerance(runs: list[Run]) -> pd.Series:
     """Per evaluation step that two or more of `runs` have: the 95% half-width of the difference
     of two single runs, from the runs' spread (empty with fewer than two runs)."""
+    # Here, not at the top: scipy.stats is most of `repro status`'s start, and only seeds need it.
+    from scipy import stats
+
+    from repro.analysis.seeds import CONFIDENCE
+
     losses = pd.concat([r.evals()["eval_val_loss"] for r in runs], axis=1)
     n = losses.notna().sum(axis=1)
     losses = losses[n >= 2]

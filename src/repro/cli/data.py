@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from repro.config import CORPORA
-from repro.data import corpus, openwebtext, python_docs, tokens
+from repro.data import corpus, openwebtext, python_docs
 from repro.errors import ReproError
 
 
@@ -67,6 +67,8 @@ def cmd_prepare(args) -> None:
 
 
 def cmd_verify(args) -> None:
+    from repro.data import tokens  # numpy: only when verifying
+
     for entry in tokens.verify(args.data)["splits"].values():
         print(f"{args.data / entry['file']}: {entry['tokens']:,} tokens, SHA-256 as manifested")
 
