@@ -16,7 +16,7 @@ DECODE_TOKENS = 32  # `bench --inference`'s default, where the context holds twi
 
 
 def cmd_describe(args) -> None:
-    from repro.perf import cost
+    from repro.annex.perf import cost
 
     options.check_positive(args, "mfu", "peak_tflops", "tokens_per_s", "seeds")
     if args.mfu > 1:
@@ -92,7 +92,7 @@ def cmd_bench(args) -> None:
 
 
 def _bench_training(args, preset, experiments, chosen, device) -> dict:
-    from repro.perf import bench
+    from repro.annex.perf import bench
 
     runs = [config.resolve_run(preset, e, **options.runtime_overrides(args)) for e in chosen]
     report = bench.bench(
@@ -110,7 +110,7 @@ def _bench_training(args, preset, experiments, chosen, device) -> dict:
 
 
 def _bench_inference(args, preset, experiments, chosen, device) -> dict:
-    from repro.perf import inference
+    from repro.annex.perf import inference
 
     if not args.experiment:
         chosen = inference.default_experiments(experiments, args.group)
