@@ -26,4 +26,5 @@ python3 - "$work/results/table1.csv" <<'PY'
 import sys, pandas as pd
 print(pd.read_csv(sys.argv[1])[["experiment", "val_loss", "rel_improvement", "status"]].to_string(index=False))
 PY
-python3 -c "print(f'smoke DAG (target main, $cores cores, $(basename "$repo")): {$end - $start:.0f} s wall, load $load, $allocator')"
+elapsed=$(python3 -c "print(f'{$end - $start:.0f}')")
+echo "smoke DAG (target main, $cores cores, $(basename "$repo")): $elapsed s wall, load $load, $allocator"
