@@ -24,7 +24,7 @@ GROUP = "decay_to_zero"
 CLAIM = "beats the linear baseline under decay to zero"
 
 
-def last_evaluation(preset: Preset, members: list[Experiment]) -> int:
+def last_evaluation(preset: Preset, members: list[Experiment], group: str = GROUP) -> int:
     """The step of the last evaluation of the members' runs at `preset`, the same for all."""
     steps = {}
     for e in members:
@@ -33,7 +33,7 @@ def last_evaluation(preset: Preset, members: list[Experiment]) -> int:
     if len(steps) > 1:
         where = "; ".join(f"step {s}: {' '.join(names)}" for s, names in sorted(steps.items()))
         raise ConfigError(
-            f"group {GROUP}: its runs evaluate last at different steps at preset {preset.name} "
+            f"group {group}: its runs evaluate last at different steps at preset {preset.name} "
             f"({where})"
         )
     return next(iter(steps))
