@@ -29,9 +29,11 @@ LOSSES = {  # at step 12; the nonlinear query's best is version 3's 3.6e-3
     "v3-identity-mlp4.5-wd0.1-lr2e-3": [4.93, 4.95, 4.94],
     "v3-identity-mlp4.5-wd0.1-lr2.2e-3": [4.93, 4.96, 4.94],
 }
-DECAY_TO_ZERO = {  # the linear runs of group decay_to_zero
+DECAY_TO_ZERO = {  # the linear runs of group decay_to_zero, on both schedules
     "d2z-baseline-lr4.8e-3": [4.86, 4.88, 4.86],
     "d2z-baseline-lr2.4e-3": [4.89, 4.90, 4.88],
+    "d2z-cos-baseline-lr4.8e-3": [4.87, 4.89, 4.87],
+    "d2z-cos-baseline-lr2.4e-3": [4.90, 4.91, 4.89],
 }
 
 
@@ -143,7 +145,7 @@ def test_a_missing_run_is_named_and_answers_nothing(tmp_path, fabricate):
     # without the decay-to-zero runs, only that claim waits for them
     claims = claims_of(fabricate(tmp_path / "alone", LOSSES))
     assert claims[D2Z_CLAIM][1] is None
-    assert "6 runs missing: d2z-baseline-lr4.8e-3," in claims[D2Z_CLAIM][2]
+    assert "12 runs missing: d2z-baseline-lr4.8e-3," in claims[D2Z_CLAIM][2]
     assert claims["version 3: beats the linear baseline"][1] is True
 
 
