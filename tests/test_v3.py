@@ -177,9 +177,24 @@ def test_the_notebook_writes_the_table_and_the_claims(tmp_path, fabricate):
         "out_csv": tmp_path / "v3.csv",
         "out_html": tmp_path / "v3.html",
         "out_claims": tmp_path / "claims.csv",
+        "out_figure": tmp_path / "v3.png",
+        "out_figure_html": tmp_path / "v3-figure.html",
     }
     run_checkout_notebook("v3", tmp_path, runs_dir=runs, seeds=SEEDS, **out)
     table, claims = (pd.read_csv(out[k]) for k in ("out_csv", "out_claims"))
     assert len(table) == len(LOSSES) and (table["step"] == 12).all()
     assert list(claims["claim"]) == CLAIM_NAMES
     assert "v3-baseline-wd0.1-lr3.6e-3" in out["out_html"].read_text()
+    assert out["out_figure"].read_bytes().startswith(b"\x89PNG")  # every arm, with its interval
+    assert (tmp_path / "v3.pdf").exists() and "<img" in out["out_figure_html"].read_text()
+
+
+def test_the_figure_draws_a_point_per_seed_below_three_seeds(tmp_path, fabricate):
+    from repro.analysis.final_losses import final_losses
+
+    two = {name: losses[:2] for name, losses in LOSSES.items()}
+    result = version3(fabricate(tmp_path / "runs", two), "tiny", 2)
+    ax = final_losses(result.table, result.losses, "v3").axes[0]
+    points = [line.get_xdata() for line in ax.lines if len(line.get_xdata())]
+    assert len(points) == len(LOSSES) and all(len(p) == 2 for p in points)  # no interval
+    assert list(points[0]) == LOSSES["baseline"][:2]

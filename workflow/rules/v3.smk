@@ -4,7 +4,8 @@
 # the linear query on the same recipe) trained at the configured preset and seeds, then
 # notebooks/v3.ipynb writes each setting's loss at its last evaluation with its interval, its
 # non-embedding parameters and each model's best (results/v3.csv, and as HTML on the report's
-# page), and version 3's claims (results/v3_claims.csv). Not part of `all`: ask for it, e.g.
+# page), a figure of each setting's loss with its interval (results/figures/v3.png), and version
+# 3's claims (results/v3_claims.csv). Not part of `all`: ask for it, e.g.
 #   snakemake results/v3.csv --cores 1 --resources gpu=1 --config preset=screen seeds=3
 
 
@@ -24,6 +25,13 @@ rule v3:
             category="Version 3",
         ),
         claims="results/v3_claims.csv",
+        figure="results/figures/v3.png",
+        figure_pdf="results/figures/v3.pdf",
+        figure_html=report(
+            "results/figures/v3.html",
+            caption="../report/v3.rst",
+            category="Version 3",
+        ),
         notebook="results/notebooks/v3.ipynb",
     log:
         "results/notebooks/v3.log",
@@ -35,6 +43,8 @@ rule v3:
             out_csv=output.table,
             out_html=output.html,
             out_claims=output.claims,
+            out_figure=output.figure,
+            out_figure_html=output.figure_html,
             seeds=len(SEEDS),
         ),
     shell:
