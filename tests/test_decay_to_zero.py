@@ -161,9 +161,13 @@ def test_the_notebook_writes_both_tables(tmp_path, write_run):
         "out_csv": tmp_path / "d2z.csv",
         "out_html": tmp_path / "d2z.html",
         "out_comparison": tmp_path / "comparison.csv",
+        "out_figure": tmp_path / "d2z.png",
+        "out_figure_html": tmp_path / "d2z-figure.html",
     }
     run_checkout_notebook("decay_to_zero", tmp_path, runs_dir=runs, seeds=SEEDS, **out)
     table, comparison = (pd.read_csv(out[k]) for k in ("out_csv", "out_comparison"))
     assert len(table) == 8 and (table["step"] == 12).all()
     assert list(comparison["nonlinear"]) == ["d2z-resgelu-lr3e-3"]
     assert "d2z-baseline-lr2.4e-3" in out["out_html"].read_text()
+    assert out["out_figure"].read_bytes().startswith(b"\x89PNG")  # every setting, its interval
+    assert "<img" in out["out_figure_html"].read_text()
