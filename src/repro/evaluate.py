@@ -28,24 +28,14 @@ from repro.model import GPT
 from repro.runtime.device import precision, resolve_device
 from repro.runtime.fit import evaluation_logits_bytes
 from repro.runtime.memory import check_memory
-from repro.training.checkpoints import (
-    FORMAT,
-    CheckpointError,
-    check_state,
-    model_from,
-    read_checkpoint,
-)
+from repro.training.checkpoints import CheckpointError, check_state, load_checkpoint, model_from
 from repro.training.loop import eval_losses
 
 
 def load_model(path: Path, state: dict | None = None) -> tuple[GPT, int, str]:
     """(model, its step, "repro") of a checkpoint of ours (its `state`, where read already), its
     weights finite."""
-    state = read_checkpoint(Path(path)) if state is None else state
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
-        found = state.get("format") if isinstance(state, dict) else type(state).__name__
-        raise CheckpointError(f"{path}: not a repro checkpoint (format {found!r})")
-    check_state(path, state)
+    state = load_checkpoint(Path(path)) if state is None else check_state(path, state)
     model = model_from(path, state["config"]["model"], state["model"])
     check_finite(path, model)
     return model.eval(), state["step"], "repro"

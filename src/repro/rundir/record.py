@@ -13,7 +13,7 @@ from pathlib import Path
 import repro
 from repro.errors import ReproError
 from repro.files import copy_file, read_json, write_json
-from repro.rundir.history import legacy_record
+from repro.rundir.history import legacy_record, with_later_defaults
 
 RUN_JSON, METRICS_CSV, CHECKPOINT = "run.json", "metrics.csv", "ckpt.pt"
 LIVE = "live"  # where `repro train` works in the workflow's run folders (rules/train.smk)
@@ -97,6 +97,8 @@ def read_record(run_dir: str | Path) -> RunRecord:
             data = legacy_record(data)
         except (KeyError, TypeError) as e:
             raise RunError(f"{path}: not a run record (no `format`, and no {e})") from None
+    if isinstance(data.get("identity"), dict):
+        data["identity"] = with_later_defaults(data["identity"])
     known = {f.name for f in fields(RunRecord)}
     try:
         return RunRecord(**{k: v for k, v in data.items() if k in known})
