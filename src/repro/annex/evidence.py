@@ -59,6 +59,9 @@ EVIDENCE_COLUMNS = [
     "config_differences",
     "files",
 ]  # then `caveat` (results.scale_caveat)
+# Where a run is read: the step its preset's Table 1 reads (report.table_step), which is the
+# paper's step, 59000, at the paper preset alone.
+TABLE_STEP = "the preset's table step"
 
 
 def _read(path: Path) -> Run | None:
@@ -183,7 +186,7 @@ def _readings(claim: dict, sources: dict, baseline_name: str, paper_step: int, n
         if source.startswith("audit: ") and claim["experiment"] not in by_name:
             continue  # a log stated to be another experiment
         runs, baseline = by_name.get(claim["experiment"], {}), by_name.get(baseline_name, {})
-        for read_at, step in (("the paper's step", paper_step), ("its own end", None)):
+        for read_at, step in ((TABLE_STEP, paper_step), ("its own end", None)):
             values = _values(runs, baseline, claim["quantity"], step)
             rows.append(_row(claim, source, read_at, values, runs, baseline, now))
     return rows
