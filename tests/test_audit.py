@@ -349,7 +349,10 @@ def test_repro_compare_takes_an_audit_log_as_reference(
     assert main(["compare", str(tiny_baseline_run), "--reference", str(log)]) == 0
     out = capsys.readouterr().out
     # A log holds losses alone: the verdict cannot claim the configurations are the same.
-    unknown = "across configurations (they differ in configuration unknown)"
+    unknown = (
+        "across configurations (they differ in configuration unknown, mlp_hidden, weight_decay, "
+        "lr_min)"
+    )
     assert out.strip().splitlines()[-1].startswith(f"{unknown}: {verdict}")
     assert "(stopped)" in out.splitlines()[0]  # its name says no horizon
 
@@ -437,6 +440,26 @@ def test_figure1_draws_the_logs_whose_stated_configuration_is_an_experiments(tin
         assert drawn.get_color() == lines[experiment].get_color()  # beside its experiment
     assert list(lines[f"gpt3large_resgelu_seed44_diverged as resgelu-lr2.6e-3 {said}"].get_xdata())
     assert not any("gpt3small_d2z" in label or "unknown" in label for label in lines)  # no match
+    title = fig.axes[0].get_legend().get_title().get_text()
+    assert "1 imported log not drawn: configuration unknown" in title
+
+
+def test_a_log_stated_in_full_as_the_baseline_is_no_plain_verdict_nor_drawn_as_mlp475(
+    tiny_runs, tiny_baseline_run, tmp_path, capsys
+):
+    """A statement cannot say the MLP's width, the weight decay or the final rate: a log stated
+    in full to be the baseline fits the MLP-widened control as well."""
+    log = tiny_log(tmp_path / "gpt3large_linear.csv", tiny_baseline_run, 0.004)
+    out = tmp_path / "logs" / "tiny" / "gpt3large_linear"
+    stated = {"query_mode": "linear", "qk_norm": False, "gate": "none", "peak_lr": 6e-4}
+    stated |= {"schedule": "cosine", "steps": 12}
+    command = ["import-audit-log", str(log), "--preset", "tiny", "--out", str(out)]
+    assert main([*command, "--stated", json.dumps(stated)]) == 0
+    assert main(["compare", str(tiny_baseline_run), "--reference", str(out)]) == 0
+    verdict = capsys.readouterr().out.strip().splitlines()[-1]
+    assert verdict.startswith("across configurations (they differ in mlp_hidden, weight_decay, ")
+    fig = plots.figure1(tiny_runs, "tiny", audit_logs_dir=out.parent)
+    assert not any("gpt3large_linear" in line.get_label() for line in fig.axes[0].get_lines())
     title = fig.axes[0].get_legend().get_title().get_text()
     assert "1 imported log not drawn: configuration unknown" in title
 

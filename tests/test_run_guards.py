@@ -114,7 +114,7 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_leaves_no_partial(
     monkeypatch.setattr(checkpoint_module.torch, "save", full)
     with pytest.raises(CheckpointError, match=r"ckpt\.pt: cannot be written \(\[enforce fail"):
         train(load_run("tiny", "baseline"), token_dir, tiny_indices, tmp_path / "run")
-    assert not (tmp_path / "run" / "ckpt.pt.partial").exists()
+    assert not list((tmp_path / "run").glob("*.partial"))
 
 
 def test_a_stale_partial_checkpoint_never_blocks_a_rerun(
@@ -123,12 +123,12 @@ def test_a_stale_partial_checkpoint_never_blocks_a_rerun(
     run, run_dir = load_run("tiny", "baseline"), tmp_path / "run"
     run_dir.mkdir()
     stale = b"PK\x03\x04" + bytes(100_000)  # the start of a checkpoint whose write failed
-    (run_dir / "ckpt.pt.partial").write_bytes(stale)
+    (run_dir / ".ckpt.pt.k3v9x2q1.partial").write_bytes(stale)
     # The disk is as full as the stale file left it: its space counts as free.
     needed = 2 * checkpoint_module.checkpoint_bytes(GPT(run.model)) - len(stale)
     monkeypatch.setattr(checkpoint_module, "free_bytes", lambda path: needed)
     record = train(run, token_dir, tiny_indices, run_dir)
-    assert record.status == "completed" and not (run_dir / "ckpt.pt.partial").exists()
+    assert record.status == "completed" and not list(run_dir.glob("*.partial"))
 
 
 # ---- 5. relations between values; the default loss ceiling -------------------------------------
