@@ -14,12 +14,12 @@ from conftest import train_args
 from hang_guard import run_watched, tail
 from test_train import read_metrics, without_timing
 
-import repro.train as train_module
+import repro.training.run as train_module
 from repro.config import load_run
 from repro.model import GPT
 from repro.rundir import read_record
 from repro.runtime import preemption
-from repro.train import train
+from repro.training.run import train
 
 EXPERIMENT = "resgelu-lr3e-3"
 MICRO = 1  # sequence per micro-batch: 4 per step, 2 per rank, so no_sync's inner steps run

@@ -1,4 +1,5 @@
-"""The divergence stop (repro.divergence.DivergenceStop): a non-finite loss, or a validation loss
+"""The divergence stop (repro.training.divergence.DivergenceStop): a non-finite loss, or a
+validation loss
 more than a margin above the best for consecutive evaluations, ends a run as diverged, with its
 metrics and last checkpoint, and `repro train` does not resume it."""
 
@@ -13,13 +14,13 @@ import pytest
 import yaml
 from conftest import REPO, train_args, write_experiments
 
-import repro.train as train_module
+import repro.training.run as train_module
 from repro.cli import main
 from repro.config import load_run
 from repro.config.schema import ConfigError
-from repro.divergence import DivergenceStop
 from repro.rundir import read_record
 from repro.runtime import preemption
+from repro.training.divergence import DivergenceStop
 
 
 def tiny_preset(tmp_path, **train) -> str:

@@ -15,18 +15,18 @@ import torch.nn.functional as F
 from authors_helpers import write_authors_checkpoint
 from conftest import one_line_error
 
-from repro.checkpoint import save_checkpoint
 from repro.cli import main
 from repro.config import ModelConfig, load_run
 from repro.data.tokenizer import EOT_TOKEN, gpt2_encoding
 from repro.model import GPT
+from repro.training.checkpoints import save_checkpoint
 
 # Not on a GPU node (no lm-eval there): `pytest -m gpu` still collects this module.
 pytest.importorskip("lm_eval")
 from lm_eval.api.instance import Instance  # noqa: E402 (after the skip above)
 
-from repro.downstream.compare import paired_bootstrap  # noqa: E402
-from repro.downstream.model import DownstreamError, ReproLM  # noqa: E402
+from repro.annex.downstream.compare import paired_bootstrap  # noqa: E402
+from repro.annex.downstream.model import DownstreamError, ReproLM  # noqa: E402
 
 CONFIG = ModelConfig(
     n_layer=2, n_head=2, d_model=32, block_size=16, vocab_size=50304, mlp_hidden=64
@@ -226,7 +226,7 @@ def test_downstream_checks_its_options_and_files_before_any_task(tmp_path, capsy
     def no_tasks(*args, **kwargs):
         raise AssertionError("tasks loaded (their data perhaps from the hub) before the checks")
 
-    monkeypatch.setattr("repro.downstream.tasks.TaskManager", no_tasks)
+    monkeypatch.setattr("repro.annex.downstream.tasks.TaskManager", no_tasks)
     checkpoint = write_our_checkpoint(tmp_path / "ckpt.pt", tiny_gpt())
     a_file = tmp_path / "a_file"
     a_file.write_text("mine")

@@ -16,14 +16,14 @@ import yaml
 from conftest import shortened
 
 import repro
-from repro.checkpoint import load_checkpoint
+from repro.annex.export import QUERIES, export, scale_warning
 from repro.cli import main
 from repro.config import QUERY_MODES, load_run
 from repro.errors import ReproError
-from repro.export import QUERIES, export, scale_warning
 from repro.model import GPT
 from repro.rundir import RunError, read_record
-from repro.train import train
+from repro.training.checkpoints import load_checkpoint
+from repro.training.run import train
 
 
 @pytest.fixture(scope="module")
@@ -197,7 +197,7 @@ def test_an_export_that_cannot_write_its_card_is_one_line(run_dir, tmp_path, mon
     def no_space(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("repro.export.model_card", no_space)
+    monkeypatch.setattr("repro.annex.export.model_card", no_space)
     with pytest.raises(ReproError, match=r"README\.md: cannot be written \(No space left"):
         export(run_dir, tmp_path / "model")
     assert not (tmp_path / "model").exists()

@@ -10,10 +10,10 @@ from conftest import shortened
 from test_config import write_preset
 from test_train import read_metrics, without_timing
 
-from repro.build import build, with_train_micro_batch
+from repro.annex.perf.bench import random_batches
 from repro.config import ConfigError, load_preset, load_run
-from repro.perf.bench import random_batches
-from repro.train import train
+from repro.training.build import build, with_train_micro_batch
+from repro.training.run import train
 
 
 def test_runtime_micro_batch_and_log_interval():
@@ -75,7 +75,7 @@ def test_micro_batch_is_a_runtime_setting(reference, token_dir, tiny_indices, tm
 def test_divergence_is_found_at_its_exact_step_between_flushes(
     token_dir, tiny_indices, tmp_path, monkeypatch
 ):
-    import repro.train as train_module
+    import repro.training.run as train_module
 
     real_step = train_module.train_step
 

@@ -16,15 +16,15 @@ import torch
 import torch.nn.functional as F
 from test_train import read_metrics
 
-from repro.build import build, make_optimizer, with_train_micro_batch
+from repro.annex.perf.bench import random_batches
 from repro.cli import main
 from repro.config import load_run
 from repro.data.batches import DeviceBatches, inputs_targets
 from repro.model import chunked_cross_entropy, cross_entropy
-from repro.perf.bench import random_batches
 from repro.runtime import fit
-from repro.step import train_step
-from repro.train import train
+from repro.training.build import build, make_optimizer, with_train_micro_batch
+from repro.training.loop import train_step
+from repro.training.run import train
 
 GiB = 2**30
 ON_GPU = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")]
@@ -110,7 +110,7 @@ def test_a_checkpoint_written_on_the_device_resumes(
     assert whole.status == "completed" and whole.compile == cuda
     assert whole.fused_projection == cuda
 
-    import repro.train as train_module
+    import repro.training.run as train_module
 
     real_step = train_module.train_step
 

@@ -21,7 +21,7 @@ from repro.config import load_preset, load_run
 from repro.data.indices import write_indices
 from repro.rundir import read_record
 from repro.runtime.preemption import Preempted, stop_signals
-from repro.train import train
+from repro.training.run import train
 
 ENV = dict(
     os.environ,
@@ -110,7 +110,7 @@ def test_sigterm_checkpoints_and_the_run_resumes_to_the_same_result(
 ):
     run = load_run("tiny", "baseline")
 
-    import repro.train as train_module
+    import repro.training.run as train_module
 
     real_step = train_module.train_step
 

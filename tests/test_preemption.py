@@ -15,12 +15,12 @@ from conftest import REPO, train_args
 from hang_guard import watch
 from test_train import read_metrics, without_timing
 
-import repro.train as train_module
+import repro.training.run as train_module
 from repro.cli import main
 from repro.config import load_run
 from repro.rundir import read_record
 from repro.runtime import preemption
-from repro.train import train
+from repro.training.run import train
 
 
 def signal_during(monkeypatch, step, signum):

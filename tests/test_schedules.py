@@ -16,7 +16,7 @@ from workflow_helpers import copy_workflow, snakemake
 
 from repro.config import load_config, load_preset, resolve_run
 from repro.data.indices import draw_indices, write_indices
-from repro.step import learning_rate
+from repro.training.loop import learning_rate
 
 
 def test_screen_keeps_the_papers_model_data_and_evaluation():

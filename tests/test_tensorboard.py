@@ -10,12 +10,12 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from test_inputs import PRECIOUS, precious
 from test_train import read_metrics
 
-import repro.train as train_module
+import repro.training.run as train_module
 from repro.cli import main
 from repro.config import load_config, load_run, resolve_run
 from repro.errors import ReproError
 from repro.runtime.tensorboard import EVENTS, TAGS, EventLog, kept_events
-from repro.train import train
+from repro.training.run import train
 
 
 def scalars(run_dir) -> dict[str, list[tuple[int, float]]]:

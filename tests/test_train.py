@@ -10,14 +10,14 @@ import pytest
 import torch
 from conftest import assert_stored_losses, random_token_files, shortened
 
-from repro.build import make_optimizer
 from repro.config import load_preset, load_run
 from repro.data.batches import Batches
 from repro.data.indices import IndicesError, draw_indices
 from repro.model import GPT
 from repro.rundir import RunError, read_record, write_metrics
-from repro.step import learning_rate
-from repro.train import train
+from repro.training.build import make_optimizer
+from repro.training.loop import learning_rate
+from repro.training.run import train
 
 PAPER = dict(lr_max=6e-4, lr_min=6e-5, warmup_steps=2000, decay_steps=60002, schedule="cosine")
 
@@ -158,7 +158,7 @@ def test_interrupted_run_resumes_to_the_same_result(
 ):
     run = load_run("tiny", "baseline")
 
-    import repro.train as train_module
+    import repro.training.run as train_module
 
     real_step = train_module.train_step
 

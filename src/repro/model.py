@@ -2,7 +2,7 @@
 (docs/specification.md §1); its attention and query projections are repro.attention, repro.query.
 
 Module names follow nanoGPT (c_attn, c_proj, c_fc, ln_1, ...) so that the authors' checkpoints map
-onto ours with a short rename table (repro.authors.checkpoint).
+onto ours with a short rename table (repro.annex.authors.checkpoint).
 """
 
 from __future__ import annotations

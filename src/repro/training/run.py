@@ -5,7 +5,8 @@ Starting a run whose directory holds a checkpoint resumes from it; a finished ru
 or overwritten again, and a directory holding another configuration's run is refused. One process
 at a time holds a run directory (repro.runtime.lock); a stop signal (SIGTERM,
 repro.runtime.preemption) ends the run at a step boundary, with a checkpoint. A run that diverges
-(repro.divergence) ends as `diverged`, with its metrics and its last checkpoint, and is never
+(repro.training.divergence) ends as `diverged`, with its metrics and its last checkpoint, and is
+never
 resumed.
 """
 
@@ -17,16 +18,10 @@ from pathlib import Path
 
 import torch
 
-from repro.build import Built, build, with_train_micro_batch
-from repro.checkpoint import check_checkpoint_space, load_checkpoint, restore
 from repro.config import RunConfig
 from repro.data.batches import Batches, DeviceBatches
 from repro.data.tokens import corpus_note
-from repro.divergence import DivergenceStop
 from repro.files import WriteError, make_dir
-from repro.intervals import Checkpoints, StepLog
-from repro.older_runs import legacy_identity
-from repro.provenance import now, run_record
 from repro.rundir import (
     CHECKPOINT,
     METRICS_CSV,
@@ -38,12 +33,18 @@ from repro.rundir import (
     read_record,
     rows_before,
 )
+from repro.rundir.history import legacy_identity
 from repro.runtime import allocator, distributed, preemption
 from repro.runtime.device import resolve_device
 from repro.runtime.gpus import claim_device
 from repro.runtime.lock import hold
 from repro.runtime.progress import Progress
-from repro.step import eval_losses, learning_rate, train_step
+from repro.training.build import Built, build, with_train_micro_batch
+from repro.training.checkpoints import check_checkpoint_space, load_checkpoint, restore
+from repro.training.divergence import DivergenceStop
+from repro.training.intervals import Checkpoints, StepLog
+from repro.training.loop import eval_losses, learning_rate, train_step
+from repro.training.provenance import now, run_record
 
 
 def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path) -> RunRecord:

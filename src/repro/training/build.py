@@ -2,7 +2,7 @@
 the autocast context, all from the run's resolved configuration (repro.config.RunConfig), and the
 training micro-batch that fits them.
 
-repro.train builds them once per session; repro.perf.bench builds them to time steps.
+repro.training.run builds them once per session; repro.annex.perf.bench builds them to time steps.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from typing import NamedTuple
 import torch
 
 from repro.config import AdamW, RunConfig
-from repro.memory import check_memory
 from repro.model import GPT
 from repro.runtime import distributed
 from repro.runtime.device import precision
@@ -22,6 +21,7 @@ from repro.runtime.fit import (
     evaluation_logits_bytes,
     weight_bytes,
 )
+from repro.runtime.memory import check_memory
 
 
 def make_model(run: RunConfig, device: torch.device) -> GPT:

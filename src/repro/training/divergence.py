@@ -1,4 +1,5 @@
-"""When a run has diverged (docs/runs.md, "When a run diverges"): the stop repro.train consults at
+"""When a run has diverged (docs/runs.md, "When a run diverges"): the stop repro.training.run
+consults at
 every interval's metrics rows, and at a resume replays over the rows the run keeps."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """One optimiser step and one evaluation, and the learning-rate schedule that drives them.
 
-repro.train runs these step after step for a run (on what repro.build makes); repro.perf.bench
+repro.training.run runs these step after step for a run (on what repro.training.build makes);
+repro.annex.perf.bench
 times them; repro.evaluate scores a checkpoint with eval_losses exactly as training evaluates.
 """
 

@@ -1,5 +1,6 @@
 """The command line of trained models: `repro generate` samples text from a checkpoint and
-`repro export` writes a run's model as a folder others can load (repro.generate, repro.export)."""
+`repro export` writes a run's model as a folder others can load (repro.annex.generate,
+repro.annex.export)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from repro.cli import options
 
 
 def cmd_generate(args) -> None:
-    from repro.generate import generate_text
+    from repro.annex.generate import generate_text
 
     result = generate_text(
         args.checkpoint,
@@ -26,7 +27,7 @@ def cmd_generate(args) -> None:
 
 
 def cmd_export(args) -> None:
-    from repro.export import export
+    from repro.annex.export import export
 
     out = export(args.run_dir, args.out)
     print(

@@ -1,5 +1,5 @@
 """The record of what a training process runs (run.json's provenance): the run's configuration,
-its data, the code, and the machine, built in one place for repro.train."""
+its data, the code, and the machine, built in one place for repro.training.run."""
 
 from __future__ import annotations
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import torch
 
-from repro.checkpoint import save_checkpoint
 from repro.rundir import MetricsLog
 from repro.runtime.progress import Progress
+from repro.training.checkpoints import save_checkpoint
 
 
 @dataclass

@@ -20,13 +20,12 @@ import torch
 
 from repro.analysis.curves import relative_improvement
 from repro.analysis.runs import read_run
-from repro.authors.checkpoint import authors_model_config, authors_step
-from repro.checkpoint import read_checkpoint
+from repro.annex.authors.checkpoint import authors_model_config, authors_step
+from repro.annex.perf.cost import model_size
 from repro.config import Experiments, Preset, RunConfig, resolve_run
 from repro.config.experiments import source_of
 from repro.errors import ReproError
 from repro.files import make_dir, read_json
-from repro.perf.cost import model_size
 from repro.rundir import (
     METRICS_CSV,
     RUN_JSON,
@@ -37,7 +36,8 @@ from repro.rundir import (
     write_metrics,
 )
 from repro.runtime.tensorboard import write_events
-from repro.step import learning_rate
+from repro.training.checkpoints import read_checkpoint
+from repro.training.loop import learning_rate
 
 AUTHORS = "authors"  # RunRecord.source of an imported run
 TRAIN_TENSOR = "tensor.pt"
