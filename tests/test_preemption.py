@@ -108,6 +108,19 @@ def test_signals_in_quick_succession_stop_once_without_a_traceback(
     )
 
 
+@pytest.mark.slow  # a `repro train` process, stopped
+def test_sigterm_mid_step_checkpoints_whatever_stop_signal_names(token_dir, tiny_indices, tmp_path):
+    """--stop-signal SIGUSR2 (a scheduler's early warning): the SIGTERM at its time limit that
+    arrives mid-step still stops at the step boundary with a checkpoint."""
+    out = tmp_path / "run"
+    args = [*train_args(token_dir, tiny_indices, out), "--stop-signal", "SIGUSR2"]
+    ended = interrupted(args, 2, [signal.SIGTERM])
+    assert ended.returncode == preemption.REQUEUE_EXIT, ended.stderr
+    assert "outside the training steps" not in ended.stderr
+    assert "repro: stopped by SIGTERM signal at step " in ended.stderr
+    assert torch.load(out / "ckpt.pt", weights_only=True)["step"] >= 3
+
+
 def test_a_stop_signal_checkpoints_and_the_next_attempt_resumes(
     token_dir, tiny_indices, tiny_baseline_run, tmp_path, monkeypatch, capsys
 ):

@@ -19,6 +19,7 @@ from conftest import REPO, one_line_error, random_token_files, train_args
 
 import repro.training.checkpoints as checkpoint_module
 from repro.analysis import results
+from repro.cli import main
 from repro.config import load_experiments, load_preset, load_run
 from repro.config.schema import ConfigError
 from repro.data.batches import Batches
@@ -339,3 +340,21 @@ def test_broken_input_is_one_line(case, tmp_path, token_dir, indices, capsys, mo
     for handler in logging.getLogger("datasets").handlers:  # made under another test's capture
         monkeypatch.setattr(handler, "stream", sys.stderr)
     one_line_error(capsys, argv, message, after_progress=True)
+
+
+def test_publish_to_a_folder_that_cannot_be_made_is_refused_before_training(
+    token_dir, tiny_indices, tmp_path, capsys
+):
+    (tmp_path / "a-file").write_text("")
+    argv = train_args(
+        token_dir, tiny_indices, tmp_path / "run", "--publish", tmp_path / "a-file" / "x"
+    )
+    one_line_error(capsys, argv, r"a-file/x: cannot be created")
+    assert not (tmp_path / "run").exists()  # refused before anything was trained
+
+
+def test_publish_to_a_missing_folder_creates_it(token_dir, tiny_indices, tmp_path):
+    published = tmp_path / "results" / "runs" / "tiny" / "baseline"
+    argv = train_args(token_dir, tiny_indices, tmp_path / "run", "--publish", published)
+    assert main([str(a) for a in argv]) == 0
+    assert sorted(p.name for p in published.iterdir()) == ["metrics.csv", "run.json"]
