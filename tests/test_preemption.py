@@ -240,3 +240,17 @@ def test_a_signal_during_the_allocators_restart_is_one_line_and_its_exit_status(
         f"repro: stopped by {name} outside the training steps; run again"
     ], ended.stderr
     assert not (tmp_path / "run").exists()  # stopped before anything was written
+
+
+def test_ctrl_c_while_a_command_starts_is_one_line(monkeypatch, capsys):
+    """Ctrl-C before the command runs (while the command line is imported and parsed), as at
+    the start of `repro import-audit-log`: one line and 130, not a traceback."""
+    from repro import cli, entry
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    monkeypatch.setattr(sys, "argv", ["repro", "import-audit-log", "x.csv", "--out", "run"])
+    assert entry.main() == preemption.INTERRUPT_EXIT
+    assert capsys.readouterr().err == "repro: interrupted\n"
