@@ -86,6 +86,7 @@ def child(setting: str, preset: str, data: str, indices: str, out: str) -> None:
 
     if setting == "repro":
         allocator.restart_under_tcmalloc()  # as `repro train` does: this process, once more
+    import repro.training.loop
     import repro.training.run
     from repro.config import load_experiments, load_preset, resolve_run
 
@@ -101,8 +102,8 @@ def child(setting: str, preset: str, data: str, indices: str, out: str) -> None:
 
         return call
 
-    repro.training.run.train_step = measured(repro.training.run.train_step, steps)
-    repro.training.run.eval_losses = measured(repro.training.run.eval_losses, evaluations)
+    repro.training.loop.train_step = measured(repro.training.loop.train_step, steps)
+    repro.training.loop.eval_losses = measured(repro.training.loop.eval_losses, evaluations)
     run = resolve_run(load_preset(preset), load_experiments()["baseline"])
     repro.training.run.train(run, Path(data), Path(indices), Path(out))
     timed = steps[1:] or steps  # after the first (the allocator warm), where there are more

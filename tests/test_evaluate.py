@@ -17,8 +17,8 @@ from test_preemption import signal_during
 from repro.cli import main
 from repro.config import load_run
 from repro.runtime import preemption
-from repro.training.build import make_model, make_optimizer
 from repro.training.checkpoints import save_checkpoint
+from repro.training.loop import make_model, make_optimizer
 from repro.training.run import train
 
 

@@ -12,8 +12,8 @@ from conftest import one_line_error
 from repro.cli import main
 from repro.config import load_run
 from repro.model import next_token
-from repro.training.build import make_model, make_optimizer
 from repro.training.checkpoints import save_checkpoint
+from repro.training.loop import make_model, make_optimizer
 
 RUN = load_run("tiny", "resgelu-lr3e-3")
 

@@ -10,8 +10,8 @@ from conftest import one_line_error, train_args
 
 from repro.config import load_run
 from repro.runtime import fit, memory
-from repro.training.build import make_model, make_optimizer
 from repro.training.checkpoints import save_checkpoint
+from repro.training.loop import make_model, make_optimizer
 
 
 def test_evaluation_logits_that_cannot_fit_are_refused_before_training(

@@ -18,7 +18,7 @@ from repro.config import QUERY_MODES, ConfigError, Experiments, RunConfig
 from repro.model import GPT, KVCache
 from repro.runtime.fit import weight_bytes
 from repro.runtime.memory import check_memory
-from repro.training.build import make_model
+from repro.training.loop import make_model
 
 
 def cpu_model() -> str:
