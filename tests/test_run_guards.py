@@ -124,10 +124,12 @@ def test_a_stale_partial_checkpoint_never_blocks_a_rerun(
     run, run_dir = load_run("tiny", "baseline"), tmp_path / "run"
     run_dir.mkdir()
     stale = b"PK\x03\x04" + bytes(100_000)  # the start of a checkpoint whose write failed
-    (run_dir / ".ckpt.pt.k3v9x2q1.partial").write_bytes(stale)
-    # The disk is as full as the stale file left it: its space counts as free.
-    needed = 2 * checkpoint_module.checkpoint_bytes(GPT(run.model)) - len(stale)
-    monkeypatch.setattr(checkpoint_module, "free_bytes", lambda path: needed)
+    partial = run_dir / ".ckpt.pt.k3v9x2q1.partial"
+    partial.write_bytes(stale)
+    # The disk is as full as the stale file left it: room for two checkpoints once it is gone.
+    room = 2 * checkpoint_module.checkpoint_bytes(GPT(run.model)) - len(stale)
+    free = lambda path: room + (0 if partial.exists() else len(stale))  # noqa: E731
+    monkeypatch.setattr(checkpoint_module, "free_bytes", free)
     record = train(run, token_dir, tiny_indices, run_dir)
     assert record.status == "completed" and not list(run_dir.glob("*.partial"))
 
