@@ -84,13 +84,23 @@ def tiny_baseline_run(token_dir, tiny_indices, tmp_path_factory):
 
 # The metrics of the tiny baseline run that do not depend on the machine's speed, as training on
 # the CPU with one thread writes them (Python's shortest repr of each float: equal text is equal
-# bits). A change of the numbers is a change of training; where it is meant, copy these columns
-# of the new run's metrics.csv here.
-STORED_LOSSES = Path(__file__).parent / "fixtures" / "tiny-baseline-losses.csv"
+# bits). torch's CPU kernels differ in their last bits between vector units (AVX2, AVX512), so
+# there is one file per unit, named by torch.backends.cpu.get_cpu_capability(). A change of the
+# numbers is a change of training; where it is meant, copy these columns of the new run's
+# metrics.csv into the file of the machine's unit (and into the others on machines that have them).
+STORED_LOSSES = (
+    Path(__file__).parent
+    / "fixtures"
+    / f"tiny-baseline-losses-{torch.backends.cpu.get_cpu_capability().lower()}.csv"
+)
 LOSS_COLUMNS = [c for c in METRICS_COLUMNS if c not in ("step_time_s", "tokens_per_s")]
 
 
 def assert_stored_losses(metrics: Path) -> None:
+    assert STORED_LOSSES.is_file(), (
+        f"{STORED_LOSSES} missing: no losses are stored for this CPU's vector unit; copy the "
+        f"columns {LOSS_COLUMNS} of {metrics} there"
+    )
     with open(metrics, newline="") as f:
         trained = [{c: row[c] for c in LOSS_COLUMNS} for row in csv.DictReader(f)]
     with open(STORED_LOSSES, newline="") as f:

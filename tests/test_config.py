@@ -20,6 +20,7 @@ from repro.config import (
 )
 from repro.config.schema import load, schema
 from repro.rundir import identity_differences
+from repro.rundir.history import with_later_defaults
 
 
 def write_preset(tmp_path, edit):
@@ -158,14 +159,17 @@ def test_config_dir_outside_the_checkout_is_the_installed_checkouts(tmp_path, mo
 
 
 def test_the_identity_keeps_the_layout_run_directories_have():
-    """run.json and checkpoints of earlier versions compare their identity with this one."""
+    """run.json and checkpoints compare their identity, read through repro.rundir.history,
+    with this one: every setting training computes with."""
     identity = load_run("tiny", "resgelu-lr3e-3").identity()
     assert identity["optimizer"] == {"lr_max": 3e-3, "lr_min": 3e-5, "weight_decay": 2**-5}
-    assert sorted(identity["train"]) == sorted(
-        "max_step batch_size warmup_steps decay_steps eval_interval eval_sequences "
-        "eval_micro_batch eval_rows grad_clip beta1 beta2 adam_eps loss_ceiling init_seed "
-        "index_seed".split()
-    )
+    recorded = "max_step batch_size warmup_steps decay_steps eval_interval eval_sequences "
+    recorded += "eval_micro_batch eval_rows grad_clip beta1 beta2 adam_eps loss_ceiling init_seed "
+    recorded += "index_seed"
+    later = ["schedule", "divergence_margin", "divergence_evaluations"]
+    assert sorted(identity["train"]) == sorted(recorded.split() + later)
+    older = {**identity, "train": {k: identity["train"][k] for k in recorded.split()}}
+    assert with_later_defaults(older) == identity
     assert (identity["train"]["beta2"], identity["train"]["adam_eps"]) == (0.95, 1e-8)
     assert identity["model"]["query_mode"] == "residual_gelu"
 

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from repro.config import QUERY_MODES, ConfigError, load_run
 from repro.model import GPT, KVCache, ModelConfig, count_parameters, parameter_counts
+from repro.rundir.history import with_later_defaults
 
 # §1: exact non-embedding parameter counts of the paper-size models.
 PAPER_NON_EMBEDDING = {
@@ -348,11 +349,13 @@ def test_the_gate_changes_nothing_else_of_the_model(gate):
     torch.testing.assert_close(attn(x), reference(x) / 2, rtol=1e-12, atol=1e-12)
 
 
-def test_the_gate_is_out_of_the_identity_until_it_is_used():
-    """Runs recorded without the option keep their identity; a gated run is another run."""
+def test_runs_recorded_without_the_gate_keep_their_identity():
+    """Runs recorded without the option are read as ungated runs; a gated run is another run."""
     run = load_run("tiny", "baseline")
     assert run.model.attention_gate is None
-    assert "attention_gate" not in run.identity()["model"]
+    recorded = run.identity()
+    del recorded["model"]["attention_gate"]
+    assert with_later_defaults(recorded) == run.identity()
     gated = replace(run, model=replace(run.model, attention_gate="elementwise"))
     assert gated.identity()["model"]["attention_gate"] == "elementwise"
 

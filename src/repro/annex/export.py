@@ -13,8 +13,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from repro.analysis.runs import Run, read_run
+from repro.annex.authors.checkpoint import load_any_checkpoint
 from repro.config import load_preset
-from repro.evaluate import load_any_checkpoint
 from repro.files import atomic_folder, atomic_write, make_dir, read_json, write_json
 from repro.model import CONFIG_JSON, WEIGHTS, count_parameters
 from repro.rundir import CHECKPOINT, LIVE, RUN_JSON, RunError

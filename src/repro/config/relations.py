@@ -25,11 +25,7 @@ def check_relations(source, model, train, runtime, report) -> None:
             source, "train.eval_micro_batch", t.eval_micro_batch, f"train.{key}", getattr(t, key)
         )
     check_divides(source, "model.n_head", model.n_head, "model.d_model", model.d_model)
-    micro_batch = runtime.train_micro_batch
-    if isinstance(micro_batch, int):
-        check_divides(
-            source, "runtime.train_micro_batch", micro_batch, "train.batch_size", t.batch_size
-        )
+    check_micro_batch(source, runtime, t)
     if t.warmup_steps >= t.decay_steps:
         raise ConfigError(
             f"{source}: train.warmup_steps: {t.warmup_steps} must be less than "
@@ -46,6 +42,16 @@ def check_relations(source, model, train, runtime, report) -> None:
         raise ConfigError(
             f"{source}: train.eval_rows: {t.eval_rows} rows, the run evaluates "
             f"{t.evaluations} times (train.max_step // train.eval_interval + 1)"
+        )
+
+
+def check_micro_batch(source, runtime, train) -> None:
+    """The one relation a runtime setting takes part in: a training micro-batch that is a number
+    divides the batch."""
+    micro_batch = runtime.train_micro_batch
+    if isinstance(micro_batch, int):
+        check_divides(
+            source, "runtime.train_micro_batch", micro_batch, "train.batch_size", train.batch_size
         )
 
 

@@ -10,8 +10,7 @@ from pathlib import Path
 from repro.config.experiments import Experiment
 from repro.config.model import ModelConfig
 from repro.config.preset import Preset, Report, Runtime, TrainSettings
-from repro.config.relations import check_relations, mlp_hidden
-from repro.rundir.history import LATER_MODEL_OPTIONS, LATER_TRAIN_DEFAULTS, without_later_defaults
+from repro.config.relations import check_micro_batch, check_relations, mlp_hidden
 
 # The default loss ceiling: a nat above a uniform guess (an untrained GPT-2: ln(50304) = 10.83).
 LOSS_MARGIN = 1.0
@@ -37,8 +36,8 @@ class RunConfig:
     The preset's sections with the experiment's `model:` and `train:` overrides, AdamW's settings
     (the experiment's rates and decay, the preset's constants), the runtime settings with this
     machine's overrides. Build it with resolve_run (or load_run) and change the runtime with
-    with_runtime: both check the relations between the values (repro.config.relations) on exactly
-    what training will use.
+    with_runtime: resolve_run checks the relations between the values (repro.config.relations) on
+    exactly what training will use, once; with_runtime the one a runtime setting takes part in.
     """
 
     preset_name: str
@@ -54,15 +53,6 @@ class RunConfig:
     report: Report
     seed: int  # the seed k of train.init_seed and train.index_seed (Preset.with_seed)
 
-    def __post_init__(self):
-        check_relations(
-            f"preset {self.preset_name}, experiment {self.experiment.name}",
-            self.model,
-            self.train,
-            self.runtime,
-            self.report,
-        )
-
     @property
     def tokens_per_step(self) -> int:
         return self.train.batch_size * self.model.block_size
@@ -76,19 +66,23 @@ class RunConfig:
     def with_runtime(self, **settings) -> "RunConfig":
         """This run with other runtime settings (command-line overrides: device, compile,
         train_micro_batch, loss_chunks, fused_projection); None keeps one. Never another run."""
-        return replace(self, runtime=_overridden(self.runtime, settings))
+        run = replace(self, runtime=_overridden(self.runtime, settings))
+        check_micro_batch(run.source, run.runtime, run.train)
+        return run
+
+    @property
+    def source(self) -> str:
+        """How errors name the run."""
+        return f"preset {self.preset_name}, experiment {self.experiment.name}"
 
     def identity(self) -> dict:
         """What makes two runs the same run: what the training computes with, nothing else.
 
-        AdamW's constants stand under train, as run.json and checkpoints keep them; settings that
-        older runs were recorded without are left out at those runs' values
-        (repro.rundir.history)."""
+        AdamW's constants stand under train, as run.json and checkpoints keep them."""
         o = self.optimizer
         return {
-            "model": without_later_defaults(asdict(self.model), LATER_MODEL_OPTIONS),
-            "train": without_later_defaults(asdict(self.train), LATER_TRAIN_DEFAULTS)
-            | {"beta1": o.beta1, "beta2": o.beta2, "adam_eps": o.eps},
+            "model": asdict(self.model),
+            "train": asdict(self.train) | {"beta1": o.beta1, "beta2": o.beta2, "adam_eps": o.eps},
             "optimizer": {
                 "lr_max": o.lr_max,
                 "lr_min": o.lr_min,
@@ -110,7 +104,7 @@ def resolve_run(preset: Preset, experiment: Experiment, **runtime) -> RunConfig:
         mlp_hidden=mlp_hidden(experiment.name, shape["d_model"], experiment.mlp_ratio),
         query_mode=experiment.query_mode,
     )
-    return RunConfig(
+    run = RunConfig(
         preset_name=preset.name,
         preset_file=str(Path(preset.source).resolve()),
         corpus=preset.corpus,
@@ -122,6 +116,8 @@ def resolve_run(preset: Preset, experiment: Experiment, **runtime) -> RunConfig:
         report=preset.report,
         seed=preset.seed,
     )
+    check_relations(run.source, run.model, run.train, run.runtime, run.report)
+    return run
 
 
 def _overridden(runtime: Runtime, settings: dict) -> Runtime:

@@ -4,12 +4,13 @@ them).
 
 - run.json without `format`: the training micro-batch under `micro_batch`, and an identity laid
   out as preset/experiment/model (legacy_record, legacy_identity).
-- Settings that runs were recorded without (LATER_MODEL_OPTIONS, LATER_TRAIN_DEFAULTS): a run's
-  identity leaves such a setting out while it has the value those runs trained with, so that they
-  keep their identity: they resume, and the results do not call them stale.
+- Settings that runs were recorded without (LATER_MODEL_OPTIONS, LATER_TRAIN_DEFAULTS): an
+  identity read without one gets it at the value those runs trained with (with_later_defaults),
+  so that they keep their identity: they resume, and the results do not call them stale.
 
-No imports of the package: the configuration (repro.config) and the run directory
-(repro.rundir) both read this.
+Only readers call this: run.json's (repro.rundir.record), a checkpoint's at a resume
+(repro.training.run), a bench report's (repro.annex.perf.cost). What training computes with,
+RunConfig.identity(), knows nothing of it.
 """
 
 LATER_MODEL_OPTIONS = {"qk_norm": False, "attention_gate": None}
@@ -20,9 +21,13 @@ LATER_TRAIN_DEFAULTS = {
 }
 
 
-def without_later_defaults(values: dict, later: dict) -> dict:
-    """`values` less the settings of `later` that still have their default there."""
-    return {k: v for k, v in values.items() if k not in later or v != later[k]}
+def with_later_defaults(identity: dict) -> dict:
+    """A recorded identity (today's layout) with the settings it was recorded without, at the
+    values its run trained with; an empty one (a run of no known configuration) stays empty."""
+    if not identity:
+        return identity
+    model = LATER_MODEL_OPTIONS | identity.get("model", {})
+    return identity | {"model": model, "train": LATER_TRAIN_DEFAULTS | identity.get("train", {})}
 
 
 def legacy_record(data: dict) -> dict:

@@ -13,7 +13,7 @@ from pathlib import Path
 import repro
 from repro.errors import ReproError
 from repro.files import copy_file, read_json, write_json
-from repro.rundir.history import legacy_record
+from repro.rundir.history import legacy_record, with_later_defaults
 
 RUN_JSON, METRICS_CSV, CHECKPOINT = "run.json", "metrics.csv", "ckpt.pt"
 LIVE = "live"  # where `repro train` works in the workflow's run folders (rules/train.smk)
@@ -101,7 +101,9 @@ def read_record(run_dir: str | Path) -> RunRecord:
     for key, value in data.items():
         if key in known and not _of_type(value, known[key]):
             raise RunError(f"{path}: {key}: {str(value)[:40]!r} is not of type {known[key]}")
-    try:
+    try:  # an identity whose sections are not objects is a TypeError here
+        if "identity" in data:
+            data["identity"] = with_later_defaults(data["identity"])
         return RunRecord(**{k: v for k, v in data.items() if k in known})
     except TypeError as e:
         raise RunError(f"{path}: not a run record ({e})") from None

@@ -154,6 +154,3 @@ class StepLog:
         elif self.progress is not None:
             self.progress.report(rows)
         return diverged
-
-    def close(self) -> None:
-        self.metrics.close()

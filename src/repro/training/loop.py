@@ -206,8 +206,12 @@ def run_steps(
     model, step_model, optimizer, autocast = built
     device_batches = DeviceBatches(batches, next(model.parameters()).device)
     for step in range(log.start, t.max_step + 1):
-        if distributed.any_rank(preemption.requested()):
-            return stopped(step, log, checkpoints, record)
+        if distributed.any_rank(preemption.requested()):  # the steps taken written, as at any
+            # interval: a run that diverged in them ends so, any other resumes at this step
+            if log.pending and (diverged := log.write()) is not None:
+                return diverged_record(record, *diverged)
+            checkpoints.save(step)
+            return replace(record, last_step=step - 1)
         lr = schedule(step)
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -227,15 +231,6 @@ def run_steps(
         if checkpoint:
             checkpoints.save(step + 1)
     return replace(record, status="completed")
-
-
-def stopped(step: int, log: StepLog, checkpoints: Checkpoints, record: RunRecord) -> RunRecord:
-    """On a stop signal before `step`: the steps taken written as at any interval; a run that
-    diverged in them ends as diverged, any other is checkpointed at `step`, to resume there."""
-    if log.pending and (diverged := log.write()) is not None:
-        return diverged_record(record, *diverged)
-    checkpoints.save(step)
-    return replace(record, last_step=step - 1)
 
 
 def diverged_record(record: RunRecord, step: int, reason: str) -> RunRecord:

@@ -32,7 +32,7 @@ from repro.rundir import (
     identity_differences,
     read_record,
 )
-from repro.rundir.history import legacy_identity
+from repro.rundir.history import legacy_identity, with_later_defaults
 from repro.runtime import allocator, distributed, preemption
 from repro.runtime.device import resolve_device
 from repro.runtime.gpus import claim_device
@@ -114,14 +114,8 @@ def _train(
     check_checkpoint_space(out_dir / CHECKPOINT, built.model)
     run = with_train_micro_batch(run, built)
     reader = f"experiment {run.experiment.name} at preset {run.preset_name}"
-    batches = Batches.open(
-        data_dir,
-        indices_dir,
-        reader,
-        run.model.block_size,
-        run.train,
-        run.runtime.train_micro_batch,
-    )
+    size, micro_batch = run.model.block_size, run.runtime.train_micro_batch
+    batches = Batches.open(data_dir, indices_dir, reader, size, run.train, micro_batch)
     if run.corpus == "openwebtext":
         print(corpus_note(batches.manifest), flush=True)
     start, kept = resume(out_dir / CHECKPOINT, built, run)
@@ -140,7 +134,7 @@ def _train(
             f"from it once there is room"
         ) from None
     finally:
-        log.close()
+        log.metrics.close()
     if record.finished_training:
         record.finished = now()
     if main:
@@ -154,7 +148,8 @@ def resume(path: Path, built: Built, run: RunConfig) -> tuple[int, list[dict]]:
     if not path.exists():
         return 0, []
     state = load_checkpoint(path, map_location=next(built.model.parameters()).device)
-    identity = legacy_identity(state["config"]["identity"], run.train.eval_micro_batch)
+    recorded = legacy_identity(state["config"]["identity"], run.train.eval_micro_batch)
+    identity = with_later_defaults(recorded)
     refuse_other_configuration(path, identity, run)
     kept = check_resume(path.parent, state["step"], run.train.max_step)
     restore(path, state, built.model, built.optimizer)
