@@ -24,7 +24,8 @@ def stated_conflicts(stated: dict, identity: dict) -> list[str]:
     -> run's", over the keys stated."""
     differences = []
     for key, (section, name, absent) in STATED_IN_IDENTITY.items():
-        ours = identity.get(section, {}).get(name, absent)
+        ours = identity.get(section, {}).get(name)
+        ours = absent if ours is None else ours  # an identity says "no gate" as None or not at all
         if key in stated and stated[key] != ours:
             differences.append(f"{key}: {stated[key]} -> {ours}")
     return differences
