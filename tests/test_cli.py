@@ -32,6 +32,13 @@ def test_describe_group_with_measured_throughput(capsys):
     assert "table1: 5 runs, 83.3 GPU-hours at measured" in out  # 60003 steps x 1 s = 16.67 h each
 
 
+def test_describe_without_a_group_lists_the_groups(capsys):
+    assert main(["describe", "--preset", "paper"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "--group NAME" in err and "table1" in err and "figure2" in err
+
+
 def test_train_errors_are_one_line_and_exit_2(tmp_path):
     result = subprocess.run(
         [

@@ -49,10 +49,22 @@ def test_a_run_that_leaves_the_band_is_off_course_from_that_step(tmp_path, their
     table, source = compare.compare_runs(read_run(run), read_run(theirs[1]))
     assert source.startswith("fixed: 0.01 nats")
     assert list(table["step"]) == [0, 4, 8, 12]
-    assert list(table["verdict"]) == ["within", "within", "within", "above"]
+    assert list(table["verdict"]) == ["untrained", "within", "within", "behind"]
     assert table["difference"].tolist() == pytest.approx([0.004, -0.006, 0.002, 0.05], abs=1e-6)
+    assert compare.verdict(table).startswith(
+        "off course: behind the reference from step 12, its validation loss 0.0500 nats higher"
+    )
+
+
+def test_step_0_is_never_where_a_run_left_its_course(tmp_path, theirs, ours):
+    # Two untrained models differ by their initialisation alone: step 0 counts neither way.
+    run = ours(tmp_path / "runs" / "tiny", {0: -0.5, 4: -0.002, 8: -0.03, 12: -0.04})
+    table, _ = compare.compare_runs(read_run(run), read_run(theirs[1]))
+    assert list(table["verdict"]) == ["untrained", "within", "ahead", "ahead"]
     line = compare.verdict(table)
-    assert line.startswith("off course: above the reference by +0.0500 at step 12")
+    assert line.startswith("off course: ahead of the reference from step 8, its validation loss")
+    assert "0.0300 nats lower" in line and "-" not in line.split(";")[0]
+    assert line.endswith("outside at 2 of 3 common evaluation steps after step 0, 4..12")
 
 
 def test_the_first_hours_need_only_the_first_evaluations(tmp_path, theirs, ours):
@@ -60,7 +72,7 @@ def test_the_first_hours_need_only_the_first_evaluations(tmp_path, theirs, ours)
     table, _ = compare.compare_runs(read_run(run), read_run(theirs[1]))
     assert list(table["step"]) == [0, 4]
     assert compare.verdict(table) == (
-        "on course: within the tolerance at all 2 common evaluation steps, 0..4"
+        "on course: within the tolerance at 1 common evaluation step after step 0, 4..4"
     )
 
 
@@ -73,7 +85,7 @@ def test_the_seeds_of_the_preset_set_the_tolerance(tmp_path, theirs, ours):
     assert source.startswith("measured: 95% interval of a difference from 3 seeds")
     half = 4.303 * 0.02 * math.sqrt(2)  # t(0.975, 2) x sd x sqrt(2) = 0.1217
     assert table["tolerance"].tolist() == pytest.approx([half] * 4, abs=1e-3)
-    assert (table["verdict"] == "within").all()  # 0.04 off: inside what the seeds vary by
+    assert list(table["verdict"]) == ["untrained"] + ["within"] * 3  # 0.04: inside the seeds
 
 
 def test_repro_compare_imports_their_folder_on_the_fly(tmp_path, theirs, capsys, ours):
@@ -82,8 +94,8 @@ def test_repro_compare_imports_their_folder_on_the_fly(tmp_path, theirs, capsys,
     assert main(["compare", str(run), "--reference", str(theirs[0]), "--csv", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "tolerance: fixed: 0.01 nats" in printed
-    assert "off course: below the reference by -0.0300 at step 8" in printed
-    assert list(pd.read_csv(out)["verdict"]) == ["within", "within", "below", "below"]
+    assert "off course: ahead of the reference from step 8, its validation loss 0.0300" in printed
+    assert list(pd.read_csv(out)["verdict"]) == ["untrained", "within", "ahead", "ahead"]
     assert main(["compare", str(run), "--reference", str(theirs[1]), "--tolerance", "0.05"]) == 0
     assert "on course" in capsys.readouterr().out
 
@@ -119,7 +131,7 @@ def test_a_reference_of_another_configuration_is_named(tmp_path, theirs, capsys,
     assert printed.splitlines()[-1].startswith("across configurations (they differ in ")
     assert "model.block_size" in printed.splitlines()[-1]
     assert printed.splitlines()[-1].endswith(
-        "on course: within the tolerance at all 4 common evaluation steps, 0..12"
+        "on course: within the tolerance at all 3 common evaluation steps after step 0, 4..12"
     )
 
 
@@ -167,7 +179,7 @@ def test_status_shows_each_run_against_the_authors(tmp_path, theirs, write_run, 
     shown = format_status(table)
     assert "vs authors" in shown
     by = dict(zip(table["experiment"], table["vs_authors"]))
-    assert by["baseline"] == "+0.0500 above @12" and pd.isna(by["mlp4.75"])
+    assert by["baseline"] == "+0.0500 behind @12" and pd.isna(by["mlp4.75"])
 
 
 def test_figure1_marks_where_ours_leaves_the_authors_band(tiny_runs, tmp_path, write_run):

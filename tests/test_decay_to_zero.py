@@ -20,6 +20,10 @@ LOSSES = {  # at the last evaluation; the nonlinear query's best is its own rate
     "d2z-baseline-lr2.4e-3": [4.93, 4.95, 4.92],
     "d2z-resgelu-lr3e-3": [4.84, 4.87, 4.83],
     "d2z-resgelu-lr4.8e-3": [4.86, 4.88, 4.86],
+    "d2z-cos-baseline-lr4.8e-3": [4.91, 4.93, 4.90],
+    "d2z-cos-baseline-lr2.4e-3": [4.94, 4.96, 4.93],
+    "d2z-cos-resgelu-lr3e-3": [4.85, 4.88, 4.84],
+    "d2z-cos-resgelu-lr4.8e-3": [4.87, 4.89, 4.87],
 }
 
 
@@ -53,19 +57,27 @@ def the_claim(runs_dir, preset):
     return tuple(claims.loc[CLAIM, ["experiment", "holds", "detail"]])
 
 
-def test_the_group_decays_both_queries_to_zero_at_the_audits_rates():
+def test_the_group_decays_both_queries_to_zero_at_the_audits_rates_on_both_schedules():
+    """Linearly to zero, as the audit's configurations ask, and by cosine to zero, as its training
+    scripts (which never read their `lr_schedule`) trained its logs."""
     paper, experiments = load_config("paper")
     runs = {e.name: load_run("paper", e.name) for e in experiments.group(GROUP)}
-    rates = {
-        mode: sorted(r.optimizer.lr_max for r in runs.values() if r.model.query_mode == mode)
-        for mode in ("linear", "residual_gelu")
-    }
-    assert rates == {"linear": [2.4e-3, 4.8e-3], "residual_gelu": [3e-3, 4.8e-3]}
+    for schedule in ("linear", "cosine"):
+        rates = {
+            mode: sorted(
+                r.optimizer.lr_max
+                for r in runs.values()
+                if r.model.query_mode == mode and r.train.schedule == schedule
+            )
+            for mode in ("linear", "residual_gelu")
+        }
+        assert rates == {"linear": [2.4e-3, 4.8e-3], "residual_gelu": [3e-3, 4.8e-3]}, schedule
     for run in runs.values():
-        assert run.train.schedule == "linear" and run.train.decay_steps == run.train.max_step
-        assert run.identity()["train"]["schedule"] == "linear"  # not the cosine runs' identity
+        assert run.optimizer.lr_min == 0 and run.train.decay_steps == run.train.max_step
         wd = 0.1 if run.model.query_mode == "linear" else 2**-5  # the audit's; Table 1's
         assert run.optimizer.weight_decay == wd
+    assert runs["d2z-baseline-lr4.8e-3"].identity()["train"]["schedule"] == "linear"
+    assert runs["d2z-cos-baseline-lr4.8e-3"].train.schedule == "cosine"  # the preset's
 
 
 def test_a_schedule_written_with_a_reference_length_keeps_its_kind():
@@ -81,7 +93,7 @@ def test_a_schedule_written_with_a_reference_length_keeps_its_kind():
 def test_the_table_reads_each_run_at_its_last_evaluation(tmp_path, preset, fabricate):
     result = decay_to_zero(fabricate(tmp_path / "runs", preset), preset, SEEDS)
     table = result.table.set_index("experiment")
-    assert result.missing == [] and (table["step"] == 12).all()
+    assert result.missing == [] and (table["step"] == 12).all() and len(table) == 8
     assert table.loc["d2z-baseline-lr4.8e-3", "val_loss_mean"] == pytest.approx(4.90333, abs=1e-4)
     assert set(table.index[table["best"]]) == {"d2z-baseline-lr4.8e-3", "d2z-resgelu-lr3e-3"}
     (row,) = result.comparison.to_dict("records")
@@ -110,13 +122,20 @@ def test_a_run_stopped_before_its_last_evaluation_is_named_missing(tmp_path, pre
     assert "1 runs missing: seed1/d2z-resgelu-lr4.8e-3" in detail
 
 
-@pytest.mark.parametrize("preset_name,hours", [("paper", "70.8"), ("screen", "7.1")])
+def test_each_model_is_represented_by_its_best_rate_on_either_schedule(tmp_path, preset, fabricate):
+    cosine_best = {**LOSSES, "d2z-cos-baseline-lr4.8e-3": [4.88, 4.90, 4.87]}
+    result = decay_to_zero(fabricate(tmp_path / "runs", preset, cosine_best), preset, SEEDS)
+    (row,) = result.comparison.to_dict("records")
+    assert (row["nonlinear"], row["linear"]) == ("d2z-resgelu-lr3e-3", "d2z-cos-baseline-lr4.8e-3")
+
+
+@pytest.mark.parametrize("preset_name,hours", [("paper", "141.6"), ("screen", "14.2")])
 def test_describe_gives_the_groups_gpu_hours(capsys, preset_name, hours):
     from repro.cli import main
 
     assert main(["describe", "--preset", preset_name, "--group", GROUP]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert last.startswith(f"{GROUP}: 4 runs, {hours} GPU-hours")
+    assert last.startswith(f"{GROUP}: 8 runs, {hours} GPU-hours")
 
 
 def test_the_workflow_plans_the_group_and_its_table(tmp_path):
@@ -142,9 +161,13 @@ def test_the_notebook_writes_both_tables(tmp_path, write_run):
         "out_csv": tmp_path / "d2z.csv",
         "out_html": tmp_path / "d2z.html",
         "out_comparison": tmp_path / "comparison.csv",
+        "out_figure": tmp_path / "d2z.png",
+        "out_figure_html": tmp_path / "d2z-figure.html",
     }
     run_checkout_notebook("decay_to_zero", tmp_path, runs_dir=runs, seeds=SEEDS, **out)
     table, comparison = (pd.read_csv(out[k]) for k in ("out_csv", "out_comparison"))
-    assert len(table) == 4 and (table["step"] == 12).all()
+    assert len(table) == 8 and (table["step"] == 12).all()
     assert list(comparison["nonlinear"]) == ["d2z-resgelu-lr3e-3"]
     assert "d2z-baseline-lr2.4e-3" in out["out_html"].read_text()
+    assert out["out_figure"].read_bytes().startswith(b"\x89PNG")  # every setting, its interval
+    assert "<img" in out["out_figure_html"].read_text()

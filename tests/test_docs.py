@@ -171,3 +171,30 @@ def test_git_ignores_the_folders_the_docs_export_to():
     for out in outs:
         ignored = subprocess.run(["git", "-C", str(REPO), "check-ignore", "-q", f"{out}/README.md"])
         assert ignored.returncode == 0, f"{out}: an export the docs make would show in git status"
+
+
+# A path the workflow writes under results/: a rule's output or log, as its rule files spell it.
+WORKFLOW_RESULT = re.compile(r"\"results/([\w.]+)(/)?[^\"\s:]*\"")
+
+
+def test_results_readme_lists_every_file_and_folder_the_workflow_writes():
+    rules = [REPO / "Snakefile", *(REPO / "workflow" / "rules").glob("*.smk")]
+    written = {
+        name + (slash or "")
+        for path in rules
+        for name, slash in WORKFLOW_RESULT.findall(path.read_text())
+    }
+    assert {"table1.csv", "evidence.csv", "runs/", "notebooks/"} <= written
+    table = (REPO / "results" / "README.md").read_text().split("|---|", 1)[1]
+    listed = set(re.findall(r"^\| (.*?) \|", table, re.M))
+    paths = " ".join(listed)
+    missing = {w for w in written if not re.search(rf"`{re.escape(w)}", paths)}
+    assert not missing, f"results/README.md lists no {sorted(missing)}"
+
+
+@pytest.mark.parametrize("page", ["docs/runs.md", "docs/report.md", "results/README.md"])
+def test_the_notebook_lists_name_every_notebook(page):
+    notebooks = {p.stem for p in (REPO / "notebooks").glob("*.ipynb")}
+    text = (REPO / page).read_text()
+    lists = re.findall(r"notebooks/\{([\w,]+)\}\.ipynb", text)
+    assert lists and all(set(listed.split(",")) == notebooks for listed in lists), page

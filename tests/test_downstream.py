@@ -5,7 +5,9 @@ include path); the scores checked against a direct computation with the model.""
 import contextlib
 import io
 import json
+import os
 import re
+import socket
 from dataclasses import asdict
 
 import pandas as pd
@@ -19,6 +21,7 @@ from repro.cli import main
 from repro.config import ModelConfig, load_run
 from repro.data.tokenizer import EOT_TOKEN, gpt2_encoding
 from repro.model import GPT
+from repro.runtime import network
 from repro.training.checkpoints import save_checkpoint
 
 # Not on a GPU node (no lm-eval there): `pytest -m gpu` still collects this module.
@@ -273,3 +276,17 @@ def test_task_data_that_cannot_be_had_are_one_line_naming_the_task(tmp_path, tas
     assert "HF_DATASETS_OFFLINE=1" in hub and "--include-path" in hub
     assert "lm-eval cannot load it" in errors["repro_choice"]
     assert not (tmp_path / "out").exists()
+
+
+def test_an_unreachable_hub_is_offline_at_once(monkeypatch):
+    # Offline, the hub's clients retry each request for about a minute: one connection says so.
+    for name in (*network.OFFLINE, *network.PROXIES):
+        monkeypatch.delenv(name, raising=False)
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{listening.getsockname()[1]}")
+        network.offline_unless_reachable()
+        assert not any(os.environ.get(name) for name in network.OFFLINE)
+    network.offline_unless_reachable()  # the port now closed: nothing listens
+    assert all(os.environ.get(name) == "1" for name in network.OFFLINE)

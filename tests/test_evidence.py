@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from test_audit import curve, write_log
 
+from repro.annex import evidence
 from repro.annex.evidence import NOT_AVAILABLE, PAPER, evidence_table, verify_evidence
 from repro.cli import main
 from repro.config import load_config
@@ -84,14 +85,14 @@ def test_each_claim_stands_beside_every_source(sources, tmp_path, capsys):
     paper = experiments["resgelu-lr3e-3"].paper
     v1 = reading(table, "resgelu-lr3e-3", "rel_improvement", PAPER, "the paper's step")
     assert (v1["value"], v1["step"]) == (paper.rel_improvement, 59000)
-    ours = reading(table, "resgelu-lr3e-3", "val_loss", "ours", "the paper's step")
+    ours = reading(table, "resgelu-lr3e-3", "val_loss", "ours", evidence.TABLE_STEP)
     assert (ours["n_seeds"], ours["step"]) == (2, 12)
     assert ours["value"] == pytest.approx((5.0 - 0.07 + 4.96) / 2)
     assert ours["ci_low"] < ours["value"] < ours["ci_high"]  # two seeds: an interval
     gain = reading(table, "resgelu-lr3e-3", "rel_improvement", "ours", "its own end")
     assert gain["value"] == pytest.approx(((5.0 - 4.93) / 5.0 + (5.1 - 4.96) / 5.1) / 2)
     # The authors' runs were not given; the audit's as-experiment run is only the baseline.
-    authors = reading(table, "mlp4.75", "val_loss", "authors", "the paper's step")
+    authors = reading(table, "mlp4.75", "val_loss", "authors", evidence.TABLE_STEP)
     assert authors["status"] == NOT_AVAILABLE
     assert reading(table, "mlp4.75", "val_loss", "audit", "its own end")["status"] == NOT_AVAILABLE
     assert reading(table, "baseline", "val_loss", "audit", "its own end")["value"] == pytest.approx(
@@ -135,7 +136,7 @@ def test_a_run_of_another_configuration_is_flagged(tiny_runs):
     shutil.rmtree(tiny_runs / "mlp4.75")
     shutil.copytree(tiny_runs / "baseline", tiny_runs / "mlp4.75")
     table = evidence_table(tiny_runs, "tiny")
-    row = reading(table, "mlp4.75", "val_loss", "ours", "the paper's step")
+    row = reading(table, "mlp4.75", "val_loss", "ours", evidence.TABLE_STEP)
     assert row["config_differences"] == "model.mlp_hidden: 128 -> 152"
 
 
@@ -144,7 +145,7 @@ def test_a_copy_of_seed_0s_run_in_seed_1s_folder_is_flagged_and_left_out(tiny_ru
     Table 1 over seeds leaves it out too."""
     shutil.copytree(tiny_runs / "baseline", tiny_runs / "seed1" / "baseline")
     table = evidence_table(tiny_runs, "tiny", 2)
-    row = reading(table, "baseline", "val_loss", "ours", "the paper's step")
+    row = reading(table, "baseline", "val_loss", "ours", evidence.TABLE_STEP)
     assert row["n_seeds"] == 1 and pd.isna(row["ci_low"])
     assert row["config_differences"] == (
         "seed1 left out: train.init_seed: 1337 -> 1338, train.index_seed: 42 -> 43"

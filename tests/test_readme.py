@@ -27,12 +27,13 @@ def test_ci_runs_exactly_the_readme_set_up_and_test_commands():
     assert f'  {slow} --junitxml="$reports/slow.xml" || status=$?' in ci
 
 
-def test_the_set_up_says_how_to_install_torch_without_cuda():
-    # pip's default torch on Linux is the CUDA build, several GB a machine without a GPU never uses
-    section = (REPO / "README.md").read_text().split("## Quick start", 1)[1].split("\n## ", 1)[0]
-    assert "add `--index-url https://download.pytorch.org/whl/cpu` to torch's install" in " ".join(
-        section.split()
-    )
+def test_the_set_up_installs_torch_without_cuda():
+    # pip's default torch on Linux is the CUDA build, several GB a machine without a GPU never uses:
+    # the block a newcomer copies installs the CPU build.
+    install = quick_start_commands()[0].splitlines()[1]
+    assert "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu &&" in install
+    testing = (REPO / "docs" / "testing.md").read_text()
+    assert re.search(r"```bash\n(.*?)```", testing, re.S)[1].strip() == quick_start_commands()[0]
 
 
 def test_no_rule_has_a_conda_directive():

@@ -161,5 +161,10 @@ def test_read_run_list_takes_names_paths_and_one_name(tiny_runs, tmp_path, write
     assert picked[str(theirs)].loss_at(12) == 7.5 and picked["baseline"].loss_at(12) == 5.0
     assert list(read_run_list(tiny_runs, "mlp4.75")) == ["mlp4.75"]
     assert list(evals_table(picked).index.names) == ["run", "step"]
-    with pytest.raises(RunError):
-        read_run_list(tiny_runs, ["no-such-run"])
+    with pytest.raises(RunError) as misspelled:
+        read_run_list(tiny_runs, ["basline"])
+    # One line naming the runs folder and the runs in it.
+    assert str(misspelled.value) == (
+        f"basline: no run of that name in {tiny_runs} (its runs: baseline, mlp4.75, "
+        "mlp4.75-scaled, resgelu-lr2.6e-3, resgelu-lr3e-3) and no run folder at that path"
+    )

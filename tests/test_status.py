@@ -3,10 +3,12 @@
 import os
 import re
 import socket
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
-from conftest import one_line_error
+from conftest import REPO, one_line_error
 
 from repro.analysis.runs import read_run, read_runs
 from repro.analysis.status import status_table, trainer_holding
@@ -77,6 +79,26 @@ def test_status_lists_each_run(tmp_path, capsys, write_run, in_progress):
         str(os.getpid()),
         "-",
     ]
+
+
+def test_status_and_help_start_without_torch_or_scipy(tmp_path, in_progress):
+    # Commands that do not train start in a fraction of a second: torch and scipy.stats take
+    # seconds to import (benchmarks/bench_cli_start.py measures the start).
+    in_progress(tmp_path / "runs" / "tiny", "baseline")
+    script = (
+        "import sys\nfrom repro.cli import main\ntry:\n    main(sys.argv[1:])\n"
+        "except SystemExit:\n    pass\n"  # --help exits
+        "print(' '.join(m for m in ('torch', 'scipy', 'numpy') if m in sys.modules))"
+    )
+    env = os.environ | {"PYTHONPATH": str(REPO / "src")}
+    status = ["status", "--runs-dir", str(tmp_path / "runs")]
+    for argv, imported in ((status, "numpy"), (["--help"], "")):
+        result = subprocess.run(
+            [sys.executable, "-c", script, *argv], env=env, capture_output=True, text=True
+        )
+        assert result.returncode == 0, result.stderr
+        assert "baseline" in result.stdout or argv == ["--help"]
+        assert result.stdout.splitlines()[-1] == imported, argv
 
 
 def test_a_dead_trainer_holds_nothing(tmp_path, in_progress):

@@ -159,10 +159,15 @@ def test_the_notebook_writes_both_tables(tmp_path, fabricate):
     from conftest import run_checkout_notebook
 
     runs = fabricate(tmp_path / "runs" / "tiny", LOSSES)
-    out = {"out_csv": tmp_path / "tuning.csv", "out_comparison": tmp_path / "comparison.csv"}
+    out = {
+        "out_csv": tmp_path / "tuning.csv",
+        "out_html": tmp_path / "tuning.html",
+        "out_comparison": tmp_path / "comparison.csv",
+    }
     run_checkout_notebook("tuning", tmp_path, runs_dir=runs, seeds=SEEDS, **out)
     table, comparison = (pd.read_csv(out[k]) for k in ("out_csv", "out_comparison"))
     assert len(table) == 14 and table["best"].sum() == 3
+    assert "mlp4.75-wd0.05-lr3e-3" in out["out_html"].read_text()  # the report's table
     assert list(comparison["linear"]) == [
         "baseline-wd3.125e-2-lr3e-3",
         "mlp4.75-wd3.125e-2-lr1.5e-3",

@@ -44,6 +44,15 @@ def test_a_dry_run_creates_nothing(two_seeds):
     assert tree(workdir) == before
 
 
+def test_the_console_points_to_repro_status_for_training_progress(two_seeds):
+    _, _, result = two_seeds
+    assert (
+        "training baseline at smoke: step, loss and ETA of every run with `repro status "
+        "--preset smoke`, this one's with `tail -f results/runs/smoke/baseline/live/train.log`"
+    ) in result.stdout
+    assert "`tail -f results/runs/smoke/seed1/baseline/live/train.log`" in result.stdout
+
+
 def test_configured_paths_reach_the_shell_quoted(tmp_path):
     workdir = copy_workflow(tmp_path)
     result = snakemake(

@@ -295,23 +295,24 @@ PAPERMILL = (
 
 
 # The tuning comparison's runs (tuning.smk, docs/tuning.md), the query ablation's
-# (ablation.smk, docs/ablation.md) and decay to zero's (decay_to_zero.smk, docs/decay_to_zero.md).
+# (ablation.smk, docs/ablation.md), decay to zero's (decay_to_zero.smk, docs/decay_to_zero.md) and
+# version 3's (v3.smk, docs/v3.md).
 TUNING = [e.name for e in checked(EXPERIMENTS.group, "tuning")]
 ABLATION = [e.name for e in checked(EXPERIMENTS.group, "query_ablation")]
 DECAY_TO_ZERO = [e.name for e in checked(EXPERIMENTS.group, "decay_to_zero")]
+V3 = [e.name for e in checked(EXPERIMENTS.group, "v3")]
 
 
 def trained_tuning_runs(wildcards):
-    """The runs of the three groups already there: an input of the claims check (rule table1),
-    which answers "beats the best-tuned baseline", the ablation's and decay to zero's claims from
-    them, so that it is redone as they finish without asking for the others."""
+    """The runs of the four groups already there: an input of the claims check (rule table1),
+    which answers "beats the best-tuned baseline", the ablation's, decay to zero's and version
+    3's claims from them, so that it is redone as they finish without asking for the others."""
     # Only the runs that `all` does not train: Table 1's are its inputs already, and a sweep run
     # (or an extra experiment) appearing during `all` would change the input set and rerun table1
     # on the next build. The notebook reads every run there is when it runs.
     built_by_all = TABLE1 + SWEEP + config["extra_experiments"]
-    extra = [
-        name for name in dict.fromkeys(TUNING + ABLATION + DECAY_TO_ZERO) if name not in built_by_all
-    ]
+    groups = TUNING + ABLATION + DECAY_TO_ZERO + V3
+    extra = [name for name in dict.fromkeys(groups) if name not in built_by_all]
     return [path for path in run_files(extra, seeds=SEEDS) if os.path.exists(path)]
 
 

@@ -1,9 +1,10 @@
 # Decay to zero (docs/decay_to_zero.md): group `decay_to_zero` of config/experiments.yaml (the
-# linear baseline and the nonlinear query, each at two peak rates, the learning rate decaying
-# linearly to zero) trained at the configured preset and seeds, then notebooks/decay_to_zero.ipynb
-# writes each setting's loss at its last evaluation with its interval and each model's best
-# (results/decay_to_zero.csv, and as HTML on the report's page), and the best nonlinear rate against the best linear one
-# (results/decay_to_zero_comparison.csv). Not part of `all`: ask for it, e.g. at the screening scale
+# linear baseline and the nonlinear query, each at two peak rates, the learning rate decaying to
+# zero linearly and by cosine) trained at the configured preset and seeds, then
+# notebooks/decay_to_zero.ipynb writes each setting's loss at its last evaluation with its interval
+# and each model's best (results/decay_to_zero.csv, and as HTML on the report's page, with the
+# figure results/figures/decay_to_zero.png), and the best nonlinear setting against the best linear
+# one (results/decay_to_zero_comparison.csv). Not part of `all`: ask for it, e.g. at the screening scale
 #   snakemake results/decay_to_zero.csv --cores 1 --resources gpu=1 --config preset=screen seeds=3
 
 
@@ -23,6 +24,13 @@ rule decay_to_zero:
             category="Decay to zero",
         ),
         comparison="results/decay_to_zero_comparison.csv",
+        figure="results/figures/decay_to_zero.png",
+        figure_pdf="results/figures/decay_to_zero.pdf",
+        figure_html=report(
+            "results/figures/decay_to_zero.html",
+            caption="../report/decay_to_zero.rst",
+            category="Decay to zero",
+        ),
         notebook="results/notebooks/decay_to_zero.ipynb",
     params:
         preset=PRESET.name,
@@ -30,7 +38,7 @@ rule decay_to_zero:
         config=CONFIG_DIR,
         outputs=lambda wildcards, output: notebook_outputs(
             out_csv=output.table, out_html=output.html, out_comparison=output.comparison,
-            seeds=len(SEEDS)
+            out_figure=output.figure, out_figure_html=output.figure_html, seeds=len(SEEDS)
         ),
     log:
         "results/notebooks/decay_to_zero.log",

@@ -36,6 +36,12 @@ rule train:
         runtime=lambda wildcards: preset_of(wildcards).resources.runtime,
     log:
         "results/runs/{preset}/{experiment}/train.log",
+    # Snakemake says nothing of a job between its start and its end: a training job's progress is
+    # in its own log and in `repro status`, one row per run.
+    message:
+        "training {wildcards.experiment} at {wildcards.preset}: step, loss and ETA of every run "
+        "with `repro status --preset {wildcards.preset}`, this one's with "
+        "`tail -f {params.live}/train.log`"
     shell:
         "exec {params.command} --preset {params.preset:q} --experiment {wildcards.experiment:q} "
         "--seed {params.seed} "

@@ -8,9 +8,10 @@ against a tolerance:
     prediction half-width of the difference of two single runs, t(0.975, n - 1) x sd x sqrt(2),
     sd being the seeds' standard deviation at that step;
   - else the fixed DEFAULT_TOLERANCE.
-A step is "within" when |difference| <= tolerance, else "above" (our loss higher) or "below".
-Only the common steps count: a run a few hours in is checked against the reference's first
-evaluations. There is no verdict without one after step 0, where both models are untrained.
+A step is "within" when |difference| <= tolerance, else "behind" (our loss higher) or "ahead"
+(lower); step 0, where both models are untrained and differ only by their initialisation, is
+"untrained" and never counts. Only the common steps count: a run a few hours in is checked
+against the reference's first evaluations. There is no verdict without one after step 0.
 
 The two runs are meant to be of one configuration, a seed apart at most: whatever else their
 identities differ in is named, and a verdict across configurations says so.
@@ -24,10 +25,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from repro.analysis.runs import Run, has_run, read_run
-from repro.analysis.seeds import CONFIDENCE
 from repro.analysis.stated import stated_differences
 from repro.errors import ReproError
 from repro.rundir import identity_differences
@@ -36,6 +35,7 @@ from repro.rundir import identity_differences
 # (docs/specification.md §3), so that a run inside it cannot by itself make or unmake that effect.
 DEFAULT_TOLERANCE = 0.01
 COMPARE_COLUMNS = ["step", "val_loss", "reference_val_loss", "difference", "tolerance", "verdict"]
+OFF_COURSE = ("behind", "ahead")  # the verdicts of a step outside the tolerance
 SEED_FOLDER = re.compile(r"seed[1-9][0-9]*")
 # Not a difference of configuration: the seed (how much seeds differ is what the measured tolerance
 # is about) and where training stops (only the common steps are compared).
@@ -58,6 +58,11 @@ def seed_runs(run_path: str | Path) -> list[Run]:
 def measured_tolerance(runs: list[Run]) -> pd.Series:
     """Per evaluation step that two or more of `runs` have: the 95% half-width of the difference
     of two single runs, from the runs' spread (empty with fewer than two runs)."""
+    # Here, not at the top: scipy.stats is most of `repro status`'s start, and only seeds need it.
+    from scipy import stats
+
+    from repro.analysis.seeds import CONFIDENCE
+
     losses = pd.concat([r.evals()["eval_val_loss"] for r in runs], axis=1)
     n = losses.notna().sum(axis=1)
     losses = losses[n >= 2]
@@ -80,9 +85,13 @@ def compare_curves(
     else:
         both["tolerance"] = tolerance
     both["verdict"] = np.select(
-        [both["difference"].abs() <= both["tolerance"], both["difference"] > 0],
-        ["within", "above"],
-        "below",
+        [
+            both.index == 0,
+            both["difference"].abs() <= both["tolerance"],
+            both["difference"] > 0,
+        ],
+        ["untrained", "within", "behind"],
+        "ahead",
     )
     return both.rename_axis("step").reset_index()[COMPARE_COLUMNS]
 
@@ -146,17 +155,24 @@ def verdict(table: pd.DataFrame, differences: list[str] = (), diverged: str | No
             f"no verdict: no common evaluation step after step 0 (common: "
             f"{', '.join(map(str, table['step'])) or 'none'}); at step 0 both models are untrained"
         )
-    steps = f"{len(table)} common evaluation steps, {table['step'].min()}..{table['step'].max()}"
-    off = table[table["verdict"] != "within"]
+    table = table[table["step"] > 0]
+    n = len(table)
+    steps = (
+        f"{n} common evaluation step{'s' * (n > 1)} after step 0, "
+        f"{table['step'].min()}..{table['step'].max()}"
+    )
+    off = table[table["verdict"].isin(OFF_COURSE)]
     if diverged:
         line = f"off course: {diverged}, a step the run passed; {len(off)} of {steps} outside"
     elif off.empty:
-        line = f"on course: within the tolerance at all {steps}"
+        line = f"on course: within the tolerance at {'all ' * (n > 1)}{steps}"
     else:
         first = off.iloc[0]
+        behind = first["verdict"] == "behind"
         line = (
-            f"off course: {first['verdict']} the reference by {first['difference']:+.4f} "
-            f"at step {first['step']} (tolerance {first['tolerance']:.4f}); "
+            f"off course: {'behind' if behind else 'ahead of'} the reference from step "
+            f"{first['step']}, its validation loss {abs(first['difference']):.4f} nats "
+            f"{'higher' if behind else 'lower'} (tolerance {first['tolerance']:.4f}); "
             f"outside at {len(off)} of {steps}"
         )
     if differences:

@@ -2,11 +2,13 @@
 baseline's best schedule?
 
 An audit of the authors' code trained the linear baseline at the paper's scale with the learning
-rate decaying linearly to zero after the warm-up, at weight decay 0.1: its best peak rate, 4.8e-3,
-ends level with the paper's nonlinear query, and about 0.02 nats of its drop comes in the last
-thousand steps. Group `decay_to_zero` of the experiments file trains, under the same schedule
-(`train.schedule: linear`), the linear baseline at that rate and a neighbour and the nonlinear
-query at its own best rate and a higher one. A run that decays to zero is read where its decay
+rate decaying to zero after the warm-up, at weight decay 0.1: its best peak rate, 4.8e-3, ends
+level with the paper's nonlinear query, and about 0.02 nats of its drop comes in the last
+thousand steps. Its configurations ask for a linear decay, but its scripts ran nanoGPT's cosine
+to zero. Group `decay_to_zero` of the experiments file trains, on both schedules (a linear decay,
+`train.schedule: linear`, and the cosine to lr_min 0), the linear baseline at that rate and a
+neighbour and the nonlinear query at its own best rate and a higher one; each model's best is
+chosen over both. A run that decays to zero is read where its decay
 ends, at its last evaluation, not at the preset's table step; each model is represented by its
 best rate and the two bests are paired seed by seed, as the tuning comparison pairs them
 (repro.analysis.tuning).
@@ -24,7 +26,7 @@ GROUP = "decay_to_zero"
 CLAIM = "beats the linear baseline under decay to zero"
 
 
-def last_evaluation(preset: Preset, members: list[Experiment]) -> int:
+def last_evaluation(preset: Preset, members: list[Experiment], group: str = GROUP) -> int:
     """The step of the last evaluation of the members' runs at `preset`, the same for all."""
     steps = {}
     for e in members:
@@ -33,7 +35,7 @@ def last_evaluation(preset: Preset, members: list[Experiment]) -> int:
     if len(steps) > 1:
         where = "; ".join(f"step {s}: {' '.join(names)}" for s, names in sorted(steps.items()))
         raise ConfigError(
-            f"group {GROUP}: its runs evaluate last at different steps at preset {preset.name} "
+            f"group {group}: its runs evaluate last at different steps at preset {preset.name} "
             f"({where})"
         )
     return next(iter(steps))

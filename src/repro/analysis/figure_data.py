@@ -118,7 +118,7 @@ def off_course(losses: pd.DataFrame, by_seed: BySeed, theirs: dict) -> dict[str,
         table = compare.compare_curves(
             ours.set_index("step")["loss_mean"], their_run.evals()["eval_val_loss"], tolerance
         )
-        off[name] = table[table["verdict"] != "within"]
+        off[name] = table[table["verdict"].isin(compare.OFF_COURSE)]
     return off
 
 

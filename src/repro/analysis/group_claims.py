@@ -1,9 +1,9 @@
 """The claims the groups trained beside Table 1 answer (docs/specification.md §4 asks them of the
 paper): the best nonlinear setting against the best-tuned baseline and control (group `tuning`),
-the query ablation's arms paired at their best settings (`query_ablation`), and decay to zero
-(`decay_to_zero`); with the verdict every claim of repro.analysis.claims shares: over several
-seeds, one configuration beats another only where the 95% interval of the paired relative
-improvement lies above zero."""
+the query ablation's arms paired at their best settings (`query_ablation`), decay to zero
+(`decay_to_zero`) and version 3's recipe (`v3`); with the verdict every claim of
+repro.analysis.claims shares: over several seeds, one configuration beats another only where the
+95% interval of the paired relative improvement lies above zero."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pandas as pd
 
 from repro.analysis import ablation as query_ablation
 from repro.analysis import decay as decay_to_zero
-from repro.analysis import tuning
+from repro.analysis import tuning, v3
+from repro.analysis.seeds import paired_difference
 from repro.config import Experiments, Preset
 
 NOT_IN = "in the experiments file"
@@ -138,3 +139,59 @@ def ablation(runs_dir, preset: Preset, experiments: Experiments, seeds: int, con
             row = result.compare(ours, reference)
             rows.append(paired_claim(claim, step, row, result.best(ours), result.best(reference)))
     return rows
+
+
+def version3(runs_dir, preset: Preset, experiments: Experiments, seeds: int, config_dir):
+    """(claim, experiment, holds, detail) of version 3's recipe (repro.analysis.v3): its best
+    nonlinear setting against the baseline, the linear query on the same recipe, the best
+    decay-to-zero linear baseline and the MLP-widened controls, all read at the last evaluation;
+    not answered while a run they need is missing, which the detail lists."""
+    if v3.GROUP not in experiments.groups:
+        return [(c, v3.GROUP, None, f"no group `{v3.GROUP}` {NOT_IN}") for c in v3.CLAIM_NAMES]
+    result = v3.version3(runs_dir, preset, seeds, config_dir)
+    where = f"preset {preset.name}, group {v3.GROUP}, {seeds} seed{'s' * (seeds > 1)}"
+    if result.missing:
+        detail = f"not answered at {where}: {len(result.missing)} runs missing: " + ", ".join(
+            result.missing
+        )
+        return [(c, v3.GROUP, None, detail) for c in v3.CLAIM_NAMES]
+    best = {role: result.best(rows) for role, rows in result.roles(experiments.baseline).items()}
+    at = f"{where}, step {result.step}"
+
+    def pair(claim, losses, ours, reference):
+        if ours is None or reference is None:
+            return (claim, v3.GROUP, None, f"no complete setting at {where}")
+        return paired_claim(claim, at, paired_difference(losses, ours, reference), ours, reference)
+
+    rows = [pair(c, result.losses, best["nonlinear"], best[ref]) for c, ref in v3.CLAIMS]
+    rows.append(_against_decay_to_zero(result, experiments, best["nonlinear"], config_dir, pair))
+    wider = pair(v3.PARAMETERS_CLAIM, result.losses, best["nonlinear"], best["wider"])
+    if wider[2] is not False and best["wider"] is not None:  # not behind: the control is too small
+        extra = result.table.set_index("experiment").loc[best["wider"], "extra_params"]
+        wider = (
+            *wider[:2],
+            None,
+            f"not testable with these runs: the widest control, {best['wider']}, has "
+            f"{extra:.1%} more non-embedding parameters; against it: {wider[3]}",
+        )
+    return [*rows, wider]
+
+
+def _against_decay_to_zero(result: v3.Version3, experiments: Experiments, ours, config_dir, pair):
+    """The best nonlinear setting of version 3 against the best linear baseline of group
+    `decay_to_zero`, both read at their last evaluation."""
+    group = decay_to_zero.GROUP
+    if group not in experiments.groups:
+        return (v3.D2Z_CLAIM, group, None, f"no group `{group}` {NOT_IN}")
+    members = [e for e in experiments.group(group) if e.query_mode == "linear"]
+    step = decay_to_zero.last_evaluation(result.preset, members)
+    if step != result.step:
+        detail = f"not comparable: read at step {step}, not {result.step}"
+        return (v3.D2Z_CLAIM, group, None, detail)
+    d2z = tuning.settings(result.runs_dir, result.preset, result.seeds, config_dir, members, step)
+    if d2z.missing:
+        detail = f"not answered: {len(d2z.missing)} runs missing: " + ", ".join(d2z.missing)
+        return (v3.D2Z_CLAIM, group, None, detail)
+    reference = d2z.table.loc[d2z.table["best"], "experiment"]
+    losses = result.losses.join(d2z.losses.drop(columns=result.losses.columns, errors="ignore"))
+    return pair(v3.D2Z_CLAIM, losses, ours, reference.iloc[0] if len(reference) else None)

@@ -119,6 +119,12 @@ def read_run_list(runs_dir: str | Path, runs: str | Path | list) -> dict[str, Ru
     picked = {}
     for entry in listed:
         under = Path(runs_dir) / str(entry)
+        if not (has_run(under) or has_run(entry)):
+            names = sorted(p.name for p in Path(runs_dir).glob("*") if has_run(p))
+            raise RunError(
+                f"{entry}: no run of that name in {runs_dir} (its runs: "
+                f"{', '.join(names) or 'none'}) and no run folder at that path"
+            )
         picked[str(entry)] = read_run(under if has_run(under) else Path(entry))
     return picked
 

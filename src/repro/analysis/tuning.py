@@ -90,13 +90,15 @@ class Settings:
 @dataclass(frozen=True)
 class Tuning:
     """The comparison at one preset: `table` (one row per setting, `best` marking each model's),
-    `comparison` (best nonlinear vs each linear model's best) and `missing` (the runs, as
-    seed<k>/<experiment>, that have neither a loss at the table step nor diverged)."""
+    `comparison` (best nonlinear vs each linear model's best), `missing` (the runs, as
+    seed<k>/<experiment>, that have neither a loss at the table step nor diverged) and `losses`
+    (Settings.losses)."""
 
     table: pd.DataFrame
     comparison: pd.DataFrame
     missing: list[str]
     preset: Preset
+    losses: pd.DataFrame
 
 
 def _outcomes(runs_dir, members: list[Experiment], seeds: int, preset: Preset, step: int):
@@ -198,4 +200,5 @@ def tuning(
         comparison=comparison[COMPARISON_COLUMNS],
         missing=result.missing,
         preset=preset,
+        losses=result.losses,
     )

@@ -59,6 +59,9 @@ EVIDENCE_COLUMNS = [
     "config_differences",
     "files",
 ]  # then `caveat` (results.scale_caveat)
+# Where a run is read: the step its preset's Table 1 reads (report.table_step), which is the
+# paper's step, 59000, at the paper preset alone.
+TABLE_STEP = "the preset's table step"
 
 
 def _read(path: Path, source: str = "repro") -> Run | None:
@@ -241,7 +244,7 @@ def _readings(claim, sources, flags, baseline_name: str, paper_step: int, nows) 
         notes = flags.get((source, claim["experiment"]), [])
         if claim["quantity"] == "rel_improvement":
             notes = list(dict.fromkeys(notes + flags.get((source, baseline_name), [])))
-        for read_at, step in (("the paper's step", paper_step), ("its own end", None)):
+        for read_at, step in ((TABLE_STEP, paper_step), ("its own end", None)):
             values = _values(runs, baseline, claim["quantity"], step)
             rows.append(_row(claim, source, read_at, values, runs, baseline, nows, notes))
     return rows

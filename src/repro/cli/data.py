@@ -7,8 +7,9 @@ import argparse
 from pathlib import Path
 
 from repro.config import CORPORA
-from repro.data import corpus, openwebtext, python_docs, tokens
+from repro.data import corpus, openwebtext, python_docs
 from repro.errors import ReproError
+from repro.runtime import network
 
 
 def resolve_corpus(args) -> None:
@@ -30,9 +31,11 @@ def resolve_corpus(args) -> None:
 
 
 def cmd_prepare(args) -> None:
+    resolve_corpus(args)
+    if args.hub_id is not None:
+        network.offline_unless_reachable()  # before datasets imports the hub's clients
     from repro.data import prepare  # the preparation side (datasets, pyarrow) only when preparing
 
-    resolve_corpus(args)
     if args.num_proc is not None and args.num_proc < 1:
         raise ReproError(f"--num-proc: {args.num_proc} is not a number of processes (1 or more)")
     if args.python_docs:
@@ -67,6 +70,8 @@ def cmd_prepare(args) -> None:
 
 
 def cmd_verify(args) -> None:
+    from repro.data import tokens  # numpy: only when verifying
+
     for entry in tokens.verify(args.data)["splits"].values():
         print(f"{args.data / entry['file']}: {entry['tokens']:,} tokens, SHA-256 as manifested")
 

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro.data.tokens import DataError
+from repro.data import DataError
 from repro.files import free_bytes
 
 # The split (nanoGPT's): the val share and the shuffle's seed.

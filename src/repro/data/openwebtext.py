@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from repro.data import DataError
 from repro.data.corpus import Source, cache_dir, check_disk
-from repro.data.tokens import DataError
 
 OWT_HUB_ID = "Skylion007/openwebtext"
 OWT_DOCUMENTS = 8_013_769

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from repro.errors import ReproError
+from repro.data import DataError
 from repro.files import file_sha256, make_dir, new_partial, read_json, write_json
 
 MANIFEST = "manifest.json"
@@ -27,10 +27,6 @@ MANIFEST = "manifest.json"
 AUTHORS_TOKENS = {"train": 9_035_582_489, "val": 4_434_606}
 GPT2_VOCAB = 50257  # token ids 0..50256, where a manifest does not give its tokenizer's n_vocab
 SCAN_TOKENS = 1 << 26  # tokens read at a time when checking their values (128 MiB)
-
-
-class DataError(ReproError):
-    """A corpus, token file or manifest that cannot be used; the message names the file or field."""
 
 
 # The fingerprint: SHA-256 of the file's size and of FINGERPRINT_BLOCKS blocks of FINGERPRINT_BLOCK

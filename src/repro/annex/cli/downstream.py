@@ -8,9 +8,11 @@ from pathlib import Path
 
 from repro.cli import options
 from repro.errors import ReproError
+from repro.runtime import network
 
 
 def _import():
+    network.offline_unless_reachable()  # before lm-eval imports the hub's clients
     try:
         from repro.annex.downstream import compare, model, tasks
     except ImportError as e:

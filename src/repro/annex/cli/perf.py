@@ -18,12 +18,15 @@ DECODE_TOKENS = 32  # `bench --inference`'s default, where the context holds twi
 def cmd_describe(args) -> None:
     from repro.annex.perf import cost
 
-    if (args.experiment is None) == (args.group is None):
-        raise ReproError("describe: give exactly one of --experiment and --group")
     options.check_positive(args, "mfu", "peak_tflops", "tokens_per_s", "seeds")
     if args.mfu > 1:
         raise ReproError(f"--mfu: {args.mfu} is more than 1 (a fraction of the peak)")
     experiments = options.experiments(args)
+    if (args.experiment is None) == (args.group is None):
+        raise ReproError(
+            "describe: give exactly one of --experiment NAME and --group NAME "
+            f"(groups: {', '.join(sorted(experiments.groups))}; e.g. --group table1)"
+        )
     preset = config.load_preset(args.preset, args.config_dir)
     chosen = experiments.group(args.group) if args.group else [experiments[args.experiment]]
     report = read_json(args.bench, hint="a `repro bench --json` report") if args.bench else None

@@ -1,0 +1,39 @@
+"""Offline, found out at once: the Hugging Face hub asked once, not retried for a minute.
+
+Offline, the hub's clients (huggingface_hub, datasets) retry each request for about fifty seconds,
+printing a line a retry, before they fail. One connection to the hub, a few seconds at most, says
+whether it can be reached; where it cannot, HF_HUB_OFFLINE and HF_DATASETS_OFFLINE are set before
+those clients are imported (they read them once, then), so that the cache answers at once and a
+miss is one error. Behind a proxy (HTTPS_PROXY) the hub is reached through it: nothing is asked.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from urllib.parse import urlparse
+
+HUB = "https://huggingface.co"
+TIMEOUT_S = 3.0
+OFFLINE = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+PROXIES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+
+
+def hub_reachable(timeout: float = TIMEOUT_S) -> bool:
+    """Whether a TCP connection to the hub (HF_ENDPOINT where set) opens within `timeout`."""
+    url = urlparse(os.environ.get("HF_ENDPOINT", HUB))
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname, port), timeout=timeout).close()
+    except OSError:
+        return False
+    return True
+
+
+def offline_unless_reachable() -> None:
+    """Set the hub's offline switches where the hub cannot be reached; call it before importing
+    huggingface_hub, datasets or lm-eval."""
+    if any(os.environ.get(v) for v in PROXIES) or os.environ.get("HF_HUB_OFFLINE") == "1":
+        return
+    if not hub_reachable():
+        os.environ.update(dict.fromkeys(OFFLINE, "1"))
