@@ -122,3 +122,22 @@ def test_evaluation_memory_does_not_grow_with_its_micro_batches(tmp_path):
     _, few = repro_train(tmp_path, "few", eval_batches=2)
     _, many = repro_train(tmp_path, "many", eval_batches=16)
     assert many <= few + 100, (few, many)  # MB
+
+
+@pytest.mark.parametrize("command", ["train", "evaluate"])
+def test_ld_preload_naming_a_missing_tcmalloc_is_no_traceback(tmp_path, command):
+    """LD_PRELOAD naming a TCMalloc that is not there: ld.so ignores it, and so does looking for
+    TCMalloc (find_library reads ld.so's error lines in ldconfig's output as a file name)."""
+    argv = {
+        "train": train_args(tmp_path / "data", tmp_path / "indices", tmp_path / "run"),
+        "evaluate": ["evaluate", "--checkpoint", tmp_path / "ckpt.pt", "--preset", "tiny",
+                     "--data", tmp_path / "data", "--indices", tmp_path / "indices"],
+    }[command]  # fmt: skip
+    env = os.environ | {"LD_PRELOAD": str(tmp_path / "libtcmalloc_minimal.so.4")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), env.get("PYTHONPATH")]))
+    env.pop(allocator.ENV, None)
+    done = subprocess.run(
+        [sys.executable, "-m", "repro", *map(str, argv)], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.splitlines()[-1].startswith("repro: error: ")

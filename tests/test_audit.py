@@ -21,11 +21,12 @@ matplotlib.use("Agg")
 
 from repro.analysis import plots
 from repro.analysis.runs import read_run
+from repro.annex.authors import audit as audit_module
 from repro.annex.authors.audit import AuditError, import_audit_log, import_audit_logs
 from repro.annex.authors.audit_log import read_audit_log
 from repro.cli import main
 from repro.config import load_config, load_preset, resolve_run
-from repro.files import file_sha256
+from repro.files import WriteError, file_sha256
 
 
 def write_log(path, rows, header="step,train_loss,val_loss"):
@@ -267,6 +268,63 @@ def test_a_log_past_the_presets_last_step_is_not_its_run(tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(
+    "name,stated,message",
+    [
+        ("gpt3large_x_100000k.csv", {}, r"a horizon of 100,000,000 steps \(its name\), more than "),
+        ("gpt3large_x.csv", {"steps": 100000000}, r"100,000,000 steps \(stated\), more than 1,0"),
+        ("gpt3large_x.csv", {"steps": 4}, r"line 4, column step: 8 is past step 4, the last"),
+    ],
+)
+@pytest.mark.parametrize("command", ["import-audit-log", "import-audit-logs"])
+def test_a_horizon_beyond_the_bound_or_before_the_logs_end_is_refused(
+    tmp_path, capsys, name, stated, message, command
+):
+    """A horizon is at most 1,000,000 steps (a row at step 100,000,000 would be as many rows of
+    metrics, beyond any memory); a log that runs past its stated horizon is not that run."""
+    log = write_log(tmp_path / "logs" / name, curve(12, interval=4) + [(100_000_000, 2.0, 2.1)])
+    given = [str(log), "--preset", "tiny"] if command == "import-audit-log" else [str(log.parent)]
+    statement = stated if command == "import-audit-log" else {name: stated}
+    out = tmp_path / "out"
+    assert main([command, *given, "--out", str(out), "--stated", json.dumps(statement)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and re.search(message, err), err
+    assert not out.exists()
+
+
+def test_a_statement_of_another_run_than_the_experiment_named_is_refused(tmp_path, capsys):
+    log = write_log(tmp_path / "gpt3large_x.csv", curve(12, interval=4))
+    command = ["import-audit-log", str(log), "--preset", "tiny", "--experiment", "baseline"]
+    stated = json.dumps({"query_mode": "residual_gelu"})
+    assert main([*command, "--stated", stated, "--out", str(tmp_path / "run")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "repro: error: --stated: query_mode: residual_gelu -> linear (stated -> experiment "
+        "baseline's): the statement is of another run than --experiment baseline; give one of them"
+    )
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_reimport_on_a_full_disk_keeps_the_earlier_import_and_can_be_retried(
+    tmp_path, capsys, monkeypatch
+):
+    log = write_log(tmp_path / "gpt3large_x.csv", curve(12, interval=4))
+    out = tmp_path / "run"
+    command = ["import-audit-log", str(log), "--preset", "tiny", "--out", str(out)]
+    assert main(command) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def full(path, rows):
+        path.write_text("step,half a file")
+        raise WriteError(f"{path}: cannot be written (No space left on device)")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(audit_module, "write_metrics", full)
+        assert main(command) != 0
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert main(command) == 0  # the disk freed: a retry imports again
+    capsys.readouterr()
+
+
 def cli(*args):
     """`repro ARGS` in its own process (a hang stays in that process: `timeout` guards the test)."""
     return subprocess.run(
@@ -350,7 +408,10 @@ def test_repro_compare_takes_an_audit_log_as_reference(
     assert main(["compare", str(tiny_baseline_run), "--reference", str(log)]) == 0
     out = capsys.readouterr().out
     # A log holds losses alone: the verdict cannot claim the configurations are the same.
-    unknown = "across configurations (they differ in configuration unknown)"
+    unknown = (
+        "across configurations (they differ in configuration unknown, mlp_hidden, weight_decay, "
+        "lr_min)"
+    )
     assert out.strip().splitlines()[-1].startswith(f"{unknown}: {verdict}")
     assert "(stopped)" in out.splitlines()[0]  # its name says no horizon
 
@@ -438,6 +499,26 @@ def test_figure1_draws_the_logs_whose_stated_configuration_is_an_experiments(tin
         assert drawn.get_color() == lines[experiment].get_color()  # beside its experiment
     assert list(lines[f"gpt3large_resgelu_seed44_diverged as resgelu-lr2.6e-3 {said}"].get_xdata())
     assert not any("gpt3small_d2z" in label or "unknown" in label for label in lines)  # no match
+    title = fig.axes[0].get_legend().get_title().get_text()
+    assert "1 imported log not drawn: configuration unknown" in title
+
+
+def test_a_log_stated_in_full_as_the_baseline_is_no_plain_verdict_nor_drawn_as_mlp475(
+    tiny_runs, tiny_baseline_run, tmp_path, capsys
+):
+    """A statement cannot say the MLP's width, the weight decay or the final rate: a log stated
+    in full to be the baseline fits the MLP-widened control as well."""
+    log = tiny_log(tmp_path / "gpt3large_linear.csv", tiny_baseline_run, 0.004)
+    out = tmp_path / "logs" / "tiny" / "gpt3large_linear"
+    stated = {"query_mode": "linear", "qk_norm": False, "gate": "none", "peak_lr": 6e-4}
+    stated |= {"schedule": "cosine", "steps": 12}
+    command = ["import-audit-log", str(log), "--preset", "tiny", "--out", str(out)]
+    assert main([*command, "--stated", json.dumps(stated)]) == 0
+    assert main(["compare", str(tiny_baseline_run), "--reference", str(out)]) == 0
+    verdict = capsys.readouterr().out.strip().splitlines()[-1]
+    assert verdict.startswith("across configurations (they differ in mlp_hidden, weight_decay, ")
+    fig = plots.figure1(tiny_runs, "tiny", audit_logs_dir=out.parent)
+    assert not any("gpt3large_linear" in line.get_label() for line in fig.axes[0].get_lines())
     title = fig.axes[0].get_legend().get_title().get_text()
     assert "1 imported log not drawn: configuration unknown" in title
 
@@ -552,6 +633,10 @@ def test_the_import_jobs_write_the_runs(audit_workflow):
         (
             ["audit_logs=LOGS", "audit_runs={baseline: logit_x.csv}"],
             "audit_runs: baseline: 'logit_x.csv' is an attention-logit probe, not a loss log",
+        ),
+        (
+            ["audit_logs=LOGS", "audit_configs={logit_x.csv: {steps: 12}}"],
+            "audit_configs: 'logit_x.csv' is an attention-logit probe, not a loss log",
         ),
         (
             ["audit_logs=LOGS", "audit_configs={a.csv: {query: linear}}"],

@@ -4,6 +4,7 @@ its own end, "not available" where a source lacks the run, and every number read
 file it names."""
 
 import json
+import re
 import shutil
 
 import pandas as pd
@@ -137,3 +138,80 @@ def test_a_run_of_another_configuration_is_flagged(tiny_runs):
     table = evidence_table(tiny_runs, "tiny")
     row = reading(table, "mlp4.75", "val_loss", "ours", evidence.TABLE_STEP)
     assert row["config_differences"] == "model.mlp_hidden: 128 -> 152"
+
+
+def test_a_copy_of_seed_0s_run_in_seed_1s_folder_is_flagged_and_left_out(tiny_runs):
+    """Seed 1's folder holding seed 0's run: not an independent seed (an interval of zero width);
+    Table 1 over seeds leaves it out too."""
+    shutil.copytree(tiny_runs / "baseline", tiny_runs / "seed1" / "baseline")
+    table = evidence_table(tiny_runs, "tiny", 2)
+    row = reading(table, "baseline", "val_loss", "ours", evidence.TABLE_STEP)
+    assert row["n_seeds"] == 1 and pd.isna(row["ci_low"])
+    assert row["config_differences"] == (
+        "seed1 left out: train.init_seed: 1337 -> 1338, train.index_seed: 42 -> 43"
+    )
+
+
+def test_a_relative_improvement_names_the_baseline_it_divides_by(tiny_runs):
+    shutil.rmtree(tiny_runs / "baseline")
+    shutil.copytree(tiny_runs / "mlp4.75", tiny_runs / "baseline")  # mlp4.75's run as baseline
+    table = evidence_table(tiny_runs, "tiny")
+    row = reading(table, "resgelu-lr3e-3", "rel_improvement", "ours", "its own end")
+    assert row["config_differences"] == (
+        "divided by mlp4.75's loss; mlp4.75: model.mlp_hidden: 152 -> 128"
+    )
+
+
+def test_a_log_stated_as_the_baseline_is_flagged_where_it_fits_the_widened_mlp_too(
+    tiny_runs, tmp_path
+):
+    """A statement cannot say the MLP's width, the weight decay or the final rate: a log stated in
+    full to be the baseline fits mlp4.75 as well, and every row it stands in says so."""
+    log = write_log(tmp_path / "gpt3large_linear.csv", curve(12, interval=4, end=5.0))
+    out = tmp_path / "logs" / "tiny" / "gpt3large_linear"
+    stated = {"query_mode": "linear", "qk_norm": False, "gate": "none", "peak_lr": 6e-4}
+    stated |= {"schedule": "cosine", "steps": 12}
+    command = ["import-audit-log", str(log), "--preset", "tiny", "--out", str(out)]
+    assert main([*command, "--stated", json.dumps(stated)]) == 0
+    table = evidence_table(tiny_runs, "tiny", audit_logs_dir=out.parent)
+    rows = table[table["source"] == "audit: gpt3large_linear"]
+    assert set(rows["experiment"]) == {"baseline", "mlp4.75"}
+    for differences in rows["config_differences"]:
+        assert re.search(
+            r"ambiguous: its statement fits \d+ experiments alike \(baseline, mlp4", differences
+        )
+        assert "mlp_hidden, weight_decay, lr_min: unknown (no statement says them)" in differences
+
+
+@pytest.mark.parametrize(
+    "option,value,message",
+    [
+        ("--seeds", "0", r"seeds 0: a count of seeds is 1\.\.100"),
+        ("--seeds", "-5", r"seeds -5: a count of seeds is 1\.\.100"),
+        ("--seeds", "1000000000", r"seeds 1000000000: a count of seeds is 1\.\.100"),
+        ("--runs", "a-file", r"--runs: \S*a-file is not a folder"),
+        ("--runs", "missing", r"--runs: \S*missing is not a folder"),
+        ("--audit-logs", "missing", r"--audit-logs: \S*missing is not a folder"),
+        ("--authors-runs", "ours", r"tiny/baseline: a run of source 'repro' \(run\.json\), not 'a"),
+        ("--audit-runs", "ours", r"tiny/baseline: a run of source 'repro' \(run\.json\), not 'au"),
+    ],
+)
+def test_a_bad_evidence_option_is_one_line(tiny_runs, tmp_path, capsys, option, value, message):
+    (tmp_path / "a-file").write_text("not a folder\n")
+    paths = {"a-file": tmp_path / "a-file", "missing": tmp_path / "missing", "ours": tiny_runs}
+    given = str(paths.get(value, value))
+    out = tmp_path / "evidence.csv"
+    command = ["evidence", "--preset", "tiny", "--runs", str(tiny_runs), "--out", str(out)]
+    assert main([*command, option, given]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and re.search(message, err), err
+    assert not out.exists()
+
+
+def test_writing_a_file_keeps_the_users_file_of_its_name_and_partial(tiny_runs, tmp_path):
+    mine = tmp_path / "mine.csv.partial"
+    mine.write_text("the user's own notes\n")
+    out = tmp_path / "mine.csv"
+    assert main(["evidence", "--preset", "tiny", "--runs", str(tiny_runs), "--out", str(out)]) == 0
+    assert mine.read_text() == "the user's own notes\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == [out.name, mine.name]

@@ -116,7 +116,9 @@ def test_written_files_replace_links_never_their_targets(tmp_path, linked):
     write_json(path, {"status": "completed"})
     assert target.read_text() == PRECIOUS
     assert not path.is_symlink() and json.loads(path.read_text()) == {"status": "completed"}
-    assert not (tmp_path / "run.json.partial").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        {"run.json", link.name, "precious.txt"}
+    )
 
 
 def write_figure(path):
@@ -531,7 +533,7 @@ def test_out_in_a_read_only_folder_is_one_line(tmp_path):
             },
             r"fastest\[0\]\.tokens_per_s: 0 is not a positive number",
         ),
-        ("[" * 100_000, r"bench\.json: not valid JSON \(nested too deeply\)"),
+        ("[" * 100_000, r"bench\.json: nested more than 32 levels deep"),
     ],
     ids=["a list", "a row without experiment", "zero tokens/s", "nested 100,000 deep"],
 )
@@ -552,3 +554,67 @@ def test_prepare_never_writes_through_a_linked_partial_file(tmp_path, capsys):
     assert main(argv + ["--num-proc", "1", "--cache-dir", str(tmp_path / "cache")]) == 0
     assert target.read_text() == PRECIOUS
     assert read_manifest(out)["splits"]["train"]["documents"] + 1 == 40
+
+
+# ---- JSON within bounds: integers of at most 18 digits, at most 32 levels deep ------------------
+
+
+HUGE = "1" * 5000  # past Python's 4,300 digits, which int() refuses with a ValueError
+
+
+@pytest.mark.parametrize(
+    "damage,message",
+    [
+        (lambda text: text.replace('"last_step": 12', f'"last_step": {HUGE}'),
+         r"run\.json: not valid JSON \(an integer of 5,000 digits, more than 18\)"),
+        (lambda text: text.replace('"identity": {', '"identity": "baseline", "x": {'),
+         r"run\.json: identity: 'baseline' is not of type dict"),
+        (lambda text: text.replace('"data": {', '"data": "tokens", "x": {'),
+         r"run\.json: data: 'tokens' is not of type dict"),
+    ],
+    ids=["a 5000-digit integer", "identity a string", "data a string"],
+)  # fmt: skip
+@pytest.mark.parametrize("command", ["compare", "evidence", "export", "train"])
+def test_a_damaged_run_json_is_one_line_for_every_reader(
+    tiny_runs, token_dir, tiny_indices, tmp_path, capsys, damage, message, command
+):
+    path = tiny_runs / "baseline" / "run.json"
+    path.write_text(damage(path.read_text()))
+    run, other = tiny_runs / "baseline", tiny_runs / "mlp4.75"
+    argv = {
+        "compare": ["compare", run, "--reference", other],
+        "evidence": ["evidence", "--preset", "tiny", "--runs", tiny_runs, "--out", tmp_path / "e"],
+        "export": ["export", run, "--out", tmp_path / "model"],
+        "train": train_args(token_dir, tiny_indices, run),  # resuming it
+    }[command]  # fmt: skip
+    one_line_error(capsys, argv, message)
+
+
+def test_status_shows_a_run_with_a_huge_integer_as_damaged_and_the_others(tiny_runs, capsys):
+    path = tiny_runs / "baseline" / "run.json"
+    path.write_text(path.read_text().replace('"last_step": 12', f'"last_step": {HUGE}'))
+    assert main(["status", "--runs-dir", str(tiny_runs.parent), "--preset", "tiny"]) == 0
+    out = capsys.readouterr().out
+    assert "tiny/baseline: " in out and "an integer of 5,000 digits" in out
+    assert "mlp4.75 " in out and "completed" in out
+
+
+@pytest.mark.parametrize(
+    "stated,message",
+    [
+        ("[" * 30_000 + "]" * 30_000, r"--stated: nested more than 32 levels deep"),
+        ('{"steps": ' + HUGE + "}", r"--stated: not valid JSON \(an integer of 5,000 digits"),
+    ],
+    ids=["nested 30,000 deep", "a 5000-digit integer"],
+)
+@pytest.mark.parametrize("command", ["import-audit-log", "import-audit-logs"])
+def test_a_stated_configuration_beyond_the_bounds_is_one_line(
+    tmp_path, capsys, stated, message, command
+):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "gpt3large_x.csv").write_text("step,train_loss,val_loss\n0,10.0000,10.1000\n")
+    given = logs / "gpt3large_x.csv" if command == "import-audit-log" else logs
+    argv = [command, given, "--out", tmp_path / "out", "--stated", stated]
+    one_line_error(capsys, argv, message)
+    assert not (tmp_path / "out").exists()

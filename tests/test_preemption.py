@@ -108,6 +108,19 @@ def test_signals_in_quick_succession_stop_once_without_a_traceback(
     )
 
 
+@pytest.mark.slow  # a `repro train` process, stopped
+def test_sigterm_mid_step_checkpoints_whatever_stop_signal_names(token_dir, tiny_indices, tmp_path):
+    """--stop-signal SIGUSR2 (a scheduler's early warning): the SIGTERM at its time limit that
+    arrives mid-step still stops at the step boundary with a checkpoint."""
+    out = tmp_path / "run"
+    args = [*train_args(token_dir, tiny_indices, out), "--stop-signal", "SIGUSR2"]
+    ended = interrupted(args, 2, [signal.SIGTERM])
+    assert ended.returncode == preemption.REQUEUE_EXIT, ended.stderr
+    assert "outside the training steps" not in ended.stderr
+    assert "repro: stopped by SIGTERM signal at step " in ended.stderr
+    assert torch.load(out / "ckpt.pt", weights_only=True)["step"] >= 3
+
+
 def test_a_stop_signal_checkpoints_and_the_next_attempt_resumes(
     token_dir, tiny_indices, tiny_baseline_run, tmp_path, monkeypatch, capsys
 ):
@@ -227,3 +240,17 @@ def test_a_signal_during_the_allocators_restart_is_one_line_and_its_exit_status(
         f"repro: stopped by {name} outside the training steps; run again"
     ], ended.stderr
     assert not (tmp_path / "run").exists()  # stopped before anything was written
+
+
+def test_ctrl_c_while_a_command_starts_is_one_line(monkeypatch, capsys):
+    """Ctrl-C before the command runs (while the command line is imported and parsed), as at
+    the start of `repro import-audit-log`: one line and 130, not a traceback."""
+    from repro import cli, entry
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    monkeypatch.setattr(sys, "argv", ["repro", "import-audit-log", "x.csv", "--out", "run"])
+    assert entry.main() == preemption.INTERRUPT_EXIT
+    assert capsys.readouterr().err == "repro: interrupted\n"

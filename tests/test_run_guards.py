@@ -19,6 +19,7 @@ from conftest import REPO, one_line_error, random_token_files, train_args
 
 import repro.training.checkpoints as checkpoint_module
 from repro.analysis import results
+from repro.cli import main
 from repro.config import load_experiments, load_preset, load_run
 from repro.config.schema import ConfigError
 from repro.data.batches import Batches
@@ -114,7 +115,7 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_leaves_no_partial(
     monkeypatch.setattr(checkpoint_module.torch, "save", full)
     with pytest.raises(CheckpointError, match=r"ckpt\.pt: cannot be written \(\[enforce fail"):
         train(load_run("tiny", "baseline"), token_dir, tiny_indices, tmp_path / "run")
-    assert not (tmp_path / "run" / "ckpt.pt.partial").exists()
+    assert not list((tmp_path / "run").glob("*.partial"))
 
 
 def test_a_stale_partial_checkpoint_never_blocks_a_rerun(
@@ -123,12 +124,14 @@ def test_a_stale_partial_checkpoint_never_blocks_a_rerun(
     run, run_dir = load_run("tiny", "baseline"), tmp_path / "run"
     run_dir.mkdir()
     stale = b"PK\x03\x04" + bytes(100_000)  # the start of a checkpoint whose write failed
-    (run_dir / "ckpt.pt.partial").write_bytes(stale)
-    # The disk is as full as the stale file left it: its space counts as free.
-    needed = 2 * checkpoint_module.checkpoint_bytes(GPT(run.model)) - len(stale)
-    monkeypatch.setattr(checkpoint_module, "free_bytes", lambda path: needed)
+    partial = run_dir / ".ckpt.pt.k3v9x2q1.partial"
+    partial.write_bytes(stale)
+    # The disk is as full as the stale file left it: room for two checkpoints once it is gone.
+    room = 2 * checkpoint_module.checkpoint_bytes(GPT(run.model)) - len(stale)
+    free = lambda path: room + (0 if partial.exists() else len(stale))  # noqa: E731
+    monkeypatch.setattr(checkpoint_module, "free_bytes", free)
     record = train(run, token_dir, tiny_indices, run_dir)
-    assert record.status == "completed" and not (run_dir / "ckpt.pt.partial").exists()
+    assert record.status == "completed" and not list(run_dir.glob("*.partial"))
 
 
 # ---- 5. relations between values; the default loss ceiling -------------------------------------
@@ -339,3 +342,21 @@ def test_broken_input_is_one_line(case, tmp_path, token_dir, indices, capsys, mo
     for handler in logging.getLogger("datasets").handlers:  # made under another test's capture
         monkeypatch.setattr(handler, "stream", sys.stderr)
     one_line_error(capsys, argv, message, after_progress=True)
+
+
+def test_publish_to_a_folder_that_cannot_be_made_is_refused_before_training(
+    token_dir, tiny_indices, tmp_path, capsys
+):
+    (tmp_path / "a-file").write_text("")
+    argv = train_args(
+        token_dir, tiny_indices, tmp_path / "run", "--publish", tmp_path / "a-file" / "x"
+    )
+    one_line_error(capsys, argv, r"a-file/x: cannot be created")
+    assert not (tmp_path / "run").exists()  # refused before anything was trained
+
+
+def test_publish_to_a_missing_folder_creates_it(token_dir, tiny_indices, tmp_path):
+    published = tmp_path / "results" / "runs" / "tiny" / "baseline"
+    argv = train_args(token_dir, tiny_indices, tmp_path / "run", "--publish", published)
+    assert main([str(a) for a in argv]) == 0
+    assert sorted(p.name for p in published.iterdir()) == ["metrics.csv", "run.json"]

@@ -13,6 +13,7 @@ from conftest import REPO, one_line_error
 from repro.analysis.runs import read_run, read_runs
 from repro.analysis.status import status_table, trainer_holding
 from repro.cli import main
+from repro.runtime import lock as lock_module
 from repro.runtime.lock import hold
 
 
@@ -147,3 +148,41 @@ def test_a_named_pipe_as_the_lock_does_not_hang_status(tmp_path, capsys, in_prog
     os.mkfifo(live / ".lock")
     assert main(["status", "--runs-dir", str(tmp_path / "runs")]) == 0
     assert "baseline" in capsys.readouterr().out
+
+
+def test_a_lock_of_the_same_inode_on_another_file_system_holds_nothing(
+    tmp_path, in_progress, monkeypatch
+):
+    """/proc/locks names a lock by device and inode: a file of the same inode number locked on
+    another file system is not the run's lock file."""
+    live = in_progress(tmp_path, "baseline")
+    lock_file = live / ".lock"
+    lock_file.write_text(f"host {socket.gethostname()}, PID {os.getpid()}\n")
+    info = os.stat(lock_file)
+    device = (os.major(info.st_dev), os.minor(info.st_dev))
+    locks = tmp_path / "locks"
+
+    def proc_locks(major, minor):
+        locks.write_text(f"1: FLOCK  ADVISORY  WRITE {os.getpid()} {major:02x}:{minor:02x}:"
+                         f"{info.st_ino} 0 EOF\n")  # fmt: skip
+        real = open
+        monkeypatch.setattr(
+            lock_module, "open", lambda p, *a: real(locks if p == "/proc/locks" else p, *a),
+            raising=False,
+        )  # fmt: skip
+
+    proc_locks(device[0] + 1, device[1])  # another device, the same inode number
+    assert trainer_holding(tmp_path / "baseline") is None
+    proc_locks(*device)  # this very file
+    assert trainer_holding(tmp_path / "baseline") == f"PID {os.getpid()}"
+
+
+def test_status_finds_the_trainer_by_the_runs_folder(tmp_path, in_progress):
+    """A run in a folder named otherwise than its experiment: its trainer holds that folder."""
+    runs = tmp_path / "runs"
+    in_progress(runs / "tiny", "baseline")
+    (runs / "tiny" / "baseline").rename(runs / "tiny" / "my-baseline")
+    with hold(runs / "tiny" / "my-baseline" / "live", "run"):
+        table = status_table(runs, "tiny")
+    assert list(table["experiment"]) == ["baseline"]
+    assert list(table["trainer"]) == [f"PID {os.getpid()}"]

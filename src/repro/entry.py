@@ -15,6 +15,10 @@ from repro.runtime import preemption
 def main() -> int:
     if sys.argv[1:2] == ["train"]:
         preemption.exit_until_started()
-    from repro.cli import main as command_line  # the slow imports, under those handlers
+    try:  # Ctrl-C while the command line is imported or parsed: one line, not a traceback
+        from repro.cli import main as command_line  # the slow imports, under those handlers
 
-    return command_line()
+        return command_line()
+    except KeyboardInterrupt:
+        print("repro: interrupted", file=sys.stderr)
+        return preemption.INTERRUPT_EXIT

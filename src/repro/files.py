@@ -2,12 +2,13 @@
 
 Every file the package creates or replaces goes through atomic_write (or atomic_path, for a
 library that writes to a file name): the content lands under a temporary name and is renamed over
-the target only when complete, so a crash never leaves a half-written file, and a stale temporary
-file from an earlier crash is simply replaced. No write follows a symbolic link (a run folder
-unpacked from an archive may hold some): the temporary file is created anew, never opened through
-a link, and the rename replaces a link at the target, never the file it points to. The few files
-appended to (a run's lock, log, metrics and event file) are opened by open_no_link, which refuses
-a link. A file that cannot be written is a WriteError naming it: one line, never a traceback.
+the target only when complete, so a crash never leaves a half-written file; the temporary name is
+one no one else has (new_partial), so that no file of the user's is ever removed. No write
+follows a symbolic link (a run folder unpacked from an archive may hold some): the temporary file
+is created anew, never opened through a link, and the rename replaces a link at the target, never
+the file it points to. The few files appended to (a run's lock, log, metrics and event file) are
+opened by open_no_link, which refuses a link. A file that cannot be written is a WriteError
+naming it: one line, never a traceback. JSON is read within stated bounds (parse_json).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ class WriteError(ReproError):
 
 @contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs):
-    """Open `path`.partial for writing; rename it over `path` on success, remove it on failure."""
+    """Open a temporary file beside `path` for writing; rename it over `path` on success, remove
+    it on failure."""
     with _replacing(path) as (_, fd):
         with open(fd, mode, **open_kwargs) as f:
             yield f
@@ -52,11 +54,11 @@ def atomic_path(path: str | os.PathLike):
 
 @contextmanager
 def _replacing(path: str | os.PathLike):
-    """(path.partial, a file descriptor of it created empty); path.partial renamed over `path`
-    when the block ends, removed when it fails; a failure to write is a WriteError naming `path`."""
+    """(a new temporary file beside `path`, a file descriptor of it); the file renamed over
+    `path` when the block ends, removed when it fails; a failure to write is a WriteError naming
+    `path`."""
     path = Path(path)
-    partial = path.with_name(path.name + ".partial")
-    fd = open_new(partial)
+    partial, fd = new_partial(path)
     try:
         try:
             yield partial, fd
@@ -68,14 +70,17 @@ def _replacing(path: str | os.PathLike):
         raise
 
 
-def open_new(path: Path) -> int:
-    """A file descriptor of `path` created empty for writing, whatever was there (a stale file, a
-    symbolic link: removed, its target untouched); a one-line error when it cannot be created."""
+def new_partial(path: Path) -> tuple[Path, int]:
+    """A file created empty beside `path` for writing, under a name no one else has
+    (.NAME.<random>.partial), and a file descriptor of it: a user's NAME.partial, or a link of
+    that name, is never touched. Its mode is 0666 less the umask, as every file the package
+    writes; a one-line error when it cannot be created."""
     try:
-        path.unlink(missing_ok=True)
-        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600
     except OSError as e:
         raise WriteError(f"{path}: cannot be written ({e.strerror})") from None
+    return Path(name), fd
 
 
 def open_no_link(path: Path, flags: int, what: str, error: type[ReproError] = ReproError) -> int:
@@ -221,17 +226,52 @@ def read_regular(
 
 
 def read_json(path: str | os.PathLike, error: type[ReproError] = ReproError, hint: str = ""):
-    """The JSON content of `path`, a regular file of at most JSON_BYTES; a missing or unreadable
-    file is an `error` naming it."""
+    """The JSON content of `path`, a regular file of at most JSON_BYTES, parsed by parse_json; a
+    missing or unreadable file is an `error` naming it."""
     path = Path(path)
     if not os.path.lexists(path):
         raise error(f"{path}: no such file{f' ({hint})' if hint else ''}")
     try:
-        return json.loads(read_regular(path, JSON_BYTES, error, "a JSON file").decode())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        text = read_regular(path, JSON_BYTES, error, "a JSON file").decode()
+    except UnicodeDecodeError as e:
         raise error(f"{path}: not valid JSON ({e})") from None
+    return parse_json(text, str(path), error)
+
+
+# The bounds of every JSON the package reads (run.json, manifests, --stated): what it writes
+# stays far within them, and a value beyond them would end in a traceback or a hang further on
+# (a 5,000-digit integer cannot be printed; a step of 10**18 is a loop without end).
+JSON_MAX_DEPTH = 32  # objects and arrays within one another
+JSON_MAX_DIGITS = 18  # an integer's digits: below 2**63, what a step or a count can be
+
+
+def parse_json(text: str, where: str, error: type[ReproError] = ReproError):
+    """`text` as JSON within JSON_MAX_DEPTH and JSON_MAX_DIGITS; else an `error` naming `where`."""
+    try:
+        data = json.loads(text, parse_int=_bounded_int)
+    except json.JSONDecodeError as e:
+        raise error(f"{where}: not valid JSON ({e})") from None
+    except ValueError as e:  # _bounded_int's, or a float json cannot read
+        raise error(f"{where}: not valid JSON ({e})") from None
     except RecursionError:  # the parser recurses once per level of nesting
-        raise error(f"{path}: not valid JSON (nested too deeply)") from None
+        raise error(f"{where}: nested more than {JSON_MAX_DEPTH} levels deep") from None
+    if _depth(data) > JSON_MAX_DEPTH:
+        raise error(f"{where}: nested more than {JSON_MAX_DEPTH} levels deep")
+    return data
+
+
+def _bounded_int(digits: str) -> int:
+    if len(digits.lstrip("-")) > JSON_MAX_DIGITS:
+        raise ValueError(f"an integer of {len(digits):,} digits, more than {JSON_MAX_DIGITS}")
+    return int(digits)
+
+
+def _depth(data, limit: int = JSON_MAX_DEPTH + 1) -> int:
+    """How deep objects and arrays nest in `data` (counted no further than `limit`)."""
+    if not isinstance(data, dict | list) or limit == 0:
+        return 0
+    children = data.values() if isinstance(data, dict) else data
+    return 1 + max((_depth(c, limit - 1) for c in children), default=0)
 
 
 def file_sha256(path: str | os.PathLike) -> str:

@@ -52,7 +52,9 @@ class StatedLogs:
 
     runs: dict[str, Run] = field(default_factory=dict)  # "<log> as <experiment>" -> its run
     experiment: dict[str, str] = field(default_factory=dict)  # the same keys -> the experiment
-    unknown: list[str] = field(default_factory=list)  # logs with nothing stated: not drawn
+    unknown: list[str] = field(
+        default_factory=list
+    )  # nothing stated, or what fits several: not drawn
     label: str = STATED
 
     def colors(self, of_experiment: dict) -> dict:
@@ -67,16 +69,18 @@ class StatedLogs:
 
 def stated_logs(logs_dir, preset: Preset, members: list[Experiment]) -> StatedLogs:
     """The logs imported by `repro import-audit-logs` at `preset` (logs_dir, if a folder) whose
-    stated configuration is one of `members` (repro.analysis.stated.stated_as), once for each
-    it matches, and the names of those whose configuration nobody stated."""
+    stated configuration is one of `members` (repro.analysis.stated.stated_as), and the names
+    of those whose configuration nobody stated or whose statement fits several members alike."""
     found = StatedLogs()
     if logs_dir is None or not Path(logs_dir).is_dir():
         return found
     for log in sorted(p for p in Path(logs_dir).iterdir() if has_run(p)):
         run = read_run(log)
-        if not stated_configuration(run.record):
+        matches = stated_as(run.record, preset, members)
+        if not stated_configuration(run.record) or len(matches) > 1:  # which one: unknown
             found.unknown.append(log.name)
-        for name in stated_as(run.record, preset, members):
+            continue
+        for name in matches:
             found.runs[f"{log.name} as {name}"] = run
             found.experiment[f"{log.name} as {name}"] = name
     return found

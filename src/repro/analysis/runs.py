@@ -144,6 +144,7 @@ RUN_COLUMNS = [
     "last_eval_val_loss",
     "tokens_per_s",
     "eta_s",
+    "folder",  # the run's folder, which may be named otherwise than its experiment
 ]
 RECENT_STEPS = 50  # the steps whose median speed the ETA assumes
 
@@ -184,6 +185,7 @@ def _summary_or_problem(run_dir: Path) -> dict:
     """run_summary of a run, or, for a run whose files cannot be read, status "damaged" and
     the reason: one damaged run never hides the others."""
     try:
-        return run_summary(read_run(run_dir))
+        return run_summary(read_run(run_dir)) | {"folder": run_dir.name}
     except ReproError as e:
-        return {"experiment": run_dir.name, "status": "damaged", "problem": str(e)}
+        return {"experiment": run_dir.name, "status": "damaged", "problem": str(e),
+                "folder": run_dir.name}  # fmt: skip

@@ -31,6 +31,7 @@ from repro.config import Experiment, Preset, load_config, seed_dir
 from repro.config.schema import ConfigError
 
 CONFIDENCE = 0.95
+MAX_SEEDS = 100  # seeds 0..99: a count beyond it is a typing error, and would be read for hours
 TABLE1_SEEDS_COLUMNS = [
     "experiment",
     "query_mode",
@@ -120,9 +121,14 @@ def paired_difference(losses: pd.DataFrame, ours: str, reference: str) -> pd.Ser
 
 def read_seed_runs(runs_dir: str | Path, names: list[str], seeds: int) -> BySeed:
     """The runs of `names` of seeds 0..seeds-1, by seed; missing runs are left out."""
-    if seeds < 1:
-        raise ConfigError(f"seeds {seeds}: at least 1")
+    check_seed_count(seeds)
     return {k: read_runs(seed_dir(runs_dir, k), names) for k in range(seeds)}
+
+
+def check_seed_count(seeds: int) -> None:
+    """Refuse a count of seeds to read that is not 1..MAX_SEEDS."""
+    if not 1 <= seeds <= MAX_SEEDS:
+        raise ConfigError(f"seeds {seeds}: a count of seeds is 1..{MAX_SEEDS}")
 
 
 def checked_runs(

@@ -14,22 +14,29 @@ STATED_IN_IDENTITY = {
 }
 
 
+# What no statement can say (audit_run.schema.yaml has no key for it): a log stated in full may
+# still be any experiment that differs from the stated one only in these.
+UNSTATABLE = ("model.mlp_hidden", "optimizer.weight_decay", "optimizer.lr_min")
+
+
 def stated_conflicts(stated: dict, identity: dict) -> list[str]:
     """What a run's identity differs in from a user's statement of an audit's run, "key: stated
     -> run's", over the keys stated."""
     differences = []
     for key, (section, name, absent) in STATED_IN_IDENTITY.items():
-        ours = identity.get(section, {}).get(name, absent)
+        ours = identity.get(section, {}).get(name)
+        ours = absent if ours is None else ours  # an identity says "no gate" as None or not at all
         if key in stated and stated[key] != ours:
             differences.append(f"{key}: {stated[key]} -> {ours}")
     return differences
 
 
 def stated_differences(stated: dict, identity: dict) -> list[str]:
-    """stated_conflicts, and what is unknown for want of a statement."""
+    """stated_conflicts, and what is unknown for want of a statement (UNSTATABLE always)."""
     unstated = [k for k in STATED_IN_IDENTITY if k not in stated]
     unknown = [f"configuration unknown: {', '.join(unstated)} not stated"] if unstated else []
-    return stated_conflicts(stated, identity) + unknown
+    cannot = f"{', '.join(k.split('.')[1] for k in UNSTATABLE)}: unknown (no statement says them)"
+    return stated_conflicts(stated, identity) + unknown + [cannot]
 
 
 def stated_configuration(record) -> dict:
@@ -40,7 +47,8 @@ def stated_configuration(record) -> dict:
 
 def stated_as(record, preset, experiments) -> list[str]:
     """The experiments (among `experiments`, at `preset`) an imported log's run is by its
-    stated_configuration: none when nothing is stated."""
+    stated_configuration: none when nothing is stated; more than one where they differ only in
+    what no statement says (UNSTATABLE): the caller shows that as ambiguous (ambiguity)."""
     stated = stated_configuration(record)
     if not stated:
         return []
@@ -48,4 +56,13 @@ def stated_as(record, preset, experiments) -> list[str]:
         e.name
         for e in experiments
         if not stated_conflicts(stated, resolve_run(preset, e).identity())
+    ]
+
+
+def ambiguity(matches: list[str]) -> list[str]:
+    """What a log's rows say where its statement fits more than one experiment (stated_as)."""
+    if len(matches) < 2:
+        return []
+    return [
+        f"ambiguous: its statement fits {len(matches)} experiments alike ({', '.join(matches)})"
     ]

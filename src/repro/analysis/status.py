@@ -69,13 +69,13 @@ def status_table(
     for name in presets:
         runs = list_runs(Path(runs_dir) / name)
         runs.insert(0, "preset", name)
-        runs["trainer"] = [trainer_holding(Path(runs_dir) / name / e) for e in runs["experiment"]]
+        runs["trainer"] = [trainer_holding(Path(runs_dir) / name / f) for f in runs["folder"]]
         runs = _unknown_elsewhere(runs)
         runs["vs_authors"] = [
-            against_authors(Path(runs_dir) / name / e, Path(authors_runs_dir) / name / e)
+            against_authors(Path(runs_dir) / name / f, Path(authors_runs_dir) / name / e)
             if authors_runs_dir is not None
             else None
-            for e in runs["experiment"]
+            for f, e in zip(runs["folder"], runs["experiment"])
         ]
         frames.append(runs)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -26,8 +26,8 @@ import pandas as pd
 from repro.analysis.curves import relative_improvement
 from repro.analysis.results import scale_caveat
 from repro.analysis.runs import Run, has_run, read_run
-from repro.analysis.seeds import summarise
-from repro.analysis.stated import stated_as, stated_differences
+from repro.analysis.seeds import check_seed_count, summarise
+from repro.analysis.stated import ambiguity, stated_as, stated_differences
 from repro.config import Preset, load_config, resolve_run, seed_dir
 from repro.errors import ReproError
 from repro.rundir import identity_differences
@@ -64,29 +64,66 @@ EVIDENCE_COLUMNS = [
 TABLE_STEP = "the preset's table step"
 
 
-def _read(path: Path) -> Run | None:
-    return read_run(path) if has_run(path) else None
+def _read(path: Path, source: str = "repro") -> Run | None:
+    """The run at `path` if there is one; a run of another source than `source` (our own runs
+    given as the authors') is refused."""
+    if not has_run(path):
+        return None
+    run = read_run(path)
+    if run.record.source != source:
+        raise ReproError(
+            f"{path}: a run of source {run.record.source!r} (run.json), not {source!r}: give "
+            f"each option the folder of its own runs"
+        )
+    return run
+
+
+def _folder(path, option: str) -> Path | None:
+    """A folder an option names (None: not given); a file or a missing folder is an error."""
+    if path is not None and not Path(path).is_dir():
+        raise ReproError(f"{option}: {path} is not a folder")
+    return path and Path(path)
 
 
 def _sources(
-    preset: Preset, experiments, runs_dir, seeds: int, authors_dir, audit_as_dir, audit_logs_dir
-) -> dict[str, dict[str, dict[int, Run]]]:
-    """source -> experiment -> {seed: run} of the runs there are."""
-    names = list(experiments.by_name)
-    ours = {
-        n: {k: r for k in range(seeds) if (r := _read(Path(seed_dir(runs_dir, k)) / n))}
-        for n in names
-    }
+    preset: Preset, experiments, seeds: int, runs_dir, authors_dir, audit_as_dir, audit_logs_dir
+) -> tuple[dict[str, dict[str, dict[int, Run]]], dict]:
+    """source -> experiment -> {seed: run} of the runs there are; and (source, experiment) ->
+    what was left out: runs of ours in seed k's folder recorded at another seed (a copy: an
+    interval over copies is no interval), logs whose statement fits several experiments."""
+    names, flags = list(experiments.by_name), {}
+    ours = {n: {} for n in names}
+    for k in range(seeds):
+        for n in names:
+            run = _read(Path(seed_dir(runs_dir, k)) / n)
+            wrong = _other_seed(run, preset, k) if run else []
+            if wrong:
+                flags.setdefault(("ours", n), []).append(f"seed{k} left out: {', '.join(wrong)}")
+            elif run:
+                ours[n][k] = run
     sources = {"ours": ours}
     for source, folder in (("authors", authors_dir), ("audit", audit_as_dir)):
-        found = {n: {0: r} for n in names if folder and (r := _read(Path(folder) / n))}
+        found = {n: {0: r} for n in names if folder and (r := _read(folder / n, source))}
         sources[source] = found  # empty: "not available" beside every claim
-    if audit_logs_dir and Path(audit_logs_dir).is_dir():
-        for log in sorted(p for p in Path(audit_logs_dir).iterdir() if has_run(p)):
-            run = read_run(log)
-            for name in stated_as(run.record, preset, experiments.by_name.values()):
-                sources.setdefault(f"audit: {log.name}", {})[name] = {0: run}
-    return sources
+    logs = sorted(p for p in audit_logs_dir.iterdir() if has_run(p)) if audit_logs_dir else []
+    for log in logs:
+        run = _read(log, "audit")
+        matches = stated_as(run.record, preset, experiments.by_name.values())
+        for name in matches:
+            sources.setdefault(f"audit: {log.name}", {})[name] = {0: run}
+            flags[(f"audit: {log.name}", name)] = ambiguity(matches)
+    return sources, flags
+
+
+def _other_seed(run: Run, preset: Preset, k: int) -> list[str]:
+    """The seeds a run in seed k's folder records where they are not seed k's (a copy of another
+    seed's run: Table 1 over seeds leaves it out too), "key: recorded -> seed k's"."""
+    recorded, seeded = run.record.identity.get("train", {}), preset.with_seed(k).train
+    return [
+        f"{key}: {recorded.get(key.split('.')[1])} -> {getattr(seeded, key.split('.')[1])}"
+        for key in SEEDS
+        if recorded.get(key.split(".")[1]) != getattr(seeded, key.split(".")[1])
+    ]
 
 
 def _values(runs: dict[int, Run], baseline: dict[int, Run], quantity: str, step) -> dict:
@@ -115,13 +152,17 @@ def _differences(run: Run, now: dict) -> list[str]:
     return [d for d in recorded if d.split(":")[0] not in SEEDS]
 
 
-def _row(claim: dict, source: str, read_at: str, values: dict, runs, baseline, now) -> dict:
+def _row(claim: dict, source: str, read_at: str, values: dict, runs, baseline, nows, notes):
+    """One reading; its config_differences: what its runs (and the baseline's a relative
+    improvement divides by) differ in from their experiments' identities now (`nows`: the
+    experiment's, the baseline's), then `notes` (what was left out)."""
     found = {k: v for k, v in values.items() if not math.isnan(v[1])}
     files = [runs[k].path / "metrics.csv" for k in found]
     if claim["quantity"] == "rel_improvement":
         files += [baseline[k].path / "metrics.csv" for k in found]
     if not found:
-        return claim | {"source": source, "read_at": read_at, "status": NOT_AVAILABLE}
+        return claim | {"source": source, "read_at": read_at, "status": NOT_AVAILABLE,
+                        "config_differences": "; ".join(notes) or None}  # fmt: skip
     summary = summarise(
         pd.DataFrame({"v": [v for _, v in found.values()]}).groupby(lambda _: 0), "v"
     )
@@ -136,10 +177,21 @@ def _row(claim: dict, source: str, read_at: str, values: dict, runs, baseline, n
         "n_seeds": len(found),
         "status": "; ".join(sorted({runs[k].status for k in found})),
         "config_differences": "; ".join(
-            sorted({d for k in found for d in _differences(runs[k], now)})
+            _all_differences(claim, found, runs, baseline, nows) + notes
         ),
         "files": " | ".join(map(str, files)),
     }
+
+
+def _all_differences(claim: dict, found: dict, runs, baseline, nows) -> list[str]:
+    """What the runs read differ in; for a relative improvement, the baseline it divides by and
+    what the baseline's runs differ in."""
+    differences = sorted({d for k in found for d in _differences(runs[k], nows[0])})
+    if claim["quantity"] != "rel_improvement":
+        return differences
+    name = baseline[next(iter(found))].name
+    theirs = sorted({d for k in found for d in _differences(baseline[k], nows[1])})
+    return differences + [f"divided by {name}'s loss"] + [f"{name}: {d}" for d in theirs]
 
 
 def evidence_table(
@@ -153,9 +205,11 @@ def evidence_table(
 ) -> pd.DataFrame:
     """The evidence table (EVIDENCE_COLUMNS) of Table 1's claims at `preset`."""
     preset, experiments = load_config(preset, config_dir)
-    sources = _sources(
-        preset, experiments, runs_dir, seeds, authors_runs_dir, audit_runs_dir, audit_logs_dir
-    )
+    check_seed_count(seeds)
+    folders = [_folder(runs_dir, "--runs"), _folder(authors_runs_dir, "--authors-runs")]
+    folders += [_folder(audit_runs_dir, "--audit-runs"), _folder(audit_logs_dir, "--audit-logs")]
+    sources, flags = _sources(preset, experiments, seeds, *folders)
+    baseline_now = resolve_run(preset, experiments[experiments.baseline]).identity()
     paper_step = preset.report.table_step
     rows = []
     for e in experiments.group("table1"):
@@ -168,7 +222,8 @@ def evidence_table(
                                  "value": paper, "status": "published",
                                  "files": str(experiments.source)})  # fmt: skip
             now = resolve_run(preset, e).identity()
-            rows += _readings(claim, sources, experiments.baseline, paper_step, now)
+            nows = (now, baseline_now)
+            rows += _readings(claim, sources, flags, experiments.baseline, paper_step, nows)
     for source, measure, value in LATER_CLAIMS:
         claim = {"claim": f"abstract: {value:.2%} lower {measure} ({source})",
                  "experiment": "", "quantity": f"rel_improvement ({measure})"}  # fmt: skip
@@ -180,21 +235,25 @@ def evidence_table(
     return table
 
 
-def _readings(claim: dict, sources: dict, baseline_name: str, paper_step: int, now) -> list[dict]:
+def _readings(claim, sources, flags, baseline_name: str, paper_step: int, nows) -> list[dict]:
     rows = []
     for source, by_name in sources.items():
         if source.startswith("audit: ") and claim["experiment"] not in by_name:
             continue  # a log stated to be another experiment
         runs, baseline = by_name.get(claim["experiment"], {}), by_name.get(baseline_name, {})
+        notes = flags.get((source, claim["experiment"]), [])
+        if claim["quantity"] == "rel_improvement":
+            notes = list(dict.fromkeys(notes + flags.get((source, baseline_name), [])))
         for read_at, step in ((TABLE_STEP, paper_step), ("its own end", None)):
             values = _values(runs, baseline, claim["quantity"], step)
-            rows.append(_row(claim, source, read_at, values, runs, baseline, now))
+            rows.append(_row(claim, source, read_at, values, runs, baseline, nows, notes))
     return rows
 
 
 def verify_evidence(table: pd.DataFrame) -> list[str]:
-    """Each number of an evidence table read again from the files it names: the mismatches."""
-    failures = []
+    """Each number of an evidence table read again from the files it names (each file once,
+    however many rows name it: a long run's metrics.csv is 100 MB): the mismatches."""
+    failures, read = [], {}
     for row in table.itertuples():
         if row.source == PAPER or not isinstance(row.files, str) or row.status == NOT_AVAILABLE:
             continue
@@ -202,7 +261,7 @@ def verify_evidence(table: pd.DataFrame) -> list[str]:
         n = len(files) // (2 if row.quantity == "rel_improvement" else 1)
         steps = [int(float(s)) for s in str(row.step).split()]
         steps = steps * n if len(steps) == 1 else steps
-        runs = [read_run(f.parent) for f in files]
+        runs = [read.get(f.parent) or read.setdefault(f.parent, read_run(f.parent)) for f in files]
         values = [
             r.loss_at(s)
             if row.quantity == "val_loss"

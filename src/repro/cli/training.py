@@ -9,6 +9,7 @@ from pathlib import Path
 from repro import config
 from repro.cli import options
 from repro.errors import ReproError
+from repro.files import make_dir
 from repro.runtime import preemption
 
 
@@ -31,6 +32,8 @@ def cmd_train(args) -> None:
     if args.experiment is None:
         raise ReproError("train: --experiment is required")
     options.check_positive(args, "loss_chunks")
+    if args.publish:  # a folder that cannot be written is refused now, not after the run
+        make_dir(args.publish)
     print(f"config: {config.config_dir(args.config_dir).resolve()}", flush=True)
     run = config.load_run(
         args.preset,
@@ -94,15 +97,16 @@ def _train_parser(p: argparse.ArgumentParser) -> None:
         action="append",
         metavar="SIG",
         help=f"on it, checkpoint at the step's end and exit {preemption.REQUEUE_EXIT} "
-        f"(rerun resumes); repeatable; default {' '.join(preemption.STOP_SIGNALS)}; Ctrl-C "
-        f"(SIGINT) always stops the same way, with exit {preemption.INTERRUPT_EXIT}",
+        f"(rerun resumes); repeatable; default {' '.join(preemption.STOP_SIGNALS)}; SIGTERM "
+        f"always stops the same way, and Ctrl-C (SIGINT) with exit {preemption.INTERRUPT_EXIT}",
     )
     p.add_argument(
         "--publish",
         type=Path,
         default=None,
         metavar="DIR",
-        help="when the run has ended, copy its metrics.csv and run.json into DIR",
+        help="when the run has ended, copy its metrics.csv and run.json into DIR (created "
+        "at the start)",
     )
     p.add_argument(
         "--exit-with-parent",

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from repro.data import DataError
-from repro.files import file_sha256, make_dir, open_new, read_json, write_json
+from repro.files import file_sha256, make_dir, new_partial, read_json, write_json
 
 MANIFEST = "manifest.json"
 # The authors' token files (A Generate_Indices.ipynb, docs/specification.md §5.2): only files of
@@ -62,7 +62,7 @@ def write_token_files(
     """Write each split's tokens (uint16: one array, or its pieces in order, read once) to
     <split>.bin in data_dir and the manifest that lists them; return the manifest.
 
-    Each file is written under a .partial name, all of them renamed only when every split is
+    Each file is written under a temporary name, all of them renamed only when every split is
     complete; the old manifest is removed first, so a crash leaves no manifest, never a stale one.
     """
     data_dir = make_dir(data_dir)
@@ -88,11 +88,12 @@ def write_token_files(
 
 
 def _write_split(path: Path, pieces, documents: int) -> tuple[Path, dict]:
-    """The tokens into path.partial; return it and the split's manifest entry."""
-    partial = path.with_name(path.name + ".partial")
+    """The tokens into a temporary file beside `path` (new_partial); return it and the split's
+    manifest entry."""
+    partial, fd = new_partial(path)
     digest, tokens = hashlib.sha256(), 0
     try:
-        with open(open_new(partial), "wb") as f:
+        with open(fd, "wb") as f:
             for piece in [pieces] if isinstance(pieces, np.ndarray) else pieces:
                 if piece.dtype != np.uint16:  # a cast would wrap ids silently
                     raise TypeError(f"{path}: tokens of dtype {piece.dtype}, not uint16")

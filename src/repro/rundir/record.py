@@ -102,13 +102,26 @@ def read_record(run_dir: str | Path) -> RunRecord:
             data = legacy_record(data)
         except (KeyError, TypeError) as e:
             raise RunError(f"{path}: not a run record (no `format`, and no {e})") from None
-    if isinstance(data.get("identity"), dict):
-        data["identity"] = with_later_defaults(data["identity"])
-    known = {f.name for f in fields(RunRecord)}
-    try:
+    known = {f.name: f.type for f in fields(RunRecord)}
+    for key, value in data.items():
+        if key in known and not _of_type(value, known[key]):
+            raise RunError(f"{path}: {key}: {str(value)[:40]!r} is not of type {known[key]}")
+    try:  # an identity whose sections are not objects is a TypeError here
+        if "identity" in data:
+            data["identity"] = with_later_defaults(data["identity"])
         return RunRecord(**{k: v for k, v in data.items() if k in known})
     except TypeError as e:
         raise RunError(f"{path}: not a run record ({e})") from None
+
+
+TYPES = {"str": str, "int": int, "bool": bool, "dict": dict, "list": list, "None": type(None)}
+
+
+def _of_type(value, annotation: str) -> bool:
+    """Whether a value read from run.json is of a RunRecord field's type ("int | None"): a
+    string where a dict is expected would break every reader further on."""
+    types = tuple(TYPES[name] for name in annotation.split(" | "))
+    return isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
 
 
 def identity_differences(old: dict, new: dict, prefix: str = "") -> list[str]:

@@ -42,10 +42,13 @@ def restart_under_tcmalloc(held: set[int] = frozenset()) -> None:
     them (repro.cli.main), never meeting Python's defaults (a traceback, or exit 143)."""
     if os.environ.get(ENV) or not sys.platform.startswith("linux") or active():
         return
-    library = ctypes.util.find_library(LIBRARY)
+    library = _library()
     if library is None:
         return
-    preload = " ".join(filter(None, [library, os.environ.get("LD_PRELOAD")]))
+    # what LD_PRELOAD names that exists: a missing file would make ld.so print an error line
+    # in this process and every process it starts
+    named = [p for p in os.environ.get("LD_PRELOAD", "").split() if os.path.exists(p)]
+    preload = " ".join([library, *named])
     env = os.environ | {"LD_PRELOAD": preload, ENV: "tcmalloc"}  # never a second restart
     sys.stdout.flush()
     sys.stderr.flush()
@@ -53,9 +56,19 @@ def restart_under_tcmalloc(held: set[int] = frozenset()) -> None:
     os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
 
 
+def _library() -> str | None:
+    """TCMalloc's library (a name ld.so finds), or None where it is not installed. find_library
+    runs ldconfig and gcc: with LD_PRELOAD naming a missing file, ld.so's error lines are in
+    their output, which it takes for a file name and fails to open (an OSError)."""
+    try:
+        return ctypes.util.find_library(LIBRARY)
+    except OSError:
+        return None
+
+
 def notice() -> str | None:
     """One line for a CPU run where TCMalloc is not installed; else None."""
-    if active() or os.environ.get(ENV) == "glibc" or ctypes.util.find_library(LIBRARY):
+    if active() or os.environ.get(ENV) == "glibc" or _library():
         return None
     return (
         f"repro: TCMalloc not found ({INSTALL}): training under glibc's malloc, whose page "

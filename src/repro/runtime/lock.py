@@ -77,14 +77,16 @@ def holder(directory: Path) -> tuple[str, int] | None:
 
 def held_here(directory: Path) -> bool:
     """Whether a process of this machine holds the lock of `directory` now: the kernel's own list
-    of held locks (/proc/locks) names the lock file's inode. A PID alive is not enough: the
-    trainer may have died and its PID been given to another process. Without /proc/locks
-    (not Linux), whether the PID the file names is alive."""
+    of held locks (/proc/locks) names the lock file's device and inode (an inode number alone
+    may be another file system's). A PID alive is not enough: the trainer may have died and its
+    PID been given to another process. Without /proc/locks (not Linux), whether the PID the
+    file names is alive."""
     path = Path(directory) / LOCK_FILE
     try:
-        inode = os.stat(path).st_ino
+        info = os.stat(path)
+        file = (os.major(info.st_dev), os.minor(info.st_dev), info.st_ino)
         with open("/proc/locks") as f:
-            return any(_locked_inode(line) == inode for line in f)
+            return any(_locked_file(line) == file for line in f)
     except FileNotFoundError:
         named = holder(directory)
         return named is not None and os.path.lexists(path) and _alive(named[1])
@@ -92,14 +94,18 @@ def held_here(directory: Path) -> bool:
         return False
 
 
-def _locked_inode(line: str) -> int | None:
-    """The inode of a flock(2) lock of a /proc/locks line ("1: FLOCK ADVISORY WRITE 573
-    fe:00:2149443 0 EOF"), None for a line of another kind."""
+def _locked_file(line: str) -> tuple[int, int, int] | None:
+    """(device major, minor, inode) of a flock(2) lock of a /proc/locks line ("1: FLOCK ADVISORY
+    WRITE 573 fe:00:2149443 0 EOF": the device numbers in hex), None for a line of another kind."""
     fields = line.split()
     if len(fields) < 6 or fields[1] != "FLOCK":
         return None
-    inode = fields[5].rpartition(":")[2]
-    return int(inode) if inode.isdigit() else None
+    numbers = fields[5].split(":")
+    try:
+        major, minor, inode = int(numbers[0], 16), int(numbers[1], 16), int(numbers[2])
+    except (ValueError, IndexError):
+        return None
+    return major, minor, inode
 
 
 def _alive(pid: int) -> bool:

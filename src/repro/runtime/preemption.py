@@ -21,7 +21,10 @@ REQUEUE_EXIT = 75
 # 128 + SIGINT: what a shell reports for a command stopped by Ctrl-C, so that a script stops too.
 INTERRUPT_EXIT = 130
 STOP_SIGNALS = ("SIGTERM", "SIGUSR1")  # the defaults of `repro train --stop-signal`
-INTERRUPT = "SIGINT"  # Ctrl-C: a stop signal whatever --stop-signal names
+INTERRUPT = "SIGINT"  # Ctrl-C
+# Stop signals whatever --stop-signal names: Ctrl-C, and the signal `kill`, a scheduler at its
+# time limit and a dying workflow send (one arriving mid-step must checkpoint, not end the run).
+ALWAYS = (INTERRUPT, "SIGTERM")
 
 _received: list[int] = []
 
@@ -51,12 +54,12 @@ def _record(signum, frame) -> None:
 
 @contextmanager
 def stop_signals(names=STOP_SIGNALS):
-    """Within: each named signal (e.g. "SIGUSR1" or "USR1"), and SIGINT, asks to stop at a step
-    boundary.
+    """Within: each named signal (e.g. "SIGUSR1" or "USR1"), and those of ALWAYS, asks to stop
+    at a step boundary.
 
     The previous handlers come back on leaving: a process that goes on (a test runner whose forked
     workers are ended by SIGTERM, for one) keeps its own."""
-    numbers = {_signal_number(name) for name in (*names, INTERRUPT)}
+    numbers = {_signal_number(name) for name in (*names, *ALWAYS)}
     previous = {number: signal.signal(number, _record) for number in numbers}
     _received.clear()
     try:
@@ -68,12 +71,12 @@ def stop_signals(names=STOP_SIGNALS):
 
 
 def exit_until_started(names=STOP_SIGNALS) -> set[int]:
-    """Until stop_signals takes over (and once it hands back), each named signal and SIGINT end
+    """Until stop_signals takes over (and once it hands back), each named signal and ALWAYS's end
     `repro train` at once in one line: no step is under way, and every file is written whole
     (atomically), so nothing is lost. SIGINT exits INTERRUPT_EXIT, the others REQUEUE_EXIT (a
     scheduler's SIGTERM during start-up: run again). The signals, for the allocator's restart to
     hold across its exec (repro.runtime.allocator)."""
-    numbers = {_signal_number(name) for name in (*names, INTERRUPT)}
+    numbers = {_signal_number(name) for name in (*names, *ALWAYS)}
     for number in numbers:
         signal.signal(number, _exit_outside_steps)
     return numbers

@@ -83,10 +83,13 @@ def checkpoint_bytes(model: GPT) -> int:
 
 
 def check_checkpoint_space(path: Path, model: GPT) -> None:
-    """Refuse to start unless two checkpoints fit next to `path` (ckpt.pt and the .partial that
-    replaces it); the space the current files take is counted as free."""
-    partial = path.with_name(path.name + ".partial")
-    held = sum(p.stat().st_size for p in (path, partial) if p.exists())
+    """Refuse to start unless two checkpoints fit next to `path` (ckpt.pt and the temporary file
+    that replaces it); the space ckpt.pt takes is counted as free, and so is that of temporary
+    files an earlier process killed while writing one left (atomic_write's own names, in a run
+    folder only its one writer writes to: removed)."""
+    for stale in path.parent.glob(f".{path.name}.*.partial"):
+        stale.unlink(missing_ok=True)
+    held = path.stat().st_size if path.exists() else 0
     needed = 2 * checkpoint_bytes(model) - held
     free = free_bytes(path.parent)
     if free < needed:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from repro.analysis.stated import stated_conflicts
 from repro.annex.authors.audit_log import (
     AuditError,
     check_stated,
@@ -23,7 +24,7 @@ from repro.annex.authors.audit_log import (
 )
 from repro.annex.perf.cost import model_size
 from repro.config import Experiments, Preset, load_preset, resolve_run
-from repro.files import file_sha256, make_dir
+from repro.files import atomic_folder, file_sha256, make_dir
 from repro.rundir import METRICS_CSV, RUN_JSON, RunRecord, code_version, read_record, write_metrics
 from repro.runtime.tensorboard import EVENTS, write_events
 
@@ -33,19 +34,32 @@ IMPORT_LOG = "import.log"  # where the workflow's import job writes the command'
 # The audit's own divergence guard (the `large` preset's divergence_margin): its training ended a
 # run whose validation loss rose more than this many nats above its best, whatever our preset.
 AUDIT_GUARD_MARGIN = 0.5
+MAX_HORIZON = 1_000_000  # steps: five times the audit's longest (180k), within a memory's reach
 
 __all__ = ["AUDIT", "AuditError", "import_audit_log", "import_audit_logs", "preset_of"]
 
 
 def horizon(path: Path, preset: Preset, stated: dict, experiment: str | None):
     """The steps of the run's schedule and who says so: the experiment's (at the preset), the
-    user's statement, or the log's name; (None, None) when nobody does."""
+    user's statement, or the log's name; (None, None) when nobody does. A horizon past
+    MAX_HORIZON is refused: its metrics would be rows by the hundred million."""
     if experiment:
         return preset.train.max_step, f"experiment {experiment} at preset {preset.name}"
-    if "steps" in stated:
-        return stated["steps"], "stated"
-    named = horizon_in_name(path)
-    return (named, "its name") if named else (None, None)
+    steps, said_by = (stated["steps"], "stated") if "steps" in stated else (None, None)
+    if steps is None and horizon_in_name(path):
+        steps, said_by = horizon_in_name(path), "its name"
+    if steps is not None and steps > MAX_HORIZON:
+        raise AuditError(
+            f"{path}: a horizon of {steps:,} steps ({said_by}), more than {MAX_HORIZON:,}: not "
+            f"one of the audit's runs"
+        )
+    return steps, said_by
+
+
+def last_step(preset: Preset, steps: int | None) -> int:
+    """The last step a log may have a row at: its horizon's where known (a log that runs past
+    the step its schedule ends at is not a run of that horizon), else its preset's."""
+    return preset.train.max_step if steps is None else steps
 
 
 def _status(evaluations: list[dict], preset: Preset, steps: int | None) -> tuple[str, str]:
@@ -112,15 +126,18 @@ def import_audit_log(
     path, out = Path(path), Path(out)
     stated = check_stated(dict(stated or {}), f"the stated configuration of {path.name}")
     run = resolve_run(preset, experiments[experiment]) if experiment else None
+    conflicts = stated_conflicts(stated, run.identity()) if run else []
+    if conflicts:
+        raise AuditError(
+            f"--stated: {conflicts[0]} (stated -> experiment {experiment}'s): the statement is "
+            f"of another run than --experiment {experiment}; give one of them"
+        )
     steps, said_by = horizon(path, preset, stated, experiment)
-    evaluations = read_audit_log(path, max(preset.train.max_step, steps or 0))
+    evaluations = read_audit_log(path, last_step(preset, steps))
     status, reason = _status(evaluations, preset, steps)
     rows = metric_rows(evaluations, preset.tokens_per_step)
     make_dir(out)
     _refuse_foreign(out)
-    (out / RUN_JSON).unlink(missing_ok=True)  # killed part-way: no old record beside new rows
-    write_metrics(out / METRICS_CSV, rows)
-    write_events(out, [r for r in rows if "eval_val_loss" in r])  # the rows with a value
     size = model_size(run.model) if run else {}
     record = RunRecord(
         status=status,
@@ -144,7 +161,10 @@ def import_audit_log(
         **code_version(),
         source=AUDIT,
     )
-    record.write(out)
+    with atomic_folder(out) as new:  # an earlier import stays whole until the new one is
+        write_metrics(new / METRICS_CSV, rows)
+        write_events(new, [r for r in rows if "eval_val_loss" in r])  # the rows with a value
+        record.write(new)
     return record
 
 
@@ -172,7 +192,7 @@ def import_audit_logs(
     plan = [(log, load_preset(preset_of(log), config_dir)) for log in logs]
     for log, preset in plan:  # every log read and checked before anything is written
         steps = horizon(log, preset, check_stated(stated.get(log.name, {}), log.name), None)[0]
-        read_audit_log(log, max(preset.train.max_step, steps or 0))
+        read_audit_log(log, last_step(preset, steps))
     return [
         import_audit_log(
             log, Path(out) / preset.name / log.stem, preset, stated=stated.get(log.name)
@@ -202,13 +222,15 @@ def check_workflow_keys(logs, runs: dict, stated: dict, experiments: Experiments
             raise AuditError(
                 f"audit_runs: unknown experiment {name!r} (those of {experiments.source})"
             )
-        if not (folder / log).exists():
-            raise AuditError(f"audit_runs: {name}: no log {log!r} in audit_logs ({logs})")
-        if is_probe(folder / log):
-            raise AuditError(
-                f"audit_runs: {name}: {log!r} is an attention-logit probe, not a loss log"
-            )
+        _check_loss_log(folder, log, f"audit_runs: {name}", logs)
     for log, statement in stated.items():
-        if not (folder / log).exists():
-            raise AuditError(f"audit_configs: no log {log!r} in audit_logs ({logs})")
+        _check_loss_log(folder, log, "audit_configs", logs)
         check_stated(statement, f"audit_configs: {log}")
+
+
+def _check_loss_log(folder: Path, log: str, key: str, logs) -> None:
+    """A log the workflow's `key` names: one of the folder's loss logs."""
+    if not (folder / log).exists():
+        raise AuditError(f"{key}: no log {log!r} in audit_logs ({logs})")
+    if is_probe(folder / log):
+        raise AuditError(f"{key}: {log!r} is an attention-logit probe, not a loss log")

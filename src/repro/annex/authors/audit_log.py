@@ -86,9 +86,9 @@ def read_audit_log(path: str | Path, last_step: int) -> list[dict]:
     """The evaluations of one loss log, checked: each {step, eval_train_loss, eval_val_loss}.
 
     Steps are whole numbers, increasing, none past `last_step` (the most the run may have: its
-    preset's or its horizon's last); losses are non-negative numbers, NaN or infinite only in the
-    last row (where a guard stopped a diverged run). Anything else is refused, naming the line and
-    the column."""
+    horizon's where known, else its preset's last); losses are non-negative numbers, NaN or
+    infinite only in the last row (where a guard stopped a diverged run). Anything else is
+    refused, naming the line and the column."""
     path = Path(path)
     rows = log_rows(path)
     if not rows or rows[0] != LOG_COLUMNS:
@@ -109,7 +109,7 @@ def read_audit_log(path: str | Path, last_step: int) -> list[dict]:
         if int(step) > last_step:
             raise AuditError(
                 f"{where}, column step: {step} is past step {last_step}, the last this run can "
-                f"have (its preset's or its horizon's): not this preset's run"
+                f"have (its horizon's where known, else its preset's): not that run"
             )
         if evaluations and int(step) <= evaluations[-1]["step"]:
             raise AuditError(

@@ -13,7 +13,7 @@ from pathlib import Path
 from repro import config
 from repro.cli import options
 from repro.config.experiments import authors_runs
-from repro.files import write_csv, write_json
+from repro.files import parse_json, write_csv, write_json
 
 
 def cmd_evaluate(args) -> None:
@@ -74,10 +74,7 @@ def _stated(text: str | None, what: str) -> dict:
     """--stated: a JSON object (checked by repro.annex.authors.audit_log.check_stated)."""
     from repro.annex.authors.audit_log import AuditError
 
-    try:
-        stated = json.loads(text or "{}")
-    except json.JSONDecodeError as e:
-        raise AuditError(f"--stated: {text[:60]!r} is not JSON ({e.msg})") from None
+    stated = parse_json(text or "{}", "--stated", AuditError)
     if not isinstance(stated, dict):
         raise AuditError(f"--stated: {text[:60]!r} is not a JSON object ({what})")
     return stated
