@@ -100,7 +100,8 @@ def atomic_folder(path: str | os.PathLike):
     of its name, a link replaced, never its target; other files of `path` kept). When the block
     fails, the folder is removed: `path` never holds part of what the block writes. The folder
     has a name no one else has (NAME.<random>.partial), so that nothing the package did not
-    create is ever removed."""
+    create is ever removed. Its files get the mode of every file the package writes (0666 less
+    the umask), whatever mode the library that wrote them chose."""
     path = Path(path)
     real = path.resolve()  # the partial folder on the file system of `path`: renames, no copies
     try:
@@ -110,6 +111,8 @@ def atomic_folder(path: str | os.PathLike):
         raise WriteError(f"{real}.partial: cannot be created ({e.strerror})") from None
     try:
         yield partial
+        for entry in partial.iterdir():
+            os.chmod(entry, (0o777 if entry.is_dir() else 0o666) & ~_umask())
         try:
             if real.is_dir():
                 for entry in sorted(partial.iterdir()):
