@@ -5,7 +5,7 @@ results, plots and notebook tests), and the helpers every test file uses."""
 import csv
 import os
 import re
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,6 +14,7 @@ import pytest
 import torch
 import yaml
 
+from repro.checkpoint import save_checkpoint
 from repro.config import Report, load_config, load_preset, load_run, resolve_run
 from repro.config.schema import ConfigError
 from repro.data.indices import write_indices
@@ -321,4 +322,12 @@ def write_experiments(path: Path, name: str, **fields) -> Path:
             }
         )
     )
+    return path
+
+
+def write_our_checkpoint(path, model, step: int = 7):
+    """A checkpoint of `model` as training writes one (its identity and model), without training."""
+    optimizer = torch.optim.AdamW(model.parameters())
+    shape = asdict(model.config)  # what training writes: the run's identity and the model
+    save_checkpoint(path, model, optimizer, step, {"identity": {"model": shape}, "model": shape})
     return path

@@ -6,16 +6,14 @@ import contextlib
 import io
 import json
 import re
-from dataclasses import asdict
 
 import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
 from authors_helpers import write_authors_checkpoint
-from conftest import one_line_error
+from conftest import one_line_error, write_our_checkpoint
 
-from repro.checkpoint import save_checkpoint
 from repro.cli import main
 from repro.config import ModelConfig, load_run
 from repro.data.tokenizer import EOT_TOKEN, gpt2_encoding
@@ -137,13 +135,6 @@ def test_loglikelihood_rolling_predicts_every_token_once():
         for i in range(1, len(tokens))
     )
     assert long_score == pytest.approx(expected, rel=1e-3)
-
-
-def write_our_checkpoint(path, model: GPT):
-    optimizer = torch.optim.AdamW(model.parameters())
-    shape = asdict(model.config)  # what training writes: the run's identity and the model
-    save_checkpoint(path, model, optimizer, 7, {"identity": {"model": shape}, "model": shape})
-    return path
 
 
 @pytest.fixture(scope="module")
