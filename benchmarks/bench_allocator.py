@@ -4,7 +4,8 @@ allocator `repro train` runs with (repro.runtime.allocator: TCMalloc where insta
     python benchmarks/bench_allocator.py [--runs smoke eval-heavy] [--smoke-steps 21]
                                          [--eval-heavy-steps 2] [--eval-batches 200]
 
-Each (run, setting) is one `repro.train.train` in its own process, on random tokens (the allocator
+Each (run, setting) is one `repro.training.run.train` in its own process, on random tokens (the
+allocator
 does not care what the tokens are). "smoke" is the smoke preset (2 x 4 sequences of 64 tokens a
 step, an evaluation of 4 x 4 sequences per split every 20 steps), its first --smoke-steps steps.
 "eval-heavy" is the smoke model (2 layers, d = 32, GPT-2's vocabulary, 1.7M parameters) at the
@@ -85,7 +86,8 @@ def child(setting: str, preset: str, data: str, indices: str, out: str) -> None:
 
     if setting == "repro":
         allocator.restart_under_tcmalloc()  # as `repro train` does: this process, once more
-    import repro.train
+    import repro.training.loop
+    import repro.training.run
     from repro.config import load_experiments, load_preset, resolve_run
 
     steps, evaluations = [], []
@@ -100,10 +102,10 @@ def child(setting: str, preset: str, data: str, indices: str, out: str) -> None:
 
         return call
 
-    repro.train.train_step = measured(repro.train.train_step, steps)
-    repro.train.eval_losses = measured(repro.train.eval_losses, evaluations)
+    repro.training.loop.train_step = measured(repro.training.loop.train_step, steps)
+    repro.training.loop.eval_losses = measured(repro.training.loop.eval_losses, evaluations)
     run = resolve_run(load_preset(preset), load_experiments()["baseline"])
-    repro.train.train(run, Path(data), Path(indices), Path(out))
+    repro.training.run.train(run, Path(data), Path(indices), Path(out))
     timed = steps[1:] or steps  # after the first (the allocator warm), where there are more
     print(
         json.dumps(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from repro.authors.checkpoint import AUTHORS_RENAMES
+from repro.annex.authors.checkpoint import AUTHORS_RENAMES
 from repro.config import RunConfig
 from repro.model import GPT
 

@@ -14,7 +14,7 @@ import yaml
 from conftest import random_token_files, train_args
 from workflow_helpers import REPO
 
-import repro.train
+import repro.training.run
 from repro.config import load_experiments, load_preset, resolve_run
 from repro.data.indices import write_indices
 from repro.runtime import allocator
@@ -106,7 +106,7 @@ def test_without_tcmalloc_training_says_so_in_one_line(tmp_path, monkeypatch, ca
     allocator.restart_under_tcmalloc()  # nothing to start: this process goes on
     preset, data, indices = prepared(tmp_path, "run", eval_batches=2)
     run = resolve_run(load_preset(str(preset)), load_experiments()["baseline"])
-    record = repro.train.train(run, data, indices, tmp_path / "run")
+    record = repro.training.run.train(run, data, indices, tmp_path / "run")
     notices = [line for line in capsys.readouterr().out.splitlines() if "TCMalloc" in line]
     assert notices == [
         "repro: TCMalloc not found (apt-get install libtcmalloc-minimal4): training under "

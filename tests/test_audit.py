@@ -1,4 +1,5 @@
-"""The audit's logs (repro.authors.audit): its neurreps_writeup/logs/ CSVs, written here in its
+"""The audit's logs (repro.annex.authors.audit): its neurreps_writeup/logs/ CSVs, written here in
+its
 format (`step,train_loss,val_loss`, one row per evaluation, losses to 4 decimals; attention-logit
 probes `step,L0,L12,L23,max` beside them), imported read-only as run directories, refused in one
 line when malformed, and shown by `repro compare` and in Figure 1."""
@@ -20,8 +21,8 @@ matplotlib.use("Agg")
 
 from repro.analysis import plots
 from repro.analysis.runs import read_run
-from repro.authors.audit import AuditError, import_audit_log, import_audit_logs
-from repro.authors.audit_log import read_audit_log
+from repro.annex.authors.audit import AuditError, import_audit_log, import_audit_logs
+from repro.annex.authors.audit_log import read_audit_log
 from repro.cli import main
 from repro.config import load_config, load_preset, resolve_run
 from repro.files import file_sha256

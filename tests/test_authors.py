@@ -10,14 +10,14 @@ import torch
 from authors_helpers import authors_folder, write_authors_checkpoint
 from conftest import shortened, write_experiments
 
-from repro.authors.runs import AuthorsError, import_authors_run
-from repro.checkpoint import CheckpointError
+from repro.annex.authors.runs import AuthorsError, import_authors_run
 from repro.cli import main
 from repro.config import load_config, load_preset, load_run, resolve_run
 from repro.evaluate import evaluate
 from repro.model import GPT
 from repro.rundir import RunError, read_record
-from repro.train import train
+from repro.training.checkpoints import CheckpointError
+from repro.training.run import train
 
 
 def short(preset, max_step):

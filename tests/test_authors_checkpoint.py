@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from repro.authors.checkpoint import authors_model
-from repro.checkpoint import read_checkpoint
+from repro.annex.authors.checkpoint import authors_model
+from repro.training.checkpoints import read_checkpoint
 
 D, HEADS, LAYERS, VOCAB, BLOCK, HIDDEN = 32, 4, 2, 50304, 16, 96
 

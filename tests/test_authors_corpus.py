@@ -10,7 +10,7 @@ from conftest import shortened
 from repro.cli import main
 from repro.config import load_run
 from repro.data.tokens import AUTHORS_TOKENS, corpus_note
-from repro.train import train
+from repro.training.run import train
 
 # Not on a GPU node: a run of the GPU tests (`pytest -m gpu`) still collects this module.
 datasets = pytest.importorskip("datasets")

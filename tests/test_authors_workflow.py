@@ -12,7 +12,7 @@ from workflow_helpers import copy_workflow, failure, snakemake
 
 from repro import cli
 from repro.analysis import plots, results
-from repro.authors.runs import import_authors_run
+from repro.annex.authors.runs import import_authors_run
 from repro.config import load_config, resolve_run
 
 HOSTILE = "my $(touch PWNED) drive"

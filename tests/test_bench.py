@@ -8,11 +8,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from repro.annex.perf import bench
+from repro.annex.perf.cost import known_peak_flops, model_size
 from repro.cli import main
 from repro.config import load_run
-from repro.older_runs import LATER_MODEL_OPTIONS
-from repro.perf import bench
-from repro.perf.cost import known_peak_flops, model_size
+from repro.rundir.history import LATER_MODEL_OPTIONS
 
 
 def test_known_peaks_are_dense_bf16():
@@ -195,7 +195,7 @@ def test_bench_raises_an_error_that_is_not_memory(monkeypatch):
 
 def test_bench_times_the_micro_batch_training_would_choose(monkeypatch):
     """By default each run is timed at the micro-batch training resolves: the one function both
-    call (repro.build.with_train_micro_batch; `auto` on CUDA is the probe's choice)."""
+    call (repro.training.loop.with_train_micro_batch; `auto` on CUDA is the probe's choice)."""
     resolved = []
 
     def with_train_micro_batch(run, built):
@@ -232,25 +232,28 @@ def test_time_steps_with_chosen_attention_backends():
 
 
 def test_auto_on_a_gpu_is_the_probes_choice_for_the_model_the_steps_call(monkeypatch, capsys):
-    """repro.build.with_train_micro_batch, training's and the bench's one resolver: `auto` on a GPU
+    """repro.training.loop.with_train_micro_batch, training's and the bench's one resolver: `auto`
+    on a GPU
     probes the compiled model; a number stays; None is the evaluation's micro-batch."""
-    import repro.build
+    import repro.training.loop
 
     class OnGpu(torch.nn.Module):  # stands for a model on a GPU: the probe itself is replaced
         def parameters(self, recurse=True):
             yield SimpleNamespace(device=torch.device("cuda"))
 
     probed = []
-    monkeypatch.setattr(repro.build, "auto_micro_batch", lambda m, *a: probed.append((m, a)) or 4)
+    monkeypatch.setattr(
+        repro.training.loop, "auto_micro_batch", lambda m, *a: probed.append((m, a)) or 4
+    )
     model, step_model = OnGpu(), OnGpu()
-    built = repro.build.Built(model, step_model, None, "autocast")
+    built = repro.training.loop.Built(model, step_model, None, "autocast")
     auto = load_run("tiny", "baseline", train_micro_batch="auto")
-    assert repro.build.with_train_micro_batch(auto, built).runtime.train_micro_batch == 4
+    assert repro.training.loop.with_train_micro_batch(auto, built).runtime.train_micro_batch == 4
     assert probed == [(step_model, (4, 32, "autocast", 1))]  # batch 4, block 32, one rank
     assert "baseline: training micro-batch 4 (auto)" in capsys.readouterr().out
     fixed = auto.with_runtime(train_micro_batch=1)
-    assert repro.build.with_train_micro_batch(fixed, built).runtime.train_micro_batch == 1
+    assert repro.training.loop.with_train_micro_batch(fixed, built).runtime.train_micro_batch == 1
     default = load_run("tiny", "baseline")
     assert default.runtime.train_micro_batch is None
-    assert repro.build.with_train_micro_batch(default, built).runtime.train_micro_batch == 2
+    assert repro.training.loop.with_train_micro_batch(default, built).runtime.train_micro_batch == 2
     assert len(probed) == 1

@@ -15,7 +15,7 @@ from conftest import one_line_error
 from repro.analysis import compare
 from repro.analysis.runs import read_run
 from repro.analysis.status import format_status, status_table
-from repro.authors.runs import import_authors_run
+from repro.annex.authors.runs import import_authors_run
 from repro.cli import main
 from repro.config import load_config, load_run, seed_dir
 

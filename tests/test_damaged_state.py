@@ -22,7 +22,7 @@ from repro.config import load_run
 from repro.data.tokens import write_token_files
 from repro.rundir import read_record
 from repro.runtime import preemption
-from repro.train import train
+from repro.training.run import train
 
 RUN = load_run("tiny", "baseline")
 

@@ -14,12 +14,12 @@ from conftest import train_args
 from hang_guard import run_watched, tail
 from test_train import read_metrics, without_timing
 
-import repro.train as train_module
+import repro.training.loop as loop_module
 from repro.config import load_run
 from repro.model import GPT
 from repro.rundir import read_record
 from repro.runtime import preemption
-from repro.train import train
+from repro.training.run import train
 
 EXPERIMENT = "resgelu-lr3e-3"
 MICRO = 1  # sequence per micro-batch: 4 per step, 2 per rank, so no_sync's inner steps run
@@ -42,14 +42,14 @@ def _rank(rank, world, port, data, indices, out, stop_at):
     )
     torch.set_num_threads(1)  # as torchrun sets OMP_NUM_THREADS
     if stop_at is not None and rank == 0:
-        real_step = train_module.train_step
+        real_step = loop_module.train_step
 
         def step_signalled(*args, **kwargs):
             if args[3] == stop_at:
                 os.kill(os.getpid(), signal.SIGTERM)
             return real_step(*args, **kwargs)
 
-        train_module.train_step = step_signalled
+        loop_module.train_step = step_signalled
     try:
         with preemption.stop_signals():
             train(load_run("tiny", EXPERIMENT, train_micro_batch=MICRO), data, indices, out)

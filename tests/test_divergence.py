@@ -1,4 +1,5 @@
-"""The divergence stop (repro.divergence.DivergenceStop): a non-finite loss, or a validation loss
+"""The divergence stop (repro.training.logs.DivergenceStop): a non-finite loss, or a
+validation loss
 more than a margin above the best for consecutive evaluations, ends a run as diverged, with its
 metrics and last checkpoint, and `repro train` does not resume it."""
 
@@ -13,13 +14,14 @@ import pytest
 import yaml
 from conftest import REPO, train_args, write_experiments
 
-import repro.train as train_module
+import repro.training.loop as loop_module
 from repro.cli import main
 from repro.config import load_run
 from repro.config.schema import ConfigError
-from repro.divergence import DivergenceStop
 from repro.rundir import read_record
 from repro.runtime import preemption
+from repro.training.logs import DivergenceStop
+from repro.training.run import train
 
 
 def tiny_preset(tmp_path, **train) -> str:
@@ -136,7 +138,7 @@ def test_a_divergence_in_the_steps_before_a_stop_signal_ends_the_run_and_is_logg
 ):
     """A stop signal writes the steps taken as any interval does: a non-finite loss among them
     ends the run as diverged, said in train.log, with no checkpoint at the stop."""
-    real_step = train_module.train_step
+    real_step = loop_module.train_step
 
     def nan_at_step_1_then_a_stop(*args, **kwargs):
         loss = real_step(*args, **kwargs)
@@ -145,10 +147,10 @@ def test_a_divergence_in_the_steps_before_a_stop_signal_ends_the_run_and_is_logg
             return loss * math.nan
         return loss
 
-    monkeypatch.setattr(train_module, "train_step", nan_at_step_1_then_a_stop)
+    monkeypatch.setattr(loop_module, "train_step", nan_at_step_1_then_a_stop)
     run = load_run("tiny", "baseline").with_runtime(log_interval=4)  # steps 1-3: one write
     with preemption.stop_signals():
-        record = train_module.train(run, token_dir, tiny_indices, tmp_path)
+        record = train(run, token_dir, tiny_indices, tmp_path)
     assert (record.status, record.diverged_step, record.last_step) == ("diverged", 1, 1)
     assert read_record(tmp_path).status == "diverged"
     log = (tmp_path / "train.log").read_text()

@@ -191,7 +191,7 @@ def workdir(tmp_path_factory, token_dir, tiny_indices):
     from repro.config import load_preset, load_run
     from repro.data.indices import write_indices
     from repro.rundir import publish
-    from repro.train import train
+    from repro.training.run import train
 
     workdir = copy_workflow(tmp_path_factory.mktemp("doc-commands"))
     for corpus in ("python-docs", "openwebtext"):
@@ -257,8 +257,8 @@ def gpu_hours(preset: str, group: str) -> list[float]:
 @functools.cache
 def run_gpu_hours(preset: str, experiment: str) -> float:
     """As `repro describe --preset PRESET --experiment EXPERIMENT` states it."""
+    from repro.annex.perf.cost import describe
     from repro.config import load_run
-    from repro.perf.cost import describe
 
     return describe(load_run(preset, experiment))["gpu_hours"]
 

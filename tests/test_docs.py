@@ -1,6 +1,6 @@
 """The README and docs/ hold no placeholder; no page, module, test, notebook or rule names a
 repository path or a module of the package that does not exist; no file of the project speaks of
-the tickets or sessions it came from, and only repro.older_runs speaks of the package's past."""
+the tickets or sessions it came from, and only repro.rundir.history speaks of the package's past."""
 
 import re
 import subprocess
@@ -133,7 +133,8 @@ def test_every_path_and_module_named_in_the_code_exists():
 
 
 # The package speaks of what it is: the past of the code is git's, and the layouts of older run
-# directories are repro.older_runs' alone.
+# directories are repro.rundir.history's alone.
+HISTORY_MODULE = Path("src/repro/rundir/history.py")
 HISTORY = re.compile(
     r"\bused to\b|\bpreviously\b|\b(?:earlier|older) versions?\b|\bcommit [0-9a-f]{7,40}\b"
     r"|\b(?:has|have) always\b|\bwas changed\b|\bformerly\b",
@@ -145,7 +146,7 @@ def test_only_the_compatibility_module_speaks_of_the_past():
     found = [
         f"{path.relative_to(REPO)}: {m.group(0)}"
         for path in project_files("src", "workflow")
-        if path.name != "older_runs.py"
+        if path.relative_to(REPO) != HISTORY_MODULE
         for m in HISTORY.finditer(path.read_text(errors="replace"))
     ]
     assert not found, found

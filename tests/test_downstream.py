@@ -28,8 +28,8 @@ from repro.model import GPT
 pytest.importorskip("lm_eval")
 from lm_eval.api.instance import Instance  # noqa: E402 (after the skip above)
 
-from repro.downstream.compare import paired_bootstrap  # noqa: E402
-from repro.downstream.model import DownstreamError, ReproLM  # noqa: E402
+from repro.annex.downstream.compare import paired_bootstrap  # noqa: E402
+from repro.annex.downstream.model import DownstreamError, ReproLM  # noqa: E402
 
 CONFIG = ModelConfig(
     n_layer=2, n_head=2, d_model=32, block_size=16, vocab_size=50304, mlp_hidden=64
@@ -177,13 +177,15 @@ def test_lm_eval_s_hf_backend_on_an_export_scores_as_repro_downstream(
     """`lm_eval --model hf` on the exported model (a plain GPT-2; the package's code, with
     trust_remote_code) gives each item the score `repro downstream` gives the checkpoint."""
     pytest.importorskip("transformers")  # the `hf` extra
+    from repro.annex.hub import save_model
+
     torch.manual_seed(0)
     model = GPT(replace(CONFIG, query_mode=query_mode)).eval()
     checkpoint = write_our_checkpoint(tmp_path / "ckpt.pt", model)
     argv = ["downstream", "--checkpoint", str(checkpoint), "--task", "repro_choice"]
     with contextlib.redirect_stdout(io.StringIO()):
         assert main([*argv, "--include-path", str(tasks_dir), "--out", str(tmp_path / "ours")]) == 0
-    model.save_pretrained(tmp_path / "model")
+    save_model(model, tmp_path / "model")
     run = subprocess.run(
         [
             Path(sys.executable).with_name("lm_eval"),
@@ -259,7 +261,7 @@ def test_downstream_checks_its_options_and_files_before_any_task(tmp_path, capsy
     def no_tasks(*args, **kwargs):
         raise AssertionError("tasks loaded (their data perhaps from the hub) before the checks")
 
-    monkeypatch.setattr("repro.downstream.tasks.TaskManager", no_tasks)
+    monkeypatch.setattr("repro.annex.downstream.tasks.TaskManager", no_tasks)
     checkpoint = write_our_checkpoint(tmp_path / "ckpt.pt", tiny_gpt())
     a_file = tmp_path / "a_file"
     a_file.write_text("mine")

@@ -14,12 +14,12 @@ from authors_helpers import write_authors_checkpoint
 from conftest import one_line_error
 from test_preemption import signal_during
 
-from repro.build import make_model, make_optimizer
-from repro.checkpoint import save_checkpoint
 from repro.cli import main
 from repro.config import load_run
 from repro.runtime import preemption
-from repro.train import train
+from repro.training.checkpoints import save_checkpoint
+from repro.training.loop import make_model, make_optimizer
+from repro.training.run import train
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""results/evidence.csv (repro.analysis.evidence, `repro evidence`): the paper's claims (v1)
+"""results/evidence.csv (repro.annex.evidence, `repro evidence`): the paper's claims (v1)
 beside our runs over seeds, the authors' and the audit's, each read at the paper's step and at
 its own end, "not available" where a source lacks the run, and every number read again from the
 file it names."""
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from test_audit import curve, write_log
 
-from repro.analysis.evidence import NOT_AVAILABLE, PAPER, evidence_table, verify_evidence
+from repro.annex.evidence import NOT_AVAILABLE, PAPER, evidence_table, verify_evidence
 from repro.cli import main
 from repro.config import load_config
 

@@ -9,7 +9,7 @@ from test_train import read_metrics, without_timing
 from repro.config import load_run
 from repro.rundir import read_record
 from repro.runtime import preemption
-from repro.train import train
+from repro.training.run import train
 
 RUN = load_run("tiny", "baseline")
 

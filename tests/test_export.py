@@ -1,5 +1,5 @@
 """`repro export`: a run's checkpoint as a transformers model folder with its tokenizer and a model
-card, loaded back bit for bit by GPT.from_pretrained; nothing here reaches the network
+card, loaded back bit for bit by repro.annex.hub.load_model; nothing here reaches the network
 (tests/test_hf.py loads the folders with transformers)."""
 
 import errno
@@ -19,14 +19,15 @@ import yaml
 from conftest import REPO, shortened
 
 import repro
-from repro.checkpoint import load_checkpoint
+from repro.annex.export import QUERIES, export, scale_warning
+from repro.annex.hub import load_model
 from repro.cli import main
 from repro.config import QUERY_MODES, load_run
 from repro.errors import ReproError
-from repro.export import QUERIES, export, scale_warning
 from repro.model import GPT
 from repro.rundir import RunError, read_record
-from repro.train import train
+from repro.training.checkpoints import load_checkpoint
+from repro.training.run import train
 
 pytest.importorskip("transformers")  # the `hf` extra, which `repro export` needs
 PREVIOUS_FORMAT = "a0851ad"  # the last commit whose export wrote ModelConfig's fields alone
@@ -55,7 +56,7 @@ def test_an_exported_run_loads_back_bit_for_bit(run_dir, tmp_path, capsys):
         "tokenizer.json",
         "tokenizer_config.json",
     }
-    model = GPT.from_pretrained(out)
+    model = load_model(out)
     saved = load_checkpoint(run_dir / "ckpt.pt")["model"]
     assert model.state_dict().keys() == saved.keys()
     for name, tensor in saved.items():
@@ -89,7 +90,7 @@ def test_the_model_card_says_what_the_model_is(run_dir, tmp_path):
         f"| tokens | {5 * record.tokens_per_step:,} ",
         f"repro {repro.__version__}",
         "| license | MIT |",
-        'GPT.from_pretrained("card")',
+        'repro.annex.hub.load_model("card")',
         'AutoModelForCausalLM.from_pretrained("card", trust_remote_code=True)',
         "--model_args pretrained=card,trust_remote_code=True --tasks hellaswag",
     ):
@@ -119,7 +120,7 @@ def test_a_published_run_is_exported_from_its_live_folder(run_dir, tmp_path):
     shutil.copytree(run_dir, published / "live")
     for name in ("metrics.csv", "run.json"):  # what `repro train --publish` copies up
         shutil.copyfile(run_dir / name, published / name)
-    model = GPT.from_pretrained(export(published, tmp_path / "model"))
+    model = load_model(export(published, tmp_path / "model"))
     saved = load_checkpoint(run_dir / "ckpt.pt")["model"]
     assert all(torch.equal(model.state_dict()[name], t) for name, t in saved.items())
 
@@ -145,10 +146,10 @@ def test_what_cannot_be_exported_is_refused_with_one_line(run_dir, tmp_path, cap
     assert main(["export", str(no_checkpoint), "--out", str(tmp_path / "x")]) == 2
     assert "imported: no ckpt.pt here or in live/" in capsys.readouterr().err
     with pytest.raises(ReproError, match=r"nowhere/config.json: no such file"):
-        GPT.from_pretrained(tmp_path / "nowhere")
+        load_model(tmp_path / "nowhere")
     (tmp_path / "model" / "config.json").write_text('{"n_layer": 2, "width": 3}')  # no type
     with pytest.raises(ReproError, match="config.json: not a model configuration"):
-        GPT.from_pretrained(tmp_path / "model")
+        load_model(tmp_path / "model")
 
 
 def test_a_folder_of_the_user_s_own_with_a_config_json_is_not_written_over(
@@ -202,7 +203,7 @@ def test_an_export_over_links_replaces_them_never_their_targets(run_dir, tmp_pat
     for name, target in targets.items():
         assert target.read_text() == before[name], name
         assert not (out / name).is_symlink(), name
-    assert isinstance(GPT.from_pretrained(out), GPT)
+    assert isinstance(load_model(out), GPT)
 
 
 def test_an_export_that_fails_leaves_no_folder_and_an_earlier_export_whole(
@@ -233,7 +234,7 @@ def test_an_export_that_cannot_write_its_card_is_one_line(run_dir, tmp_path, mon
     def no_space(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("repro.export.model_card", no_space)
+    monkeypatch.setattr("repro.annex.export.model_card", no_space)
     with pytest.raises(ReproError, match=r"README\.md: cannot be written \(No space left"):
         export(run_dir, tmp_path / "model")
     assert not (tmp_path / "model").exists()
@@ -269,7 +270,7 @@ def test_a_model_the_previous_export_format_wrote_still_loads(tmp_path):
     env = {"PYTHONPATH": str(tmp_path / "src"), "PATH": "/usr/bin:/bin"}
     subprocess.run([sys.executable, "-c", write, str(old)], env=env, check=True)
     assert "model_type" not in json.loads((old / "config.json").read_text())
-    model, saved = GPT.from_pretrained(old), torch.load(f"{old}.pt")
+    model, saved = load_model(old), torch.load(f"{old}.pt")
     assert model.config.query_mode == "residual_gelu" and not model.training
     assert all(torch.equal(model.state_dict()[name], t) for name, t in saved.items())
     assert model.lm_head.weight is model.transformer.wte.weight

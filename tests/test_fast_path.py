@@ -10,10 +10,10 @@ from conftest import shortened
 from test_config import write_preset
 from test_train import read_metrics, without_timing
 
-from repro.build import build, with_train_micro_batch
+from repro.annex.perf.bench import random_batches
 from repro.config import ConfigError, load_preset, load_run
-from repro.perf.bench import random_batches
-from repro.train import train
+from repro.training.loop import build, with_train_micro_batch
+from repro.training.run import train
 
 
 def test_runtime_micro_batch_and_log_interval():
@@ -75,15 +75,15 @@ def test_micro_batch_is_a_runtime_setting(reference, token_dir, tiny_indices, tm
 def test_divergence_is_found_at_its_exact_step_between_flushes(
     token_dir, tiny_indices, tmp_path, monkeypatch
 ):
-    import repro.train as train_module
+    import repro.training.loop as loop_module
 
-    real_step = train_module.train_step
+    real_step = loop_module.train_step
 
     def nan_at_step_2(*args, **kwargs):
         loss = real_step(*args, **kwargs)
         return loss * math.nan if args[3] == 2 else loss  # args[3]: the step
 
-    monkeypatch.setattr(train_module, "train_step", nan_at_step_2)
+    monkeypatch.setattr(loop_module, "train_step", nan_at_step_2)
     record = train(
         short_run(log_interval=4), token_dir, tiny_indices, tmp_path
     )  # steps 0-3: one flush

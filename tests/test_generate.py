@@ -9,11 +9,11 @@ import torch
 from authors_helpers import write_authors_checkpoint
 from conftest import one_line_error
 
-from repro.build import make_model, make_optimizer
-from repro.checkpoint import save_checkpoint
 from repro.cli import main
 from repro.config import load_run
 from repro.model import next_token
+from repro.training.checkpoints import save_checkpoint
+from repro.training.loop import make_model, make_optimizer
 
 RUN = load_run("tiny", "resgelu-lr3e-3")
 

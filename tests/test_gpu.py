@@ -16,15 +16,14 @@ import torch
 import torch.nn.functional as F
 from test_train import read_metrics
 
-from repro.build import build, make_optimizer, with_train_micro_batch
+from repro.annex.perf.bench import random_batches
 from repro.cli import main
 from repro.config import load_run
 from repro.data.batches import DeviceBatches, inputs_targets
 from repro.model import chunked_cross_entropy, cross_entropy
-from repro.perf.bench import random_batches
 from repro.runtime import fit
-from repro.step import train_step
-from repro.train import train
+from repro.training.loop import build, make_optimizer, train_step, with_train_micro_batch
+from repro.training.run import train
 
 GiB = 2**30
 ON_GPU = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")]
@@ -110,19 +109,19 @@ def test_a_checkpoint_written_on_the_device_resumes(
     assert whole.status == "completed" and whole.compile == cuda
     assert whole.fused_projection == cuda
 
-    import repro.train as train_module
+    import repro.training.loop as loop_module
 
-    real_step = train_module.train_step
+    real_step = loop_module.train_step
 
     def interrupted(*args, **kwargs):
         if args[3] == 7:  # after the checkpoint at step 5
             raise KeyboardInterrupt
         return real_step(*args, **kwargs)
 
-    monkeypatch.setattr(train_module, "train_step", interrupted)
+    monkeypatch.setattr(loop_module, "train_step", interrupted)
     with pytest.raises(KeyboardInterrupt):
         train(run, token_dir, tiny_indices, tmp_path / "split")
-    monkeypatch.setattr(train_module, "train_step", real_step)
+    monkeypatch.setattr(loop_module, "train_step", real_step)
     record = train(run, token_dir, tiny_indices, tmp_path / "split")
     assert record.status == "completed" and record.last_step == 12
     split, reference = read_metrics(tmp_path / "split"), read_metrics(tmp_path / "whole")

@@ -235,7 +235,7 @@ def test_killing_validate_sh_mid_stage_keeps_the_finished_steps(tmp_path):
         validate.wait()
     record = json.loads((out / "window.json").read_text())
     environment = record["steps"]["environment"]
-    assert environment["status"] == "ok" and environment["imports"]["repro.train"] == "ok"
+    assert environment["status"] == "ok" and environment["imports"]["repro.training.run"] == "ok"
     assert record["steps"]["indices"]["status"] == "ok"
     assert record["steps"]["train"]["status"] == "running"  # where the stage was cut
     wait_for(lambda: gone(steps["train"]["pid"]), 10)  # the step died with its stage

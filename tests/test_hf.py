@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from conftest import write_our_checkpoint
 
+from repro.annex.hub import load_model, save_model
 from repro.cli import main
 from repro.config import load_preset, load_run
 from repro.data.batches import Batches
@@ -44,7 +45,7 @@ def exported(request, tmp_path_factory):
     model = GPT(load_run("tiny", name).model).eval()
     root = tmp_path_factory.mktemp(name)
     checkpoint = write_our_checkpoint(root / "ckpt.pt", model, step=0)
-    model.save_pretrained(root / "model")  # what `repro export` writes, its card aside
+    save_model(model, root / "model")  # what `repro export` writes, its card aside
     hf = AutoModelForCausalLM.from_pretrained(root / "model", trust_remote_code=name not in GPT2)
     return name, model, checkpoint, root / "model", hf
 
@@ -59,7 +60,7 @@ def test_transformers_computes_repro_s_logits(exported):
     with torch.no_grad():
         ours, theirs = model(ids), hf(ids).logits
     torch.testing.assert_close(theirs, ours, rtol=1e-5, atol=1e-5 * ours.abs().max().item())
-    back = GPT.from_pretrained(folder)  # and repro reads the folder back, bit for bit
+    back = load_model(folder)  # and repro reads the folder back, bit for bit
     assert all(torch.equal(back.state_dict()[k], t) for k, t in model.state_dict().items())
 
 

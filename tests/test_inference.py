@@ -6,10 +6,10 @@ from dataclasses import replace
 import pytest
 import torch
 
+from repro.annex.perf.inference import default_experiments
 from repro.cli import main
 from repro.config import QUERY_MODES, load_experiments, load_run
 from repro.model import GPT, KVCache
-from repro.perf.inference import default_experiments
 
 
 def tiny_model(mode: str, fused: bool) -> GPT:

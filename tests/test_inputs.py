@@ -19,7 +19,6 @@ import torch
 import yaml
 from conftest import REPO, one_line_error, random_token_files, train_args, write_experiments
 
-from repro import memory
 from repro.analysis import report
 from repro.cli import main
 from repro.config import MAX_SEED, config_dir, load_experiments, load_preset, load_run
@@ -27,9 +26,10 @@ from repro.config.schema import MAX_YAML_BYTES, ConfigError, schema
 from repro.data.tokens import DataError, read_manifest
 from repro.errors import MAX_MESSAGE, ReproError
 from repro.files import WriteError, atomic_write, write_csv, write_json
+from repro.runtime import memory
 from repro.runtime.lock import LockError, hold
 from repro.runtime.progress import Progress
-from repro.train import train
+from repro.training.run import train
 
 ENV = dict(
     os.environ,

@@ -16,7 +16,7 @@ from test_train import read_metrics, without_timing
 
 from repro.config import load_run
 from repro.rundir import read_record
-from repro.train import train
+from repro.training.run import train
 
 pytestmark = pytest.mark.slow  # the old code trains in a subprocess
 FIXTURES = REPO / "tests" / "fixtures"

@@ -21,7 +21,7 @@ from repro.config import load_preset, load_run
 from repro.data.indices import write_indices
 from repro.rundir import read_record
 from repro.runtime.preemption import Preempted, stop_signals
-from repro.train import train
+from repro.training.run import train
 
 ENV = dict(
     os.environ,
@@ -110,9 +110,9 @@ def test_sigterm_checkpoints_and_the_run_resumes_to_the_same_result(
 ):
     run = load_run("tiny", "baseline")
 
-    import repro.train as train_module
+    import repro.training.loop as loop_module
 
-    real_step = train_module.train_step
+    real_step = loop_module.train_step
 
     def terminated(*args, **kwargs):
         if args[3] == 7:  # SIGTERM arrives during step 7, between checkpoints (5 and 10)
@@ -122,7 +122,7 @@ def test_sigterm_checkpoints_and_the_run_resumes_to_the_same_result(
     def killed(signum, frame):  # what SIGTERM does to a trainer that does not handle it
         raise SystemExit("killed by SIGTERM")
 
-    monkeypatch.setattr(train_module, "train_step", terminated)
+    monkeypatch.setattr(loop_module, "train_step", terminated)
     previous = signal.signal(signal.SIGTERM, killed)
     try:
         with pytest.raises(Preempted, match="stopped by SIGTERM signal at step 8, checkpointed"):
@@ -133,7 +133,7 @@ def test_sigterm_checkpoints_and_the_run_resumes_to_the_same_result(
         signal.signal(signal.SIGTERM, previous)
     assert len(read_metrics(tmp_path / "split")) == 8  # steps 0..7, as the checkpoint
     assert read_record(tmp_path / "split").status == "running"
-    monkeypatch.setattr(train_module, "train_step", real_step)
+    monkeypatch.setattr(loop_module, "train_step", real_step)
     assert train(run, token_dir, tiny_indices, tmp_path / "split").status == "completed"
     assert without_timing(read_metrics(tmp_path / "split")) == without_timing(
         read_metrics(tiny_baseline_run)

@@ -4,11 +4,10 @@ its weights and training state or one evaluation micro-batch's logits cannot fit
 import torch
 from conftest import one_line_error, train_args
 
-from repro import memory
-from repro.build import make_model, make_optimizer
-from repro.checkpoint import save_checkpoint
 from repro.config import load_run
-from repro.runtime import fit
+from repro.runtime import fit, memory
+from repro.training.checkpoints import save_checkpoint
+from repro.training.loop import make_model, make_optimizer
 
 
 def test_evaluation_logits_that_cannot_fit_are_refused_before_training(

@@ -15,24 +15,24 @@ from conftest import REPO, train_args
 from hang_guard import watch
 from test_train import read_metrics, without_timing
 
-import repro.train as train_module
+import repro.training.loop as loop_module
 from repro.cli import main
 from repro.config import load_run
 from repro.rundir import read_record
 from repro.runtime import preemption
-from repro.train import train
+from repro.training.run import train
 
 
 def signal_during(monkeypatch, step, signum):
     """Send `signum` to this process during step `step`'s training step."""
-    real_step = train_module.train_step
+    real_step = loop_module.train_step
 
     def step_signalled(*args, **kwargs):
         if args[3] == step:
             os.kill(os.getpid(), signum)
         return real_step(*args, **kwargs)
 
-    monkeypatch.setattr(train_module, "train_step", step_signalled)
+    monkeypatch.setattr(loop_module, "train_step", step_signalled)
 
 
 def checkout_env() -> dict:

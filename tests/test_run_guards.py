@@ -17,9 +17,8 @@ import torch
 import yaml
 from conftest import REPO, one_line_error, random_token_files, train_args
 
-import repro.checkpoint as checkpoint_module
+import repro.training.checkpoints as checkpoint_module
 from repro.analysis import results
-from repro.checkpoint import CheckpointError
 from repro.config import load_experiments, load_preset, load_run
 from repro.config.schema import ConfigError
 from repro.data.batches import Batches
@@ -27,7 +26,8 @@ from repro.data.indices import IndicesError, write_indices
 from repro.files import file_sha256
 from repro.model import GPT
 from repro.rundir import RunError
-from repro.train import train
+from repro.training.checkpoints import CheckpointError
+from repro.training.run import train
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ import pytest
 from conftest import random_token_files
 
 from repro.analysis.results import scale_caveat
+from repro.annex.perf.cost import describe
 from repro.config import load_preset, load_run
 from repro.data.indices import write_indices
-from repro.perf.cost import describe
 
 
 def test_large_is_gpt3_large_on_the_papers_training():

@@ -16,7 +16,7 @@ from workflow_helpers import copy_workflow, snakemake
 
 from repro.config import load_config, load_preset, resolve_run
 from repro.data.indices import draw_indices, write_indices
-from repro.step import learning_rate
+from repro.training.loop import Schedule
 
 
 def test_screen_keeps_the_papers_model_data_and_evaluation():
@@ -36,8 +36,7 @@ def test_screen_keeps_the_papers_model_data_and_evaluation():
 def test_screen_warms_up_fully_and_decays_within_its_horizon():
     t, (lr_max, lr_min) = load_preset("screen").train, (3e-3, 3e-5)
     lr = [
-        learning_rate(s, lr_max, lr_min, t.warmup_steps, t.decay_steps, t.schedule)
-        for s in range(6001)
+        Schedule(lr_max, lr_min, t.warmup_steps, t.decay_steps, t.schedule)(s) for s in range(6001)
     ]
     assert lr[0] == pytest.approx(lr_max / 2001) and lr[1999] == pytest.approx(lr_max * 2000 / 2001)
     assert lr[2000] == pytest.approx(lr_max) and max(lr) == pytest.approx(lr_max)
@@ -148,10 +147,10 @@ def linear_to_zero(step, lr_max, lr_min, warmup, decay):
 def test_each_schedule_is_its_formula(schedule, formula):
     args = (6e-4, 6e-5, 2000, 60002)
     for step in [*range(0, 60100, 7), 1999, 2000, 2001, 60001, 60002, 60003, 10**6]:
-        assert learning_rate(step, *args, schedule) == pytest.approx(
+        assert Schedule(*args, schedule)(step) == pytest.approx(
             formula(step, *args), rel=1e-12, abs=1e-18
         )
-    assert learning_rate(60002, *args, schedule) == (6e-5 if schedule == "cosine" else 0.0)
+    assert Schedule(*args, schedule)(60002) == (6e-5 if schedule == "cosine" else 0.0)
 
 
 def test_the_default_schedule_is_the_papers_and_keeps_its_identity():

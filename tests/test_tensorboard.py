@@ -10,12 +10,12 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from test_inputs import PRECIOUS, precious
 from test_train import read_metrics
 
-import repro.train as train_module
+import repro.training.loop as loop_module
 from repro.cli import main
 from repro.config import load_config, load_run, resolve_run
 from repro.errors import ReproError
 from repro.runtime.tensorboard import EVENTS, TAGS, EventLog, kept_events
-from repro.train import train
+from repro.training.run import train
 
 
 def scalars(run_dir) -> dict[str, list[tuple[int, float]]]:
@@ -42,14 +42,14 @@ def test_a_run_writes_its_scalars_live_and_resumes_without_a_step_twice(
     token_dir, tiny_indices, tmp_path, monkeypatch
 ):
     run = load_run("tiny", "baseline")
-    real_step = train_module.train_step
+    real_step = loop_module.train_step
 
     def killed(*args, **kwargs):
         if args[3] == 7:  # die part-way: steps 5 and 6 are logged after the step-5 checkpoint
             raise KeyboardInterrupt
         return real_step(*args, **kwargs)
 
-    monkeypatch.setattr(train_module, "train_step", killed)
+    monkeypatch.setattr(loop_module, "train_step", killed)
     with pytest.raises(KeyboardInterrupt):
         train(run, token_dir, tiny_indices, tmp_path / "run")
     events = tmp_path / "run" / EVENTS
@@ -57,7 +57,7 @@ def test_a_run_writes_its_scalars_live_and_resumes_without_a_step_twice(
     assert [s for s, _ in scalars(tmp_path / "run")["loss/train"]] == list(range(7))
     first_session = kept_events(events, 5)
 
-    monkeypatch.setattr(train_module, "train_step", real_step)
+    monkeypatch.setattr(loop_module, "train_step", real_step)
     train(run, token_dir, tiny_indices, tmp_path / "run")
     curves = scalars(tmp_path / "run")
     assert set(curves) == set(TAGS.values())

@@ -10,16 +10,15 @@ import pytest
 import torch
 from conftest import assert_stored_losses, random_token_files, shortened
 
-from repro.build import make_optimizer
 from repro.config import load_preset, load_run
 from repro.data.batches import Batches
 from repro.data.indices import IndicesError, draw_indices
 from repro.model import GPT
 from repro.rundir import RunError, read_record, write_metrics
-from repro.step import learning_rate
-from repro.train import train
+from repro.training.loop import Schedule, make_optimizer
+from repro.training.run import train
 
-PAPER = dict(lr_max=6e-4, lr_min=6e-5, warmup_steps=2000, decay_steps=60002, schedule="cosine")
+PAPER = Schedule(lr_max=6e-4, lr_min=6e-5, warmup_steps=2000, decay_steps=60002, kind="cosine")
 
 
 def cosine(step):  # §2, written out
@@ -40,10 +39,8 @@ def cosine(step):  # §2, written out
     ],
 )
 def test_learning_rate_schedule(step, expected):
-    assert learning_rate(step, **PAPER) == pytest.approx(expected, rel=1e-12)
-    assert learning_rate(31001, **PAPER) == pytest.approx(
-        (6e-4 + 6e-5) / 2
-    )  # the cosine's midpoint
+    assert PAPER(step) == pytest.approx(expected, rel=1e-12)
+    assert PAPER(31001) == pytest.approx((6e-4 + 6e-5) / 2)  # the cosine's midpoint
 
 
 def test_weight_decay_only_on_matrices_and_embeddings():
@@ -158,21 +155,21 @@ def test_interrupted_run_resumes_to_the_same_result(
 ):
     run = load_run("tiny", "baseline")
 
-    import repro.train as train_module
+    import repro.training.loop as loop_module
 
-    real_step = train_module.train_step
+    real_step = loop_module.train_step
 
     def interrupted(*args, **kwargs):
         if args[3] == 7:  # the step argument: die part-way, after the checkpoint at step 5
             raise KeyboardInterrupt
         return real_step(*args, **kwargs)
 
-    monkeypatch.setattr(train_module, "train_step", interrupted)
+    monkeypatch.setattr(loop_module, "train_step", interrupted)
     with pytest.raises(KeyboardInterrupt):
         train(run, token_dir, tiny_indices, tmp_path / "split")
     assert json.loads((tmp_path / "split" / "run.json").read_text())["status"] == "running"
     assert len(read_metrics(tmp_path / "split")) == 7
-    monkeypatch.setattr(train_module, "train_step", real_step)
+    monkeypatch.setattr(loop_module, "train_step", real_step)
     record = train(run, token_dir, tiny_indices, tmp_path / "split")
 
     assert record.status == "completed"

@@ -29,18 +29,18 @@ from packages import MODULES
 GPU_PATH = MODULES + [
     "repro.cli",
     "repro.config",
-    "repro.train",
-    "repro.step",
+    "repro.training.run",
+    "repro.training.loop",
     "repro.model",
     "repro.attention",
     "repro.query",
-    "repro.checkpoint",
+    "repro.training.checkpoints",
     "repro.evaluate",
     "repro.data.batches",
     "repro.data.indices",
     "repro.data.tokens",
-    "repro.perf.bench",
-    "repro.perf.cost",
+    "repro.annex.perf.bench",
+    "repro.annex.perf.cost",
     "repro.runtime.device",
     "repro.runtime.distributed",
     "repro.runtime.fit",
@@ -146,8 +146,8 @@ def pairs(device: str) -> dict[str, tuple[dict, dict]]:
 
 def pair(name: str, args) -> dict:
     """Both sides of pair `name`, one after the other; the ratio of their step times."""
+    from repro.annex.perf import bench
     from repro.config import load_run
-    from repro.perf import bench
     from repro.runtime.device import resolve_device
     from repro.runtime.fit import out_of_memory
 

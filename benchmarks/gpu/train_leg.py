@@ -21,14 +21,14 @@ from pathlib import Path
 import torch
 from runs import read_rows, training_figures
 
-import repro.train
+import repro.training.loop
+from repro.annex.perf.cost import known_peak_flops, model_size
 from repro.cli import main
 from repro.config import load_run
-from repro.perf.cost import known_peak_flops, model_size
 
 
 def stop_after(step: int) -> None:
-    take_step = repro.train.train_step
+    take_step = repro.training.loop.train_step
 
     def train_step(*args, **kwargs):
         loss = take_step(*args, **kwargs)
@@ -36,7 +36,7 @@ def stop_after(step: int) -> None:
             os.kill(os.getpid(), signal.SIGTERM)
         return loss
 
-    repro.train.train_step = train_step
+    repro.training.loop.train_step = train_step
 
 
 def figures(train_args: list[str]) -> dict:

@@ -1,6 +1,6 @@
 """Evaluation losses of one checkpoint, ours or the authors', on the fixed evaluation sequences.
 
-The losses are computed exactly as training computes them at an evaluation step (repro.train.
+The losses are computed exactly as training computes them at an evaluation step (repro.training.run.
 eval_losses on repro.data.batches.Batches): the mean and std of the preset's evaluation
 micro-batches of that step's row of eval_train / eval_val, on CUDA in training's precision
 (bf16 autocast), on the CPU in fp32.
@@ -21,15 +21,21 @@ from pathlib import Path
 
 import torch
 
-from repro.authors.checkpoint import authors_model, authors_step
-from repro.checkpoint import FORMAT, CheckpointError, check_state, model_from, read_checkpoint
+from repro.annex.authors.checkpoint import authors_model, authors_step
 from repro.config import Preset
 from repro.data.batches import Batches
-from repro.memory import check_memory
 from repro.model import GPT
 from repro.runtime.device import precision, resolve_device
 from repro.runtime.fit import evaluation_logits_bytes
-from repro.step import eval_losses
+from repro.runtime.memory import check_memory
+from repro.training.checkpoints import (
+    FORMAT,
+    CheckpointError,
+    check_state,
+    model_from,
+    read_checkpoint,
+)
+from repro.training.loop import eval_losses
 
 
 def load_any_checkpoint(path: Path) -> tuple[GPT, int, str]:

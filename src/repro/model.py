@@ -2,14 +2,12 @@
 (docs/specification.md §1); its attention and query projections are repro.attention, repro.query.
 
 Module names follow nanoGPT (c_attn, c_proj, c_fc, ln_1, ...) so that the authors' checkpoints map
-onto ours with a short rename table (repro.authors.checkpoint).
+onto ours with a short rename table (repro.annex.authors.checkpoint).
 """
 
 from __future__ import annotations
 
-import importlib
 import math
-import os
 
 import torch
 import torch.nn as nn
@@ -77,16 +75,6 @@ class GPT(nn.Module):
             block.attn.fused = enabled and block.attn.query_mlp is not None
         return self
 
-    def save_pretrained(self, directory: str | os.PathLike) -> None:
-        """The model as a transformers model in `directory` (repro.hub.save_model)."""
-        _hub().save_model(self, directory)
-
-    @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike) -> "GPT":
-        """The model of a folder that save_pretrained or `repro export` wrote, in any of their
-        formats, on the CPU, in eval mode (repro.hub.load_model)."""
-        return _hub().load_model(directory)
-
     @staticmethod
     def _init_weights(module):
         if isinstance(module, (nn.Linear, nn.Embedding)):
@@ -150,12 +138,6 @@ class GPT(nn.Module):
             context = torch.cat([context, idx], dim=1)
             out.append(idx)
         return torch.cat(out, dim=1)
-
-
-def _hub():
-    # Imported by name: transformers refuses this file's copy in an export (trust_remote_code)
-    # when a package it imports is not installed, and the copy never needs repro.hub.
-    return importlib.import_module("repro.hub")
 
 
 def next_token(logits, temperature: float, top_k: int | None, generator, vocab: int | None = None):

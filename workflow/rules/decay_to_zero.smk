@@ -24,15 +24,17 @@ rule decay_to_zero:
         ),
         comparison="results/decay_to_zero_comparison.csv",
         notebook="results/notebooks/decay_to_zero.ipynb",
+    log:
+        "results/notebooks/decay_to_zero.log",
     params:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
         outputs=lambda wildcards, output: notebook_outputs(
-            out_csv=output.table, out_html=output.html, out_comparison=output.comparison,
-            seeds=len(SEEDS)
+            out_csv=output.table,
+            out_html=output.html,
+            out_comparison=output.comparison,
+            seeds=len(SEEDS),
         ),
-    log:
-        "results/notebooks/decay_to_zero.log",
     shell:
         PAPERMILL

@@ -1,7 +1,8 @@
 """Is a run on course? Its validation losses against a reference run's, step by step.
 
 The reference is another run of ours or one of the authors' runs imported from their artefacts
-(repro.authors.runs). At each evaluation step both have, the difference ours - reference is set
+(repro.annex.authors.runs). At each evaluation step both have, the difference ours - reference is
+set
 against a tolerance:
   - measured: where the preset has two or more seeds of the run's experiment (seed_dir), the 95%
     prediction half-width of the difference of two single runs, t(0.975, n - 1) x sd x sqrt(2),

@@ -104,7 +104,7 @@ def figure1(
     seeds' range below INTERVAL_SEEDS seeds (repro.analysis.styles); the title says which.
     Runs imported from the authors' artefacts (authors_runs_dir), if any, are drawn beside ours,
     and a red cross marks each step where our validation loss leaves their band; so are the
-    audit's logs imported as our experiments (audit_runs_dir, repro.authors.audit). The logs
+    audit's logs imported as our experiments (audit_runs_dir, repro.annex.authors.audit). The logs
     imported at the preset (audit_logs_dir) whose stated configuration is an experiment's are
     drawn beside it (losses only, labelled figure_data.STATED); the legend counts the unknown."""
     apply_theme()

@@ -129,7 +129,8 @@ def table1(
     The loss is the validation evaluation at the preset's report.table_step (59,000 on the paper
     preset, the last evaluation on smoke); NaN where the run has no evaluation there
     (missing, or diverged before it). With authors_runs_dir (runs imported from the authors'
-    artefacts, repro.authors.runs), their loss and relative improvement stand in authors_* columns.
+    artefacts, repro.annex.authors.runs), their loss and relative improvement stand in authors_*
+    columns.
     """
     if authors_runs_dir is not None:
         table = table1(runs_dir, preset, group, config_dir)

@@ -146,7 +146,7 @@ def run_summary(run: Run) -> dict:
     """Where a run stands: status, last step (of metrics.csv: run.json's is written only at the
     start and end), its last evaluation, its recent speed and, while it runs, the time left."""
     evals, recent = run.evals(), run.metrics.tail(RECENT_STEPS)
-    # The identity, not the config: read_record gives it in today's layout (repro.older_runs).
+    # The identity, not the config: read_record gives it in today's layout (repro.rundir.history).
     max_step = run.record.identity.get("train", {}).get("max_step")
     last_step = int(run.metrics["step"].iloc[-1]) if len(run.metrics) else None
     left = (max_step - last_step) if None not in (max_step, last_step) else None

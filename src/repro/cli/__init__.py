@@ -13,10 +13,11 @@ import signal
 import sys
 
 import repro
-from repro.cli import authors, compare, data, downstream, models, perf, status, training
+from repro.annex.cli import authors, compare, downstream, models, perf
+from repro.cli import data, status, training
 from repro.errors import ReproError
-from repro.parent import exit_with_parent
 from repro.runtime import allocator, preemption
+from repro.runtime.parent import exit_with_parent
 
 # In the order `repro --help` lists them: the pipeline's own commands first.
 FAMILIES = (data, training, perf, status, compare, models, authors, downstream)

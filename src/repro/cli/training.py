@@ -24,8 +24,9 @@ def cmd_indices(args) -> None:
 
 
 def cmd_train(args) -> None:
-    from repro import rundir, train
+    from repro import rundir
     from repro.runtime import distributed
+    from repro.training import run as train
 
     if args.experiment is None:
         raise ReproError("train: --experiment is required")

@@ -74,7 +74,7 @@ class Runtime:
     device: str
     compile: str | bool  # auto: on CUDA only
     # Sequences per training forward pass: a number, `auto` or None until the device resolves it
-    # (repro.build.with_train_micro_batch); a number from then on.
+    # (repro.training.loop.with_train_micro_batch); a number from then on.
     train_micro_batch: int | str | None
     log_interval: int
     checkpoint_interval: int

@@ -11,7 +11,7 @@ from repro.config.experiments import Experiment
 from repro.config.model import ModelConfig
 from repro.config.preset import Preset, Report, Runtime, TrainSettings
 from repro.config.relations import check_relations, mlp_hidden
-from repro.older_runs import LATER_MODEL_OPTIONS, LATER_TRAIN_DEFAULTS, without_later_defaults
+from repro.rundir.history import LATER_MODEL_OPTIONS, LATER_TRAIN_DEFAULTS, without_later_defaults
 
 # The default loss ceiling: a nat above a uniform guess (an untrained GPT-2: ln(50304) = 10.83).
 LOSS_MARGIN = 1.0
@@ -82,7 +82,8 @@ class RunConfig:
         """What makes two runs the same run: what the training computes with, nothing else.
 
         AdamW's constants stand under train, as run.json and checkpoints keep them; settings that
-        older runs were recorded without are left out at those runs' values (repro.older_runs)."""
+        older runs were recorded without are left out at those runs' values
+        (repro.rundir.history)."""
         o = self.optimizer
         return {
             "model": without_later_defaults(asdict(self.model), LATER_MODEL_OPTIONS),

@@ -20,7 +20,7 @@ from repro.config import Preset
 from repro.data.tokens import check_token_values, read_manifest, token_files
 from repro.errors import ReproError
 from repro.files import atomic_write, file_sha256, make_dir, read_json, write_json
-from repro.memory import check_memory
+from repro.runtime.memory import check_memory
 
 ARRAYS = ("train", "eval_train", "eval_val")
 SIDECAR = "indices.json"

@@ -32,11 +32,12 @@ METRICS_COLUMNS = [
 
 class MetricsLog:
     """metrics.csv, one row per optimiser step, and the same rows as TensorBoard events
-    (repro.runtime.tensorboard) beside it; rows at or past a resume point dropped from both.
+    (repro.runtime.tensorboard) beside it, holding the `kept` rows a resume keeps (check_resume's)
+    and none past them.
 
     With path None, rows are taken and dropped: a DDP rank other than 0 writes nothing."""
 
-    def __init__(self, path: Path | None, resume_step: int):
+    def __init__(self, path: Path | None, kept: list[dict]):
         self.path, self.file, self.failed = path, None, False
         if path is None:
             return
@@ -44,9 +45,9 @@ class MetricsLog:
         # writers of a run (training, importing) should pay, not every reader of results.
         from repro.runtime.tensorboard import EventLog
 
-        self.events = EventLog(path.parent, resume_step)
+        self.events = EventLog(path.parent, len(kept))
         # Rewrite the kept rows atomically: a crash here loses no finished row.
-        write_metrics(path, rows_before(path, resume_step))
+        write_metrics(path, kept)
         fd = open_no_link(path, os.O_WRONLY | os.O_APPEND, "a run's metrics")
         self.file = open(fd, "a", newline="")
         self.writer = csv.DictWriter(self.file, METRICS_COLUMNS)
@@ -86,15 +87,16 @@ def write_metrics(path: Path, rows: list[dict]) -> None:
         writer.writerows(map(_csv_row, rows))
 
 
-def check_resume(run_dir: Path, step: int, max_step: int) -> None:
-    """Refuse to resume a run at `step` (its checkpoint's) where the run would end with wrong
-    data: a step outside 0..max_step + 1 (max_step + 1: every step taken, run.json not yet
-    updated), or a metrics.csv without exactly its rows 0..step-1 (rows_before)."""
+def check_resume(run_dir: Path, step: int, max_step: int) -> list[dict]:
+    """The rows 0..step-1 of metrics.csv a resume at `step` (its checkpoint's) keeps, read once;
+    refused where the run would end with wrong data: a step outside 0..max_step + 1 (max_step + 1:
+    every step taken, run.json not yet updated), or a metrics.csv without exactly those rows
+    (rows_before)."""
     if not 0 <= step <= max_step + 1:
         raise RunError(
             f"{Path(run_dir) / CHECKPOINT}: step {step}, outside this run's 0..{max_step + 1}"
         )
-    rows_before(Path(run_dir) / METRICS_CSV, step)
+    return rows_before(Path(run_dir) / METRICS_CSV, step)
 
 
 def rows_before(path: Path, start: int) -> list[dict]:

@@ -1,7 +1,7 @@
 """run.json: what a run was (its identity and configuration), on what it ran, and how it ended.
 
 Training writes it through this module and the results read it back through it, so its fields
-are defined once. A run.json without `format` is read through repro.older_runs.
+are defined once. A run.json without `format` is read through repro.rundir.history.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import repro
 from repro.errors import ReproError
 from repro.files import copy_file, read_json, write_json
-from repro.older_runs import legacy_record
+from repro.rundir.history import legacy_record
 
 RUN_JSON, METRICS_CSV, CHECKPOINT = "run.json", "metrics.csv", "ckpt.pt"
 LIVE = "live"  # where `repro train` works in the workflow's run folders (rules/train.smk)
@@ -38,7 +38,7 @@ class RunRecord:
     tokens_per_step: int
     last_step: int | None = None
     diverged_step: int | None = None
-    diverged_reason: str | None = None  # what the divergence stop saw (repro.train)
+    diverged_reason: str | None = None  # what the divergence stop saw (repro.training.run)
     data: dict = field(default_factory=dict)  # token files: dir, source, counts and hashes
     indices: dict = field(default_factory=dict)  # dir and the index files' hashes
     package_version: str | None = None
@@ -58,7 +58,7 @@ class RunRecord:
     sessions: list = field(default_factory=list)
     started: str | None = None
     finished: str | None = None
-    source: str = "repro"  # "authors": imported by repro.authors.runs, never trained over
+    source: str = "repro"  # "authors": imported by repro.annex.authors.runs, never trained over
     format: str = RECORD_FORMAT
 
     def session(self) -> dict:
@@ -87,7 +87,7 @@ def files_dir(run_dir: str | Path) -> Path:
 
 
 def read_record(run_dir: str | Path) -> RunRecord:
-    """run.json of a run directory, in today's layout (repro.older_runs reads an older one)."""
+    """run.json of a run directory, in today's layout (repro.rundir.history reads an older one)."""
     path = Path(run_dir) / RUN_JSON
     data = read_json(path, RunError, "has this run been trained?")
     if not isinstance(data, dict):

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from repro.downstream.tasks import ANCHORS, ITEMS_JSON, RESULTS_JSON, task_metrics
+from repro.annex.downstream.tasks import ANCHORS, ITEMS_JSON, RESULTS_JSON, task_metrics
 from repro.files import read_json, write_csv
 
 COLUMNS = [

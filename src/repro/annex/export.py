@@ -1,10 +1,10 @@
 """A trained run as a model others can load: `repro export RUN_DIR --out DIR`.
 
-DIR gets the checkpoint's model as a transformers model (repro.hub: a plain GPT-2 for GPT-2's own
-query, else the package's model code beside the weights), the GPT-2 tokenizer and a generation
-configuration; the run's record (run.json: data and index hashes, code version) and a model card,
-README.md, which is what the Hugging Face Hub shows: `hf upload USER/NAME DIR .` publishes the
-folder as it is. repro.model.GPT.from_pretrained(DIR) loads the model back bit for bit.
+DIR gets the checkpoint's model as a transformers model (repro.annex.hub: a plain GPT-2 for
+GPT-2's own query, else the package's model code beside the weights), the GPT-2 tokenizer and a
+generation configuration; the run's record (run.json: data and index hashes, code version) and a
+model card, README.md, which is what the Hugging Face Hub shows: `hf upload USER/NAME DIR .`
+publishes the folder as it is. repro.annex.hub.load_model(DIR) loads the model back bit for bit.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from pathlib import Path
 import yaml
 
 from repro.analysis.runs import Run, read_run
+from repro.annex.hub import CONFIG_JSON, MARKER, WEIGHTS, is_gpt2, write_model
 from repro.config import load_preset
 from repro.evaluate import load_any_checkpoint
 from repro.files import atomic_folder, atomic_write, make_dir, read_json, write_json
-from repro.hub import CONFIG_JSON, MARKER, WEIGHTS, is_gpt2, write_model
 from repro.model import count_parameters
 from repro.rundir import CHECKPOINT, LIVE, RUN_JSON, RunError
 
@@ -270,5 +270,5 @@ print(tokenizer.decode(model.generate(ids, max_new_tokens=20, do_sample=False)[0
 
 {code} From the Hugging Face Hub: `USER/{name}` in place of the folder. With
 lm-evaluation-harness: `lm_eval --model hf --model_args {model_args} --tasks hellaswag`.
-With the `repro` package: `repro.model.GPT.from_pretrained("{name}")`.
+With the `repro` package: `repro.annex.hub.load_model("{name}")`.
 """

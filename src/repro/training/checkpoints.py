@@ -1,16 +1,19 @@
-"""Our checkpoints: model + optimiser + step, written atomically, read with weights_only."""
+"""Our checkpoints: model + optimiser + step, written atomically, read with weights_only; and
+a run's checkpoints, which know when they are due."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from repro.config import ModelConfig
+from repro.config import ModelConfig, RunConfig
 from repro.errors import ReproError
 from repro.files import WriteError, atomic_write, free_bytes, open_regular
 from repro.model import GPT
+from repro.rundir import CHECKPOINT
 
 FORMAT = "repro/1"
 CHECKPOINT_BYTES = 1 << 38  # 256 GiB: the large preset's weights and moments take about 9 GB
@@ -42,6 +45,36 @@ def save_checkpoint(path: Path, model: GPT, optimizer, next_step: int, config: d
         f"{reason}; {free_bytes(path.parent):,} bytes free, a checkpoint needs about "
         f"{checkpoint_bytes(model):,}"
     )
+
+
+@dataclass
+class Checkpoints:
+    """A run's checkpoint, saved by the main process every `interval` steps and at the last."""
+
+    path: Path
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    config: dict  # what a resume checks: the run's identity and its model
+    interval: int
+    max_step: int
+    writer: bool  # the main process: the one that writes the run's files
+
+    @classmethod
+    def of(cls, run: RunConfig, out_dir: Path, identity: dict, built, writer: bool):
+        """The checkpoints in out_dir of `run`, of `identity` (run.json's), training `built`."""
+        config = {"identity": identity, "model": identity["model"]}
+        interval, max_step = run.runtime.checkpoint_interval, run.train.max_step
+        model, optimizer = built.model, built.optimizer
+        return cls(out_dir / CHECKPOINT, model, optimizer, config, interval, max_step, writer)
+
+    def due(self, step: int) -> bool:
+        """Whether to checkpoint after `step`."""
+        return (step + 1) % self.interval == 0 or step == self.max_step
+
+    def save(self, next_step: int) -> None:
+        """The model and optimiser as they are before step `next_step`."""
+        if self.writer:
+            save_checkpoint(self.path, self.model, self.optimizer, next_step, self.config)
 
 
 def checkpoint_bytes(model: GPT) -> int:

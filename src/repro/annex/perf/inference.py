@@ -13,12 +13,12 @@ from pathlib import Path
 
 import torch
 
-from repro.build import make_model
+from repro.annex.perf.bench import _synchronize, device_name
 from repro.config import QUERY_MODES, ConfigError, Experiments, RunConfig
-from repro.memory import check_memory
 from repro.model import GPT, KVCache
-from repro.perf.bench import _synchronize, device_name
 from repro.runtime.fit import weight_bytes
+from repro.runtime.memory import check_memory
+from repro.training.loop import make_model
 
 
 def cpu_model() -> str:

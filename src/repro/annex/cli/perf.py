@@ -16,7 +16,7 @@ DECODE_TOKENS = 32  # `bench --inference`'s default, where the context holds twi
 
 
 def cmd_describe(args) -> None:
-    from repro.perf import cost
+    from repro.annex.perf import cost
 
     if (args.experiment is None) == (args.group is None):
         raise ReproError("describe: give exactly one of --experiment and --group")
@@ -89,7 +89,7 @@ def cmd_bench(args) -> None:
 
 
 def _bench_training(args, preset, experiments, chosen, device) -> dict:
-    from repro.perf import bench
+    from repro.annex.perf import bench
 
     runs = [config.resolve_run(preset, e, **options.runtime_overrides(args)) for e in chosen]
     report = bench.bench(
@@ -107,7 +107,7 @@ def _bench_training(args, preset, experiments, chosen, device) -> dict:
 
 
 def _bench_inference(args, preset, experiments, chosen, device) -> dict:
-    from repro.perf import inference
+    from repro.annex.perf import inference
 
     if not args.experiment:
         chosen = inference.default_experiments(experiments, args.group)

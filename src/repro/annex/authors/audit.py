@@ -1,6 +1,7 @@
 """An independent audit's logs as run directories of ours: a reference, read-only, never trained.
 
-`import_audit_log` turns one of the audit's loss logs (repro.authors.audit_log reads and checks
+`import_audit_log` turns one of the audit's loss logs (repro.annex.authors.audit_log reads and
+checks
 it) into metrics.csv and run.json (source "audit"), named as the log or as an experiment of ours
 that the user says it is; `import_audit_logs` a whole folder. A log is "completed" only where its
 horizon is known (the experiment's, the user's statement or the log's name) and reached; else it
@@ -12,7 +13,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from repro.authors.audit_log import (
+from repro.annex.authors.audit_log import (
     AuditError,
     check_stated,
     horizon_in_name,
@@ -20,9 +21,9 @@ from repro.authors.audit_log import (
     preset_of,
     read_audit_log,
 )
+from repro.annex.perf.cost import model_size
 from repro.config import Experiments, Preset, load_preset, resolve_run
 from repro.files import file_sha256, make_dir
-from repro.perf.cost import model_size
 from repro.rundir import METRICS_CSV, RUN_JSON, RunRecord, code_version, read_record, write_metrics
 from repro.runtime.tensorboard import EVENTS, write_events
 

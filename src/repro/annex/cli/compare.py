@@ -16,8 +16,8 @@ def reference_run(reference: Path, run, config_dir):
     of the audit's loss logs (a .csv file), imported (into a temporary folder) at the run's
     preset, an authors' folder as the run's experiment."""
     from repro.analysis.runs import read_run
-    from repro.authors import audit
-    from repro.authors import runs as authors
+    from repro.annex.authors import audit
+    from repro.annex.authors import runs as authors
 
     is_log = reference.suffix == ".csv" and not reference.is_dir()  # a FIFO too: refused there
     if not is_log and not (reference / authors.EVAL_TENSORS["val"]).exists():

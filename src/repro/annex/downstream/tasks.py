@@ -1,5 +1,5 @@
 """Running lm-eval tasks on a ReproLM: lm-eval's own result JSON, each item's scores (for the
-paired comparison of repro.downstream.compare) and one line per task with its standard error.
+paired comparison of repro.annex.downstream.compare) and one line per task with its standard error.
 
 Tasks are lm-eval's (hellaswag, lambada_openai, arc_easy, piqa, wikitext, ...: their data come
 from the Hugging Face hub on first use, so the first run needs a network) or any defined in
@@ -15,7 +15,7 @@ from lm_eval import simple_evaluate
 from lm_eval.tasks import TaskManager
 from lm_eval.utils import handle_non_serializable
 
-from repro.downstream.model import DownstreamError, ReproLM
+from repro.annex.downstream.model import DownstreamError, ReproLM
 from repro.files import make_dir, write_json
 
 RESULTS_JSON = "results.json"  # lm-eval's result dictionary, as its own CLI writes it

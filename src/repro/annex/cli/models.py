@@ -1,5 +1,6 @@
 """The command line of trained models: `repro generate` samples text from a checkpoint and
-`repro export` writes a run's model as a folder others can load (repro.generate, repro.export)."""
+`repro export` writes a run's model as a folder others can load (repro.annex.generate,
+repro.annex.export)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from repro.errors import ReproError
 
 
 def cmd_generate(args) -> None:
-    from repro.generate import generate_text
+    from repro.annex.generate import generate_text
 
     result = generate_text(
         args.checkpoint,
@@ -28,7 +29,7 @@ def cmd_generate(args) -> None:
 
 
 def cmd_export(args) -> None:
-    from repro.export import export
+    from repro.annex.export import export
 
     if importlib.util.find_spec("transformers") is None:
         raise ReproError("repro export needs transformers: pip install -e '.[hf]'")

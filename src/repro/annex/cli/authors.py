@@ -27,7 +27,7 @@ def cmd_evaluate(args) -> None:
 
 
 def cmd_import_authors_run(args) -> None:
-    from repro.authors import runs as authors
+    from repro.annex.authors import runs as authors
 
     preset, experiments = config.load_config(args.preset, args.config_dir)
     record = authors.import_authors_run(args.folder, args.out, preset, experiments, args.experiment)
@@ -38,7 +38,7 @@ def cmd_import_authors_run(args) -> None:
 
 
 def cmd_import_audit_logs(args) -> None:
-    from repro.authors import audit
+    from repro.annex.authors import audit
 
     stated = _stated(args.stated, "log file name -> configuration")
     records = audit.import_audit_logs(args.folder, args.out, args.config_dir, stated)
@@ -48,7 +48,7 @@ def cmd_import_audit_logs(args) -> None:
 
 
 def cmd_import_audit_log(args) -> None:
-    from repro.authors import audit
+    from repro.annex.authors import audit
 
     preset, experiments = config.load_config(
         args.preset or audit.preset_of(args.log), args.config_dir
@@ -64,8 +64,8 @@ def cmd_import_audit_log(args) -> None:
 
 
 def _stated(text: str | None, what: str) -> dict:
-    """--stated: a JSON object (checked by repro.authors.audit_log.check_stated)."""
-    from repro.authors.audit_log import AuditError
+    """--stated: a JSON object (checked by repro.annex.authors.audit_log.check_stated)."""
+    from repro.annex.authors.audit_log import AuditError
 
     try:
         stated = json.loads(text or "{}")
@@ -77,8 +77,8 @@ def _stated(text: str | None, what: str) -> dict:
 
 
 def cmd_evidence(args) -> None:
-    from repro.analysis import evidence
     from repro.analysis.report import write_table_html
+    from repro.annex import evidence
 
     runs = args.runs or Path("results/runs") / args.preset
     table = evidence.evidence_table(
@@ -101,7 +101,7 @@ def cmd_authors_runs(args) -> None:
 
 
 def cmd_authors_table(args) -> None:
-    from repro.authors import runs as authors
+    from repro.annex.authors import runs as authors
 
     preset, experiments = config.load_config(args.preset, args.config_dir)
     table = authors.checkpoint_table(args.evaluations, args.runs, preset, experiments)

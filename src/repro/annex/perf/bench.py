@@ -1,6 +1,7 @@
 """`repro bench`: training-step time, throughput and MFU of each experiment on this device.
 
-The steps are the training loop's own (repro.build.build and repro.step.train_step: the same
+The steps are the training loop's own (repro.training.loop.build and
+repro.training.loop.train_step: the same
 model, optimiser, autocast, compile and prefetch), fed random tokens gathered at random starts, so
 that no data files are needed. FLOPs are counted as in docs/specification.md §7
 (repro.model.flops_per_token); MFU is against the device's dense bf16 peak. A configuration that
@@ -19,12 +20,11 @@ from dataclasses import asdict
 import numpy as np
 import torch
 
-from repro.build import build, with_train_micro_batch
+from repro.annex.perf.cost import known_peak_flops, model_size
 from repro.config import RunConfig
 from repro.data.batches import Batches, DeviceBatches
-from repro.perf.cost import known_peak_flops, model_size
 from repro.runtime.fit import free_device_memory, out_of_memory
-from repro.step import train_step
+from repro.training.loop import build, train_step, with_train_micro_batch
 
 
 def device_name(device: torch.device) -> str:
@@ -35,7 +35,7 @@ def device_name(device: torch.device) -> str:
 
 def random_batches(run: RunConfig, rows: int, seed: int = 0) -> Batches:
     """Training batches of random tokens with the shapes of the preset, one row per step, at
-    the run's training micro-batch (a number: repro.build.with_train_micro_batch's)."""
+    the run's training micro-batch (a number: repro.training.loop.with_train_micro_batch's)."""
     rng = np.random.default_rng(seed)
     tokens = rng.integers(0, 50257, 1 << 20, dtype=np.uint16)
     starts = rng.integers(0, tokens.size - run.model.block_size - 1, (rows, run.train.batch_size))

@@ -20,13 +20,12 @@ import torch
 
 from repro.analysis.curves import relative_improvement
 from repro.analysis.runs import read_run
-from repro.authors.checkpoint import authors_model_config, authors_step
-from repro.checkpoint import read_checkpoint
+from repro.annex.authors.checkpoint import authors_model_config, authors_step
+from repro.annex.perf.cost import model_size
 from repro.config import Experiments, Preset, RunConfig, resolve_run
 from repro.config.experiments import source_of
 from repro.errors import ReproError
 from repro.files import make_dir, read_json
-from repro.perf.cost import model_size
 from repro.rundir import (
     METRICS_CSV,
     RUN_JSON,
@@ -37,7 +36,8 @@ from repro.rundir import (
     write_metrics,
 )
 from repro.runtime.tensorboard import write_events
-from repro.step import learning_rate
+from repro.training.checkpoints import read_checkpoint
+from repro.training.loop import Schedule
 
 AUTHORS = "authors"  # RunRecord.source of an imported run
 TRAIN_TENSOR = "tensor.pt"
@@ -154,7 +154,7 @@ def _close(difference: str, theirs: dict, ours: dict) -> bool:
 
 def metric_rows(train_losses: torch.Tensor, evals: dict, run: RunConfig) -> list[dict]:
     """metrics.csv rows, one per step up to the last one logged or evaluated."""
-    t, opt, per_step = run.train, run.optimizer, run.tokens_per_step
+    t, schedule, per_step = run.train, Schedule.of(run), run.tokens_per_step
     logged = [s for s, loss in enumerate(train_losses[:, 0].tolist()) if loss != 0]
     evaluated = {e * t.eval_interval for e in range(len(evals["val"])) if evals["val"][e, 0] > 0}
     rows = []
@@ -163,9 +163,7 @@ def metric_rows(train_losses: torch.Tensor, evals: dict, run: RunConfig) -> list
         row = {
             "step": step,
             "tokens_seen": (step + 1) * per_step,
-            "lr": learning_rate(
-                step, opt.lr_max, opt.lr_min, t.warmup_steps, t.decay_steps, t.schedule
-            ),
+            "lr": schedule(step),
             "train_loss": loss if loss != 0 else None,
         }
         if step in evaluated:

@@ -7,9 +7,9 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
-from repro.checkpoint import CheckpointError, model_from
 from repro.config import ModelConfig
 from repro.model import GPT
+from repro.training.checkpoints import CheckpointError, model_from
 
 AUTHORS_QUERY_MODES = {
     "original": "linear",

@@ -12,7 +12,7 @@ from repro.errors import ReproError
 
 def _import():
     try:
-        from repro.downstream import compare, model, tasks
+        from repro.annex.downstream import compare, model, tasks
     except ImportError as e:
         raise ReproError(
             f"repro downstream needs lm-evaluation-harness ({e.name} is missing): "

@@ -1,49 +1,45 @@
-"""The training of one run: schedule, optimiser, accumulation, evaluation, checkpoints, resume.
+"""The run around the loop: open its directory, build what it trains with, resume it, record it.
 
 A run directory (repro.rundir) holds metrics.csv, run.json and ckpt.pt, the latest checkpoint.
 Starting a run whose directory holds a checkpoint resumes from it; a finished run is never trained
 or overwritten again, and a directory holding another configuration's run is refused. One process
 at a time holds a run directory (repro.runtime.lock); a stop signal (SIGTERM,
 repro.runtime.preemption) ends the run at a step boundary, with a checkpoint. A run that diverges
-(repro.divergence) ends as `diverged`, with its metrics and its last checkpoint, and is never
-resumed.
+(repro.training.logs) ends as `diverged`, with its metrics and its last checkpoint, and is never
+resumed. run.json records the run's configuration, its data, the code and the machine.
 """
 
 from __future__ import annotations
 
+import platform
 from contextlib import nullcontext
-from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 
-from repro.build import Built, build, with_train_micro_batch
-from repro.checkpoint import check_checkpoint_space, load_checkpoint, restore
 from repro.config import RunConfig
-from repro.data.batches import Batches, DeviceBatches
+from repro.data.batches import Batches
 from repro.data.tokens import corpus_note
-from repro.divergence import DivergenceStop
 from repro.files import WriteError, make_dir
-from repro.intervals import Checkpoints, StepLog
-from repro.older_runs import legacy_identity
-from repro.provenance import now, run_record
+from repro.model import count_parameters
 from repro.rundir import (
     CHECKPOINT,
-    METRICS_CSV,
-    MetricsLog,
     RunError,
     RunRecord,
     check_resume,
+    code_version,
     identity_differences,
     read_record,
-    rows_before,
 )
+from repro.rundir.history import legacy_identity
 from repro.runtime import allocator, distributed, preemption
 from repro.runtime.device import resolve_device
 from repro.runtime.gpus import claim_device
 from repro.runtime.lock import hold
-from repro.runtime.progress import Progress
-from repro.step import eval_losses, learning_rate, train_step
+from repro.training.checkpoints import Checkpoints, check_checkpoint_space, load_checkpoint, restore
+from repro.training.logs import StepLog
+from repro.training.loop import Built, build, run_steps, with_train_micro_batch
 
 
 def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path) -> RunRecord:
@@ -128,44 +124,23 @@ def _train(
     )
     if run.corpus == "openwebtext":
         print(corpus_note(batches.manifest), flush=True)
-    start = resume(out_dir / CHECKPOINT, built, run)
-    record = run_record(
-        run, built.model, built.step_model, batches, data_dir, indices_dir, start, previous
-    )
+    start, kept = resume(out_dir / CHECKPOINT, built, run)
+    record = run_record(run, built, batches, data_dir, indices_dir, start, previous)
     main = distributed.is_main()  # the one process that writes the run's files
     # The logs first: one that cannot be written stops the run before run.json says "running".
-    metrics = MetricsLog(out_dir / METRICS_CSV if main else None, start)
+    log = StepLog.open(run, out_dir, kept, writer=main)
     try:
         if main:
             record.write(out_dir)
-        log = StepLog(
-            metrics,
-            Progress(out_dir, start, run.train.max_step) if main else None,
-            run.tokens_per_step,
-            run.runtime.log_interval,
-            run.train.eval_interval,
-            start,
-        )
-        checkpoint_config = {"identity": record.identity, "model": record.identity["model"]}
-        checkpoints = Checkpoints(
-            out_dir / CHECKPOINT,
-            built.model,
-            built.optimizer,
-            checkpoint_config,
-            run.runtime.checkpoint_interval,
-            run.train.max_step,
-            main,
-        )
-        # Every rank replays the kept rows (one file on one node): all decide alike.
-        divergence = DivergenceStop.of(run, rows_before(out_dir / METRICS_CSV, start))
-        record = run_steps(run, built, batches, log, checkpoints, divergence, start, record)
+        checkpoints = Checkpoints.of(run, out_dir, record.identity, built, writer=main)
+        record = run_steps(run, built, batches, log, checkpoints, record)
     except WriteError as e:  # a full disk: what was checkpointed stays, and resumes
         raise WriteError(
             f"{e}: training stopped; its last checkpoint is kept, and the same command resumes "
             f"from it once there is room"
         ) from None
     finally:
-        metrics.close()
+        log.close()
     if record.finished_training:
         record.finished = now()
     if main:
@@ -173,83 +148,65 @@ def _train(
     return record
 
 
-def resume(path: Path, built: Built, run: RunConfig) -> int:
-    """Load the checkpoint at `path` if there is one; return the step to start from."""
+def resume(path: Path, built: Built, run: RunConfig) -> tuple[int, list[dict]]:
+    """Load the checkpoint at `path` if there is one; return the step to start from and the rows
+    of metrics.csv the run keeps before it."""
     if not path.exists():
-        return 0
+        return 0, []
     state = load_checkpoint(path, map_location=next(built.model.parameters()).device)
     identity = legacy_identity(state["config"]["identity"], run.train.eval_micro_batch)
     refuse_other_configuration(path, identity, run)
-    check_resume(path.parent, state["step"], run.train.max_step)
+    kept = check_resume(path.parent, state["step"], run.train.max_step)
     restore(path, state, built.model, built.optimizer)
     print(f"{path.parent}: resuming at step {state['step']}", flush=True)
-    return state["step"]
+    return state["step"], kept
 
 
-def run_steps(
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def run_record(
     run: RunConfig,
     built: Built,
     batches: Batches,
-    log: StepLog,
-    checkpoints: Checkpoints,
-    divergence: DivergenceStop,
+    data_dir: Path,
+    indices_dir: Path,
     start: int,
-    record: RunRecord,
+    previous: RunRecord | None,
 ) -> RunRecord:
-    """Steps start..max_step; the record as the run ended: completed, diverged, or (stopped by a
-    signal, checkpointed) still running."""
-    t, opt = run.train, run.optimizer
-    model, step_model, optimizer, autocast = built
-    device_batches = DeviceBatches(batches, next(model.parameters()).device)
-    for step in range(start, t.max_step + 1):
-        if distributed.any_rank(preemption.requested()):
-            return stopped(step, log, divergence, checkpoints, record)
-        lr = learning_rate(step, opt.lr_max, opt.lr_min, t.warmup_steps, t.decay_steps, t.schedule)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        evaluation = {}
-        if step % t.eval_interval == 0:  # the model before this step's update, as the authors did
-            eval_row = step // t.eval_interval  # the row of the evaluation indices
-            evaluation = eval_losses(step_model, batches, eval_row, t.eval_batches, autocast)
-        log.start_clock()
-        loss = train_step(step_model, optimizer, device_batches, step, t.grad_clip, autocast)
-        log.add(step, lr, evaluation, loss)
-        # Write before a checkpoint too, so that metrics.csv holds every step it has taken.
-        if log.due(step) or checkpoints.due(step):
-            if (diverged := write_interval(log, divergence)) is not None:
-                return diverged_record(record, *diverged)
-            record.last_step = step
-        if checkpoints.due(step):
-            checkpoints.save(step + 1)
-    return replace(record, status="completed")
-
-
-def write_interval(log: StepLog, divergence: DivergenceStop) -> tuple[int, str] | None:
-    """Write the pending steps' metrics up to the first that diverged, and train.log's line; return
-    that step and why, else None."""
-    rows = log.take()
-    diverged = divergence.first(rows)
-    log.write(rows, diverged)
-    return diverged
-
-
-def stopped(
-    step: int,
-    log: StepLog,
-    divergence: DivergenceStop,
-    checkpoints: Checkpoints,
-    record: RunRecord,
-) -> RunRecord:
-    """On a stop signal before `step`: the steps taken written as at any interval; a run that
-    diverged in them ends as diverged, any other is checkpointed at `step`, to resume there."""
-    if log.pending and (diverged := write_interval(log, divergence)) is not None:
-        return diverged_record(record, *diverged)
-    checkpoints.save(step)
-    return replace(record, last_step=step - 1)
-
-
-def diverged_record(record: RunRecord, step: int, reason: str) -> RunRecord:
-    """The record of a run that diverged at `step`: its last row, never resumed."""
-    return replace(
-        record, status="diverged", diverged_step=step, diverged_reason=reason, last_step=step
+    """run.json of a run starting (or resuming) at step `start`: `run` with its training
+    micro-batch resolved, the model and compiled model it trains (`built`), the data `batches`
+    read (from data_dir and indices_dir), and the sessions of `previous`, the record of the run
+    so far (None for a new run)."""
+    model, step_model = built.model, built.step_model
+    device = next(model.parameters()).device
+    record = RunRecord(
+        status="running",
+        preset=run.preset_name,
+        experiment=run.experiment.name,
+        identity=run.identity(),
+        config=run.to_dict(),
+        params=count_parameters(model),
+        tokens_per_step=run.tokens_per_step,
+        last_step=start - 1 if start else None,
+        data={
+            "dir": str(data_dir),
+            "source": batches.manifest.get("source"),
+            "token_files": batches.sidecar["token_files"],
+        },
+        indices={"dir": str(indices_dir), "sha256": batches.sidecar["sha256"]},
+        **code_version(),
+        torch_version=torch.__version__,
+        python_version=platform.python_version(),
+        device=torch.cuda.get_device_name(device) if device.type == "cuda" else str(device),
+        compile=hasattr(step_model, "_orig_mod"),  # torch.compile's wrapper
+        world_size=distributed.size(),
+        fused_projection=model.transformer.h[0].attn.fused,
+        train_micro_batch=run.runtime.train_micro_batch,
+        torch_threads=torch.get_num_threads(),
+        malloc="tcmalloc" if allocator.active() else "glibc",
+        started=previous.started if previous else now(),
     )
+    record.sessions = [*(previous.sessions if previous else []), record.session()]
+    return record

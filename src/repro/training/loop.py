@@ -1,0 +1,245 @@
+"""One step on one page: what a run trains with (the model, its AdamW, the compiled model and the
+autocast context, the training micro-batch that fits them), the learning-rate schedule, one
+optimiser step, one evaluation, and the loop that runs them step after step.
+
+repro.training.run opens, resumes and records the run around this loop; repro.annex.perf.bench
+times its steps; repro.evaluate scores a checkpoint with eval_losses exactly as training does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import NamedTuple
+
+import torch
+
+from repro.config import AdamW, RunConfig
+from repro.data.batches import Batches, DeviceBatches
+from repro.model import GPT
+from repro.rundir import RunRecord
+from repro.runtime import distributed, preemption
+from repro.runtime.device import precision
+from repro.runtime.fit import (
+    TRAINING_COPIES,
+    auto_micro_batch,
+    evaluation_logits_bytes,
+    weight_bytes,
+)
+from repro.runtime.memory import check_memory
+from repro.training.checkpoints import Checkpoints
+from repro.training.logs import StepLog
+
+
+def make_model(run: RunConfig, device: torch.device) -> GPT:
+    """The run's model, initialised from train.init_seed, with its runtime speed switches."""
+    torch.manual_seed(run.train.init_seed)
+    model = GPT(run.model).to(device)
+    model.fuse_projections(run.runtime.enabled("fused_projection", device.type))
+    model.loss_chunks = run.runtime.loss_chunks
+    return model
+
+
+def make_optimizer(model: GPT, adamw: AdamW, fused_kernel: bool) -> torch.optim.AdamW:
+    """AdamW with weight decay on every parameter of 2 or more dimensions only (§2).
+
+    fused_kernel: torch's fused (single-kernel) AdamW, CUDA only; the same update."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": adamw.weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(
+        groups,
+        lr=adamw.lr_max,
+        betas=(adamw.beta1, adamw.beta2),
+        eps=adamw.eps,
+        fused=fused_kernel,
+    )
+
+
+class Built(NamedTuple):
+    """What build makes for a run on a device."""
+
+    model: GPT
+    step_model: torch.nn.Module  # the model, or its compiled (and DDP) wrapper: what steps call
+    optimizer: torch.optim.AdamW
+    autocast: object  # the autocast context of the device's precision
+
+
+def build(run: RunConfig, device: torch.device) -> Built:
+    """The model, the model the steps call (compiled or not), the optimiser, the autocast context.
+
+    The fast path (§2): TF32 matmuls, bf16 autocast, fused AdamW, torch.compile and the fused
+    residual_gelu projection, each by default on CUDA only; SDPA picks flash attention itself.
+    """
+    what = f"training {run.experiment.name} at preset {run.preset_name}"
+    needed = TRAINING_COPIES * weight_bytes(run.model) + evaluation_logits_bytes(run)
+    check_memory(what, needed, device)  # before allocating
+    autocast = precision(device)
+    model = make_model(run, device)
+    optimizer = make_optimizer(model, run.optimizer, fused_kernel=device.type == "cuda")
+    # Static shapes: the train and eval micro-batches each get their own specialised graph.
+    step_model = distributed.wrap(model, device)
+    if run.runtime.enabled("compile", device.type):
+        step_model = torch.compile(step_model, dynamic=False)
+    return Built(model, step_model, optimizer, autocast)
+
+
+def with_train_micro_batch(run: RunConfig, built: Built) -> RunConfig:
+    """The run with runtime.train_micro_batch a number, the one place it is resolved (training
+    and `repro bench` both call this): `auto` on a GPU is the largest that fits the model the
+    steps call, the same on every rank; None, and `auto` elsewhere, the evaluation's micro-batch.
+    """
+    chosen, (model, step_model, _, autocast) = run.runtime.train_micro_batch, built
+    if isinstance(chosen, int):
+        return run  # a number already: its relations were checked when it was set
+    if chosen == "auto" and next(model.parameters()).device.type == "cuda":
+        # Under torchrun the bare model, whose backward is no collective: each rank probes its GPU.
+        probed = model if distributed.launched() else step_model
+        chosen = auto_micro_batch(
+            probed, run.train.batch_size, run.model.block_size, autocast, distributed.size()
+        )
+        chosen = distributed.smallest(chosen)  # one micro-batch for every rank
+        print(f"{run.experiment.name}: training micro-batch {chosen} (auto)", flush=True)
+    else:
+        chosen = run.train.eval_micro_batch
+    return run.with_runtime(train_micro_batch=chosen)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The learning rate at each step: linear warm-up, then until decay_steps either `cosine` from
+    lr_max to lr_min, then lr_min (the paper's, docs/specification.md §2), or `linear` from lr_max
+    to zero, then zero (decay to zero; lr_min unused)."""
+
+    lr_max: float
+    lr_min: float
+    warmup_steps: int
+    decay_steps: int
+    kind: str  # "cosine" or "linear" (train.schedule)
+
+    @classmethod
+    def of(cls, run: RunConfig) -> "Schedule":
+        o, t = run.optimizer, run.train
+        return cls(o.lr_max, o.lr_min, t.warmup_steps, t.decay_steps, t.schedule)
+
+    def __call__(self, step: int) -> float:
+        if step < self.warmup_steps:
+            return self.lr_max * (step + 1) / (self.warmup_steps + 1)
+        if self.kind == "linear":
+            span = self.decay_steps - self.warmup_steps
+            return self.lr_max * max(self.decay_steps - step, 0) / span
+        if step > self.decay_steps:
+            return self.lr_min
+        progress = (step - self.warmup_steps) / (self.decay_steps - self.warmup_steps)
+        return self.lr_min + 0.5 * (1.0 + math.cos(math.pi * progress)) * (
+            self.lr_max - self.lr_min
+        )
+
+
+@torch.no_grad()
+def eval_losses(model, batches: Batches, row: int, n_batches: int, autocast) -> dict:
+    """Mean and std of the micro-batch losses on the fixed eval-train and eval-val sequences."""
+    model.eval()
+    device = next(model.parameters()).device
+    mine = distributed.share(n_batches)
+    pinned = device.type == "cuda"  # copies from pinned memory do not block the host
+    result = {}
+    for stream in ("eval_train", "eval_val"):
+        losses = []  # kept on the device: one synchronisation per stream, not per micro-batch
+        for k in mine:
+            x, y = (
+                (t.pin_memory() if pinned else t).to(device, non_blocking=pinned)
+                for t in batches.get(stream, row, k)
+            )
+            with autocast:
+                losses.append(model(x, y).float())
+        losses = distributed.gather(torch.stack(losses), n_batches, mine)  # each rank's share
+        result[f"{stream}_loss"] = losses.mean().item()
+        result[f"{stream}_std"] = losses.std().item()
+    model.train()
+    return result
+
+
+def train_step(
+    model,
+    optimizer,
+    batches: DeviceBatches,
+    step: int,
+    grad_clip: float,
+    autocast,
+) -> torch.Tensor:
+    """One optimiser step over the batches' accumulation micro-batches (Batches.accumulation, the
+    slices they take of a row); returns the mean loss (on device).
+
+    Nothing here waits for the device: the loss stays a device tensor until the caller logs it.
+    Under torchrun a rank takes its share of the micro-batches; DDP averages (hence the scale).
+    """
+    total = torch.zeros((), device=batches.device)
+    accumulation = batches.accumulation
+    mine, ranks = distributed.share(accumulation), distributed.size()
+    for k, (x, y) in zip(mine, batches.step(step, mine)):
+        with distributed.no_sync(model, last=k == mine[-1]):
+            with autocast:
+                loss = model(x, y) / (accumulation / ranks)
+            loss.backward()
+        total += loss.detach()
+    total = distributed.mean(total)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return total
+
+
+def run_steps(
+    run: RunConfig,
+    built: Built,
+    batches: Batches,
+    log: StepLog,
+    checkpoints: Checkpoints,
+    record: RunRecord,
+) -> RunRecord:
+    """Steps log.start..max_step; the record as the run ended: completed, diverged, or (stopped
+    by a signal, checkpointed) still running."""
+    t, schedule = run.train, Schedule.of(run)
+    model, step_model, optimizer, autocast = built
+    device_batches = DeviceBatches(batches, next(model.parameters()).device)
+    for step in range(log.start, t.max_step + 1):
+        if distributed.any_rank(preemption.requested()):
+            return stopped(step, log, checkpoints, record)
+        lr = schedule(step)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        evaluation = {}
+        if step % t.eval_interval == 0:  # the model before this step's update, as the authors did
+            eval_row = step // t.eval_interval  # the row of the evaluation indices
+            evaluation = eval_losses(step_model, batches, eval_row, t.eval_batches, autocast)
+        log.start_clock()
+        loss = train_step(step_model, optimizer, device_batches, step, t.grad_clip, autocast)
+        log.add(step, lr, evaluation, loss)
+        checkpoint = checkpoints.due(step)
+        # Write before a checkpoint too, so that metrics.csv holds every step it has taken.
+        if log.due(step) or checkpoint:
+            if (diverged := log.write()) is not None:
+                return diverged_record(record, *diverged)
+            record.last_step = step
+        if checkpoint:
+            checkpoints.save(step + 1)
+    return replace(record, status="completed")
+
+
+def stopped(step: int, log: StepLog, checkpoints: Checkpoints, record: RunRecord) -> RunRecord:
+    """On a stop signal before `step`: the steps taken written as at any interval; a run that
+    diverged in them ends as diverged, any other is checkpointed at `step`, to resume there."""
+    if log.pending and (diverged := log.write()) is not None:
+        return diverged_record(record, *diverged)
+    checkpoints.save(step)
+    return replace(record, last_step=step - 1)
+
+
+def diverged_record(record: RunRecord, step: int, reason: str) -> RunRecord:
+    """The record of a run that diverged at `step`: its last row, never resumed."""
+    return replace(
+        record, status="diverged", diverged_step=step, diverged_reason=reason, last_step=step
+    )
