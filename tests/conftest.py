@@ -14,7 +14,6 @@ import pytest
 import torch
 import yaml
 
-from repro.checkpoint import save_checkpoint
 from repro.config import Report, load_config, load_preset, load_run, resolve_run
 from repro.config.schema import ConfigError
 from repro.data.indices import write_indices
@@ -22,6 +21,7 @@ from repro.data.tokens import write_token_files
 from repro.files import make_dir
 from repro.model import parameter_counts
 from repro.rundir import METRICS_COLUMNS, METRICS_CSV, read_record, rows_before, write_metrics
+from repro.training.checkpoints import save_checkpoint
 
 # No test reaches the network: Hugging Face libraries (read when first imported, here and in the
 # tests' subprocesses) fail at once instead of downloading.
