@@ -17,7 +17,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 from authors_helpers import write_authors_checkpoint
-from conftest import one_line_error, write_our_checkpoint
+from conftest import REPO, one_line_error, write_our_checkpoint
+from test_environment import tomllib
 
 from repro.cli import main
 from repro.config import ModelConfig, load_run
@@ -27,6 +28,7 @@ from repro.model import GPT
 # Not on a GPU node (no lm-eval there): `pytest -m gpu` still collects this module.
 pytest.importorskip("lm_eval")
 from lm_eval.api.instance import Instance  # noqa: E402 (after the skip above)
+from lm_eval.api.registry import Registry  # noqa: E402
 
 from repro.annex.downstream.compare import paired_bootstrap  # noqa: E402
 from repro.annex.downstream.model import DownstreamError, ReproLM  # noqa: E402
@@ -206,6 +208,14 @@ def test_lm_eval_s_hf_backend_on_an_export_scores_as_repro_downstream(
     samples = sorted(map(json.loads, samples.splitlines()), key=lambda s: s["doc_id"])
     items = json.loads((tmp_path / "ours" / "items.json").read_text())["repro_choice"]
     assert [s["acc"] for s in samples] == items["acc"]
+
+
+def test_lm_eval_s_entry_point_for_models_names_repro_lm():
+    """pyproject.toml's lm_eval.models entry point, resolved as lm-eval's registry resolves one."""
+    target = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]
+    registry = Registry("model")
+    registry.register("repro", target=target["lm_eval.models"]["repro"])
+    assert registry.get("repro") is ReproLM
 
 
 def test_the_authors_checkpoint_through_the_same_path(tmp_path, tasks_dir, capsys):
