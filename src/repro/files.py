@@ -1,7 +1,7 @@
 """Writing and reading the package's files: atomic writes, JSON with errors naming the file, hashes.
 
-Every file the package creates or replaces goes through atomic_write (or atomic_path, for a
-library that writes to a file name): the content lands under a temporary name and is renamed over
+Every file the package creates or replaces goes through atomic_write (or atomic_folder, for a
+library that writes a folder of files): the content lands under a temporary name and is renamed over
 the target only when complete, so a crash never leaves a half-written file, and a stale temporary
 file from an earlier crash is simply replaced. No write follows a symbolic link (a run folder
 unpacked from an archive may hold some): the temporary file is created anew, never opened through
@@ -36,18 +36,6 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs):
     with _replacing(path) as (_, fd):
         with open(fd, mode, **open_kwargs) as f:
             yield f
-
-
-@contextmanager
-def atomic_path(path: str | os.PathLike):
-    """atomic_write for a library that writes to a file name (safetensors): the name of a new
-    empty file beside `path`, renamed over `path` on success with the mode it was created with
-    (0666 less the umask, as every file the package writes; not the library's own)."""
-    with _replacing(path) as (partial, fd):
-        created = stat.S_IMODE(os.fstat(fd).st_mode)
-        os.close(fd)
-        yield partial
-        os.chmod(partial, created)
 
 
 @contextmanager
