@@ -10,6 +10,7 @@ import torch
 from authors_helpers import authors_folder, write_authors_checkpoint
 from conftest import shortened, write_experiments
 
+from repro.annex.authors.checkpoint import load_any_checkpoint
 from repro.annex.authors.runs import AuthorsError, import_authors_run
 from repro.cli import main
 from repro.config import load_config, load_preset, load_run, resolve_run
@@ -38,7 +39,14 @@ def step4(token_dir, tiny_indices, tmp_path_factory):
 
 def test_evaluating_our_checkpoint_gives_the_losses_training_logged(step4, token_dir, tiny_indices):
     run, checkpoint, logged = step4
-    result = evaluate(checkpoint, load_preset("tiny"), token_dir, tiny_indices, device="cpu")
+    result = evaluate(
+        checkpoint,
+        load_preset("tiny"),
+        token_dir,
+        tiny_indices,
+        device="cpu",
+        load=load_any_checkpoint,
+    )
     assert (result["step"], result["format"], result["precision"]) == (4, "repro", "fp32")
     for key in ("eval_train_loss", "eval_train_std", "eval_val_loss", "eval_val_std"):
         assert result[key] == pytest.approx(logged[key], rel=1e-6)
@@ -73,14 +81,30 @@ def test_evaluating_the_authors_checkpoint_of_the_same_model_gives_the_same(
     assert (result["format"], result["step"]) == ("authors", 4)
     assert result["eval_val_loss"] == pytest.approx(logged["eval_val_loss"], rel=1e-6)
     # another step's sequences: the same model, other losses
-    other = evaluate(theirs, load_preset("tiny"), token_dir, tiny_indices, step=8, device="cpu")
+    other = evaluate(
+        theirs,
+        load_preset("tiny"),
+        token_dir,
+        tiny_indices,
+        step=8,
+        device="cpu",
+        load=load_any_checkpoint,
+    )
     assert other["row"] == 2 and other["eval_val_loss"] != result["eval_val_loss"]
 
 
 def test_a_step_that_is_no_evaluation_step_is_refused(step4, token_dir, tiny_indices):
     run, checkpoint, _ = step4
     with pytest.raises(CheckpointError, match="step 5 is not an evaluation step"):
-        evaluate(checkpoint, load_preset("tiny"), token_dir, tiny_indices, step=5, device="cpu")
+        evaluate(
+            checkpoint,
+            load_preset("tiny"),
+            token_dir,
+            tiny_indices,
+            step=5,
+            device="cpu",
+            load=load_any_checkpoint,
+        )
 
 
 def test_the_authors_run_imports_as_a_run_of_ours(tmp_path, token_dir, tiny_indices):
@@ -192,6 +216,13 @@ def test_a_longer_schedule_than_the_indices_cover_is_refused(token_dir, tiny_ind
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_on_cuda_the_evaluation_is_in_bf16_and_close_to_fp32(step4, token_dir, tiny_indices):
     run, checkpoint, logged = step4
-    result = evaluate(checkpoint, load_preset("tiny"), token_dir, tiny_indices, device="cuda")
+    result = evaluate(
+        checkpoint,
+        load_preset("tiny"),
+        token_dir,
+        tiny_indices,
+        device="cuda",
+        load=load_any_checkpoint,
+    )
     assert (result["device"], result["precision"]) == ("cuda", "bf16 autocast")
     assert result["eval_val_loss"] == pytest.approx(logged["eval_val_loss"], rel=2e-2)

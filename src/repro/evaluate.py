@@ -1,4 +1,5 @@
-"""Evaluation losses of one checkpoint, ours or the authors', on the fixed evaluation sequences.
+"""Evaluation losses of one checkpoint on the fixed evaluation sequences: ours, or another format
+that its reader (`load`, e.g. repro.annex.authors.checkpoint's) converts into our model.
 
 The losses are computed exactly as training computes them at an evaluation step (repro.training.run.
 eval_losses on repro.data.batches.Batches): the mean and std of the preset's evaluation
@@ -21,7 +22,6 @@ from pathlib import Path
 
 import torch
 
-from repro.annex.authors.checkpoint import authors_model, authors_step
 from repro.config import Preset
 from repro.data.batches import Batches
 from repro.model import GPT
@@ -38,25 +38,17 @@ from repro.training.checkpoints import (
 from repro.training.loop import eval_losses
 
 
-def load_any_checkpoint(path: Path) -> tuple[GPT, int, str]:
-    """(model, its step, "repro" or "authors") of a checkpoint in either format, its weights
-    finite."""
-    state = read_checkpoint(Path(path))
-    if not isinstance(state, dict):
-        raise CheckpointError(f"{path}: not a checkpoint (a {type(state).__name__})")
-    if "model_args" in state:  # the authors' train.py (docs/specification.md §8.1)
-        model, step, kind = authors_model(state, path), authors_step(state, path), "authors"
-    elif state.get("format") != FORMAT:
-        raise CheckpointError(
-            f"{path}: neither a repro checkpoint nor the authors' "
-            f"(keys: {', '.join(sorted(map(str, state)))})"
-        )
-    else:
-        check_state(path, state)
-        config = state["config"]["model"]
-        model, step, kind = model_from(path, config, state["model"]), state["step"], "repro"
+def load_model(path: Path, state: dict | None = None) -> tuple[GPT, int, str]:
+    """(model, its step, "repro") of a checkpoint of ours (its `state`, where read already), its
+    weights finite."""
+    state = read_checkpoint(Path(path)) if state is None else state
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        found = state.get("format") if isinstance(state, dict) else type(state).__name__
+        raise CheckpointError(f"{path}: not a repro checkpoint (format {found!r})")
+    check_state(path, state)
+    model = model_from(path, state["config"]["model"], state["model"])
     check_finite(path, model)
-    return model.eval(), step, kind
+    return model.eval(), state["step"], "repro"
 
 
 def check_finite(path: Path, model: GPT) -> None:
@@ -98,10 +90,12 @@ def evaluate(
     indices_dir: Path,
     step: int | None = None,
     device: str = "auto",
+    load=load_model,
 ) -> dict:
     """The evaluation losses of `checkpoint` at `step` (default: its own) as training computes
-    them; a dict that names the checkpoint, its format, the step, row and device."""
-    model, own_step, kind = load_any_checkpoint(checkpoint)
+    them; a dict that names the checkpoint, its format, the step, row and device. `load` reads
+    the checkpoint as (model, step, format)."""
+    model, own_step, kind = load(checkpoint)
     if model.config.block_size != preset.model.block_size:
         raise CheckpointError(
             f"{checkpoint}: block_size {model.config.block_size}, but preset "

@@ -17,9 +17,9 @@ from pathlib import Path
 import yaml
 
 from repro.analysis.runs import Run, read_run
+from repro.annex.authors.checkpoint import load_any_checkpoint
 from repro.annex.hub import CONFIG_JSON, MARKER, WEIGHTS, is_gpt2, write_model
 from repro.config import load_preset
-from repro.evaluate import load_any_checkpoint
 from repro.files import atomic_folder, atomic_write, make_dir, read_json, write_json
 from repro.model import count_parameters
 from repro.rundir import CHECKPOINT, LIVE, RUN_JSON, RunError

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import torch
 
+from repro.annex.authors.checkpoint import load_any_checkpoint
 from repro.data.tokenizer import EOT_TOKEN, gpt2_encoding
 from repro.errors import ReproError
-from repro.evaluate import load_any_checkpoint
 from repro.runtime.device import resolve_device
 
 # A sample to read: past the block size each token sees only the last block_size tokens, so a

@@ -8,8 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from repro.config import ModelConfig
+from repro.evaluate import check_finite, load_model
 from repro.model import GPT
-from repro.training.checkpoints import CheckpointError, model_from
+from repro.training.checkpoints import FORMAT, CheckpointError, model_from, read_checkpoint
 
 AUTHORS_QUERY_MODES = {
     "original": "linear",
@@ -74,6 +75,24 @@ def _our_key(key: str) -> str:
     for theirs, ours in AUTHORS_RENAMES.items():
         key = key.replace(theirs, ours)
     return key
+
+
+def load_any_checkpoint(path: Path) -> tuple[GPT, int, str]:
+    """(model, its step, "repro" or "authors") of a checkpoint in either format, its weights
+    finite: the authors' converted into our GPT here, ours read by repro.evaluate.load_model."""
+    state = read_checkpoint(Path(path))
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path}: not a checkpoint (a {type(state).__name__})")
+    if "model_args" not in state:
+        if state.get("format") != FORMAT:
+            raise CheckpointError(
+                f"{path}: neither a repro checkpoint nor the authors' "
+                f"(keys: {', '.join(sorted(map(str, state)))})"
+            )
+        return load_model(path, state)
+    model = authors_model(state, path)  # the authors' train.py (docs/specification.md §8.1)
+    check_finite(path, model)
+    return model, authors_step(state, path), "authors"
 
 
 def authors_model(state: dict, path: Path) -> GPT:

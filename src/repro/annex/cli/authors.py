@@ -18,10 +18,17 @@ from repro.files import write_csv, write_json
 
 def cmd_evaluate(args) -> None:
     from repro import evaluate
+    from repro.annex.authors.checkpoint import load_any_checkpoint
 
     preset = config.load_preset(args.preset, args.config_dir)
     result = evaluate.evaluate(
-        args.checkpoint, preset, args.data, args.indices, step=args.step, device=args.device
+        args.checkpoint,
+        preset,
+        args.data,
+        args.indices,
+        step=args.step,
+        device=args.device,
+        load=load_any_checkpoint,
     )
     print(json.dumps(result, indent=2) if args.json else evaluate.format_result(result))
 

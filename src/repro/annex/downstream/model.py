@@ -45,7 +45,7 @@ class ReproLM(TemplateLM):
         if (model is None) == (checkpoint is None):
             raise DownstreamError("give a model or a checkpoint, not both or neither")
         if model is None:
-            from repro.evaluate import load_any_checkpoint
+            from repro.annex.authors.checkpoint import load_any_checkpoint
 
             model, _, _ = load_any_checkpoint(Path(checkpoint))
         if model.config.vocab_size < N_VOCAB:
