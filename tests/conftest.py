@@ -5,7 +5,7 @@ results, plots and notebook tests), and the helpers every test file uses."""
 import csv
 import os
 import re
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,6 +21,7 @@ from repro.data.tokens import write_token_files
 from repro.files import make_dir
 from repro.model import parameter_counts
 from repro.rundir import METRICS_COLUMNS, METRICS_CSV, read_record, rows_before, write_metrics
+from repro.training.checkpoints import save_checkpoint
 
 # No test reaches the network: Hugging Face libraries (read when first imported, here and in the
 # tests' subprocesses) fail at once instead of downloading.
@@ -331,4 +332,12 @@ def write_experiments(path: Path, name: str, **fields) -> Path:
             }
         )
     )
+    return path
+
+
+def write_our_checkpoint(path, model, step: int = 7):
+    """A checkpoint of `model` as training writes one (its identity and model), without training."""
+    optimizer = torch.optim.AdamW(model.parameters())
+    shape = asdict(model.config)  # what training writes: the run's identity and the model
+    save_checkpoint(path, model, optimizer, step, {"identity": {"model": shape}, "model": shape})
     return path

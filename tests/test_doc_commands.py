@@ -42,6 +42,7 @@ OTHER_PROGRAMS = {
     "hf",
     "huggingface-cli",
     "jupyter",
+    "lm_eval",  # its hf backend on an export: tests/test_downstream.py runs it
 }
 
 

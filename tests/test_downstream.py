@@ -8,25 +8,29 @@ import json
 import os
 import re
 import socket
-from dataclasses import asdict
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
 from authors_helpers import write_authors_checkpoint
-from conftest import one_line_error
+from conftest import REPO, one_line_error, write_our_checkpoint
+from test_environment import tomllib
 
 from repro.cli import main
 from repro.config import ModelConfig, load_run
 from repro.data.tokenizer import EOT_TOKEN, gpt2_encoding
 from repro.model import GPT
 from repro.runtime import network
-from repro.training.checkpoints import save_checkpoint
 
 # Not on a GPU node (no lm-eval there): `pytest -m gpu` still collects this module.
 pytest.importorskip("lm_eval")
 from lm_eval.api.instance import Instance  # noqa: E402 (after the skip above)
+from lm_eval.api.registry import Registry  # noqa: E402
 
 from repro.annex.downstream.compare import paired_bootstrap  # noqa: E402
 from repro.annex.downstream.model import DownstreamError, ReproLM  # noqa: E402
@@ -142,13 +146,6 @@ def test_loglikelihood_rolling_predicts_every_token_once():
     assert long_score == pytest.approx(expected, rel=1e-3)
 
 
-def write_our_checkpoint(path, model: GPT):
-    optimizer = torch.optim.AdamW(model.parameters())
-    shape = asdict(model.config)  # what training writes: the run's identity and the model
-    save_checkpoint(path, model, optimizer, 7, {"identity": {"model": shape}, "model": shape})
-    return path
-
-
 @pytest.fixture(scope="module")
 def scored(tasks_dir, tmp_path_factory):
     """`repro downstream` of two models (seeds 0 and 1, named baseline and resgelu) on the
@@ -174,6 +171,53 @@ def test_repro_downstream_on_a_local_task(scored):
     assert f"repro_choice: acc {acc:.4f} ± " in printed and "(8 items)" in printed
     items = json.loads((out / "items.json").read_text())["repro_choice"]
     assert len(items["acc"]) == 8 and sum(items["acc"]) / 8 == pytest.approx(acc)
+
+
+@pytest.mark.slow  # lm-eval's own command line, in a process of its own
+@pytest.mark.parametrize("query_mode", ["linear", "residual_gelu"])
+def test_lm_eval_s_hf_backend_on_an_export_scores_as_repro_downstream(
+    query_mode, tasks_dir, tmp_path
+):
+    """`lm_eval --model hf` on the exported model (a plain GPT-2; the package's code, with
+    trust_remote_code) gives each item the score `repro downstream` gives the checkpoint."""
+    pytest.importorskip("transformers")  # the `hf` extra
+    from repro.annex.hub import save_model
+
+    torch.manual_seed(0)
+    model = GPT(replace(CONFIG, query_mode=query_mode)).eval()
+    checkpoint = write_our_checkpoint(tmp_path / "ckpt.pt", model)
+    argv = ["downstream", "--checkpoint", str(checkpoint), "--task", "repro_choice"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main([*argv, "--include-path", str(tasks_dir), "--out", str(tmp_path / "ours")]) == 0
+    save_model(model, tmp_path / "model")
+    run = subprocess.run(
+        [
+            Path(sys.executable).with_name("lm_eval"),
+            *("--model", "hf", "--tasks", "repro_choice", "--include_path", str(tasks_dir)),
+            *("--model_args", f"pretrained={tmp_path / 'model'},trust_remote_code=True"),
+            *("--device", "cpu", "--output_path", str(tmp_path / "theirs"), "--log_samples"),
+        ],
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    theirs = json.loads(next((tmp_path / "theirs").rglob("results_*.json")).read_text())
+    ours = json.loads((tmp_path / "ours" / "results.json").read_text())
+    for metric in ("acc,none", "acc_norm,none"):
+        assert theirs["results"]["repro_choice"][metric] == ours["results"]["repro_choice"][metric]
+    samples = next((tmp_path / "theirs").rglob("samples_repro_choice_*.jsonl")).read_text()
+    samples = sorted(map(json.loads, samples.splitlines()), key=lambda s: s["doc_id"])
+    items = json.loads((tmp_path / "ours" / "items.json").read_text())["repro_choice"]
+    assert [s["acc"] for s in samples] == items["acc"]
+
+
+def test_lm_eval_s_entry_point_for_models_names_repro_lm():
+    """pyproject.toml's lm_eval.models entry point, resolved as lm-eval's registry resolves one."""
+    target = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]
+    registry = Registry("model")
+    registry.register("repro", target=target["lm_eval.models"]["repro"])
+    assert registry.get("repro") is ReproLM
 
 
 def test_the_authors_checkpoint_through_the_same_path(tmp_path, tasks_dir, capsys):

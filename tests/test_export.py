@@ -1,5 +1,6 @@
-"""`repro export`: a run's checkpoint as safetensors + config.json + a model card, loaded back bit
-for bit by GPT.from_pretrained; nothing here reaches the network."""
+"""`repro export`: a run's checkpoint as a transformers model folder with its tokenizer and a model
+card, loaded back bit for bit by repro.annex.hub.load_model; nothing here reaches the network
+(tests/test_hf.py loads the folders with transformers)."""
 
 import errno
 import json
@@ -7,16 +8,19 @@ import os
 import re
 import shutil
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import safetensors.torch
 import torch
 import yaml
-from conftest import shortened
+from conftest import REPO, shortened
 
 import repro
 from repro.annex.export import QUERIES, export, scale_warning
+from repro.annex.hub import load_model
 from repro.cli import main
 from repro.config import QUERY_MODES, load_run
 from repro.errors import ReproError
@@ -24,6 +28,9 @@ from repro.model import GPT
 from repro.rundir import RunError, read_record
 from repro.training.checkpoints import load_checkpoint
 from repro.training.run import train
+
+pytest.importorskip("transformers")  # the `hf` extra, which `repro export` needs
+PREVIOUS_FORMAT = "a0851ad"  # the last commit whose export wrote ModelConfig's fields alone
 
 
 @pytest.fixture(scope="module")
@@ -38,14 +45,18 @@ def run_dir(token_dir, tiny_indices, tmp_path_factory):
 def test_an_exported_run_loads_back_bit_for_bit(run_dir, tmp_path, capsys):
     out = tmp_path / "resgelu-tiny"
     assert main(["export", str(run_dir), "--out", str(out)]) == 0
-    assert "GPT.from_pretrained" in capsys.readouterr().out
-    assert sorted(p.name for p in out.iterdir()) == [
+    assert "AutoModelForCausalLM.from_pretrained" in capsys.readouterr().out
+    assert {p.name for p in out.iterdir()} >= {
         "README.md",
         "config.json",
+        "generation_config.json",
         "model.safetensors",
+        "modeling_repro.py",  # residual_gelu is not GPT-2's query: the model's code comes along
         "run.json",
-    ]
-    model = GPT.from_pretrained(out)
+        "tokenizer.json",
+        "tokenizer_config.json",
+    }
+    model = load_model(out)
     saved = load_checkpoint(run_dir / "ckpt.pt")["model"]
     assert model.state_dict().keys() == saved.keys()
     for name, tensor in saved.items():
@@ -62,7 +73,12 @@ def test_an_exported_run_loads_back_bit_for_bit(run_dir, tmp_path, capsys):
 def test_the_model_card_says_what_the_model_is(run_dir, tmp_path):
     card = (export(run_dir, tmp_path / "card") / "README.md").read_text()
     _, front, body = card.split("---\n", 2)
-    assert yaml.safe_load(front)["license"] == "mit"  # the Hub's metadata block
+    assert yaml.safe_load(front) == {  # the Hub's metadata block
+        "library_name": "transformers",
+        "license": "mit",
+        "pipeline_tag": "text-generation",
+        "tags": ["gpt2", "causal-lm", "nonlinear-queries", "repro", "custom_code"],
+    }
     record = read_record(run_dir)
     for text in (
         "Beyond Linearity in Attention Projections: The Case for Nonlinear Queries",
@@ -74,7 +90,9 @@ def test_the_model_card_says_what_the_model_is(run_dir, tmp_path):
         f"| tokens | {5 * record.tokens_per_step:,} ",
         f"repro {repro.__version__}",
         "| license | MIT |",
-        'GPT.from_pretrained("card")',
+        'repro.annex.hub.load_model("card")',
+        'AutoModelForCausalLM.from_pretrained("card", trust_remote_code=True)',
+        "--model_args pretrained=card,trust_remote_code=True --tasks hellaswag",
     ):
         assert text in body, text
     # the last evaluation, at step 4, saw the model before step 4's update: one step earlier
@@ -102,7 +120,7 @@ def test_a_published_run_is_exported_from_its_live_folder(run_dir, tmp_path):
     shutil.copytree(run_dir, published / "live")
     for name in ("metrics.csv", "run.json"):  # what `repro train --publish` copies up
         shutil.copyfile(run_dir / name, published / name)
-    model = GPT.from_pretrained(export(published, tmp_path / "model"))
+    model = load_model(export(published, tmp_path / "model"))
     saved = load_checkpoint(run_dir / "ckpt.pt")["model"]
     assert all(torch.equal(model.state_dict()[name], t) for name, t in saved.items())
 
@@ -111,7 +129,7 @@ def test_what_cannot_be_exported_is_refused_with_one_line(run_dir, tmp_path, cap
     occupied = tmp_path / "occupied"
     occupied.mkdir()
     (occupied / "notes.txt").write_text("mine")
-    with pytest.raises(RunError, match="occupied: not empty and not an earlier export"):
+    with pytest.raises(RunError, match="occupied: not empty and not a folder repro export wrote"):
         export(run_dir, occupied)
     assert (occupied / "notes.txt").read_text() == "mine" and len(list(occupied.iterdir())) == 1
     export(run_dir, tmp_path / "model")
@@ -128,10 +146,26 @@ def test_what_cannot_be_exported_is_refused_with_one_line(run_dir, tmp_path, cap
     assert main(["export", str(no_checkpoint), "--out", str(tmp_path / "x")]) == 2
     assert "imported: no ckpt.pt here or in live/" in capsys.readouterr().err
     with pytest.raises(ReproError, match=r"nowhere/config.json: no such file"):
-        GPT.from_pretrained(tmp_path / "nowhere")
-    (tmp_path / "model" / "config.json").write_text('{"n_layer": 2, "width": 3}')
+        load_model(tmp_path / "nowhere")
+    (tmp_path / "model" / "config.json").write_text('{"n_layer": 2, "width": 3}')  # no type
     with pytest.raises(ReproError, match="config.json: not a model configuration"):
-        GPT.from_pretrained(tmp_path / "model")
+        load_model(tmp_path / "model")
+
+
+def test_a_folder_of_the_user_s_own_with_a_config_json_is_not_written_over(
+    run_dir, tmp_path, capsys
+):
+    """A folder holding a config.json and a README.md that `repro export` did not write (a model
+    of another tool, the user's notes) is refused, its files as they were."""
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    mine = {"config.json": '{"model_type": "llama"}', "README.md": "my notes"}
+    for name, text in mine.items():
+        (theirs / name).write_text(text)
+    assert main(["export", str(run_dir), "--out", str(theirs)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "theirs: not empty and not a folder repro export" in err
+    assert {p.name: p.read_text() for p in theirs.iterdir()} == mine
 
 
 def test_an_export_names_no_local_folder_and_has_ordinary_permissions(run_dir, tmp_path):
@@ -158,22 +192,24 @@ def repro_root():
 def test_an_export_over_links_replaces_them_never_their_targets(run_dir, tmp_path):
     out = export(run_dir, tmp_path / "model")
     targets = {}
-    for name in ("run.json", "model.safetensors", "README.md", "config.json"):
+    for name in ("run.json", "model.safetensors", "README.md", "config.json", "tokenizer.json"):
         targets[name] = tmp_path / f"precious-{name}"
-        targets[name].write_text("precious")
+        # config.json's target: the export's own (the folder stays one export wrote)
+        targets[name].write_text((out / name).read_text() if name == "config.json" else "precious")
         (out / name).unlink()
         (out / name).symlink_to(targets[name])
+    before = {name: target.read_text() for name, target in targets.items()}
     export(run_dir, out)
     for name, target in targets.items():
-        assert target.read_text() == "precious", name
+        assert target.read_text() == before[name], name
         assert not (out / name).is_symlink(), name
-    assert isinstance(GPT.from_pretrained(out), GPT)
+    assert isinstance(load_model(out), GPT)
 
 
 def test_an_export_that_fails_leaves_no_folder_and_an_earlier_export_whole(
     run_dir, tmp_path, monkeypatch, capsys
 ):
-    def full_disk(model, filename, metadata=None):
+    def full_disk(tensors, filename, metadata=None):
         with open(filename, "wb") as f:
             f.write(b"half")
         raise safetensors.SafetensorError(
@@ -182,12 +218,13 @@ def test_an_export_that_fails_leaves_no_folder_and_an_earlier_export_whole(
 
     earlier = export(run_dir, tmp_path / "earlier")
     before = {p.name: p.read_bytes() for p in earlier.iterdir()}
-    monkeypatch.setattr(safetensors.torch, "save_model", full_disk)
+    # transformers' save_pretrained writes the weights with safetensors' save_file
+    monkeypatch.setattr("transformers.modeling_utils.safe_save_file", full_disk)
     for out in (tmp_path / "new", earlier):
         assert main(["export", str(run_dir), "--out", str(out)]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "No space left on device" in err, err
-        assert re.search(rf"{out.name}\.\w+\.partial/model\.safetensors: cannot be written", err)
+        assert re.search(rf"{out.name}\.\w+\.partial: cannot be written", err)
     assert not (tmp_path / "new").exists()
     assert {p.name: p.read_bytes() for p in earlier.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["earlier"]
@@ -211,3 +248,29 @@ def test_an_export_never_removes_a_folder_it_did_not_make(run_dir, tmp_path):
     export(run_dir, tmp_path / "model")
     assert (mine / "notes.txt").read_text() == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model", "model.partial"]
+
+
+def test_a_model_the_previous_export_format_wrote_still_loads(tmp_path):
+    """A folder as the code of a0851ad wrote it (config.json of ModelConfig's fields alone,
+    model.safetensors): that commit's own code writes it in a subprocess."""
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", PREVIOUS_FORMAT, "src"], capture_output=True
+    )
+    assert archive.returncode == 0, (
+        f"commit {PREVIOUS_FORMAT} is not in this clone's history (a shallow clone?)"
+    )
+    subprocess.run(["tar", "-x", "-C", str(tmp_path)], input=archive.stdout, check=True)
+    write = (
+        "import sys, torch; from repro.config import ModelConfig; from repro.model import GPT; "
+        "m = GPT(ModelConfig(n_layer=2, n_head=2, d_model=32, block_size=16, mlp_hidden=64, "
+        "query_mode='residual_gelu')); m.save_pretrained(sys.argv[1]); "
+        "torch.save(m.state_dict(), sys.argv[1] + '.pt')"
+    )
+    old = tmp_path / "old"
+    env = {"PYTHONPATH": str(tmp_path / "src"), "PATH": "/usr/bin:/bin"}
+    subprocess.run([sys.executable, "-c", write, str(old)], env=env, check=True)
+    assert "model_type" not in json.loads((old / "config.json").read_text())
+    model, saved = load_model(old), torch.load(f"{old}.pt")
+    assert model.config.query_mode == "residual_gelu" and not model.training
+    assert all(torch.equal(model.state_dict()[name], t) for name, t in saved.items())
+    assert model.lm_head.weight is model.transformer.wte.weight

@@ -10,8 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from repro.config import QUERY_MODES, ConfigError, load_run
-from repro.model import GPT, KVCache, ModelConfig, count_parameters, parameter_counts
+from repro.config import QUERY_MODES, ConfigError, ModelConfig, load_run
+from repro.model import GPT, KVCache, count_parameters, parameter_counts
 from repro.rundir.history import with_later_defaults
 
 # §1: exact non-embedding parameter counts of the paper-size models.

@@ -17,7 +17,9 @@ from repro.config import load_experiments, load_preset
 nbformat = pytest.importorskip("nbformat")
 
 pytestmark = pytest.mark.slow
-CONFIG = ("--config", "preset=tiny", "seeds=2")
+# The workflow's test configuration (.test/config/config.yaml: tiny preset, two seeds), as the
+# Snakemake workflow catalog's test runs it.
+CONFIG = ("--configfile", ".test/config/config.yaml")
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +152,8 @@ def test_downstream_compares_the_table1_runs(built, tmp_path):
         "validation_split: validation\ndoc_to_text: '{{query}}'\ndoc_to_target: '{{label}}'\n"
         "doc_to_choice: '{{choices}}'\nmetric_list:\n  - metric: acc\n"
     )
-    config = (*CONFIG, "downstream_tasks=[repro_count]", f"downstream_include_path={tasks}")
+    config = (*CONFIG, "--config", "downstream_tasks=[repro_count]")
+    config += (f"downstream_include_path={tasks}",)
     result = snakemake(built, "results/downstream.csv", "--cores", "2", *config)
     assert result.returncode == 0, failure(result)
     table = pd.read_csv(built / "results" / "downstream.csv")

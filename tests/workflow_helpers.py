@@ -15,7 +15,15 @@ import pytest
 from hang_guard import run_watched, tail
 
 REPO = Path(__file__).resolve().parents[1]
-WORKFLOW_PARTS = ["Snakefile", "workflow", "config", "notebooks", "profiles", "environment.yml"]
+WORKFLOW_PARTS = [
+    "Snakefile",
+    "workflow",
+    "config",
+    ".test",
+    "notebooks",
+    "profiles",
+    "environment.yml",
+]
 # Snakemake's log: a job starts with a block "rule NAME:" (or "localrule NAME:") whose indented
 # lines give its "wildcards: ..." and "jobid: N"; it ends with "Finished jobid: N", or fails with
 # a block "Error in rule NAME:" giving its jobid.

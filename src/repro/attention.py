@@ -7,15 +7,15 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from repro.config import QUERY_MLP_MODES, ModelConfig
-from repro.query import QueryMLP
+from .query import QueryMLP
+from .sizes import ModelSizes
 
 
 class HeadRMSNorm(nn.RMSNorm):
     """RMSNorm of each head's slice of a (..., n_head * head_size) tensor, one gain shared by the
     heads (the model option qk_norm)."""
 
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelSizes):
         super().__init__(config.head_size, eps=1e-5)
 
     def forward(self, t):
@@ -28,7 +28,7 @@ class AttentionGate(nn.Linear):
     Qiu et al. 2025, arXiv 2505.06708): one gate per head (W_g d x n_head, headwise) or one per
     channel (W_g d x d, elementwise). No bias, as nowhere else in the model."""
 
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelSizes):
         headwise = config.attention_gate == "headwise"
         super().__init__(config.d_model, config.n_head if headwise else config.d_model, bias=False)
         self.headwise = headwise
@@ -68,14 +68,14 @@ class KVCache:
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelSizes):
         super().__init__()
         self.config = config
         d = config.d_model
         # The linear modes project q, k, v in one matmul; the others project only k, v.
         self.c_attn = nn.Linear(d, (3 if config.has_linear_query else 2) * d, bias=False)
         self.c_proj = nn.Linear(d, d, bias=False)
-        self.query_mlp = QueryMLP(config) if config.query_mode in QUERY_MLP_MODES else None
+        self.query_mlp = QueryMLP(config) if config.has_query_mlp else None
         self.q_norm = HeadRMSNorm(config) if config.qk_norm else None
         self.k_norm = HeadRMSNorm(config) if config.qk_norm else None
         self.gate = AttentionGate(config) if config.attention_gate else None

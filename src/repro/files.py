@@ -1,7 +1,7 @@
 """Writing and reading the package's files: atomic writes, JSON with errors naming the file, hashes.
 
-Every file the package creates or replaces goes through atomic_write (or atomic_path, for a
-library that writes to a file name): the content lands under a temporary name and is renamed over
+Every file the package creates or replaces goes through atomic_write (or atomic_folder, for a
+library that writes a folder of files): the content lands under a temporary name and is renamed over
 the target only when complete, so a crash never leaves a half-written file; the temporary name is
 one no one else has (new_partial), so that no file of the user's is ever removed. No write
 follows a symbolic link (a run folder unpacked from an archive may hold some): the temporary file
@@ -38,18 +38,6 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs):
     with _replacing(path) as (_, fd):
         with open(fd, mode, **open_kwargs) as f:
             yield f
-
-
-@contextmanager
-def atomic_path(path: str | os.PathLike):
-    """atomic_write for a library that writes to a file name (safetensors): the name of a new
-    empty file beside `path`, renamed over `path` on success with the mode it was created with
-    (0666 less the umask, as every file the package writes; not the library's own)."""
-    with _replacing(path) as (partial, fd):
-        created = stat.S_IMODE(os.fstat(fd).st_mode)
-        os.close(fd)
-        yield partial
-        os.chmod(partial, created)
 
 
 @contextmanager
@@ -105,7 +93,8 @@ def atomic_folder(path: str | os.PathLike):
     of its name, a link replaced, never its target; other files of `path` kept). When the block
     fails, the folder is removed: `path` never holds part of what the block writes. The folder
     has a name no one else has (NAME.<random>.partial), so that nothing the package did not
-    create is ever removed."""
+    create is ever removed. Its files get the mode of every file the package writes (0666 less
+    the umask), whatever mode the library that wrote them chose."""
     path = Path(path)
     real = path.resolve()  # the partial folder on the file system of `path`: renames, no copies
     try:
@@ -115,6 +104,8 @@ def atomic_folder(path: str | os.PathLike):
         raise WriteError(f"{real}.partial: cannot be created ({e.strerror})") from None
     try:
         yield partial
+        for entry in partial.iterdir():
+            os.chmod(entry, (0o777 if entry.is_dir() else 0o666) & ~_umask())
         try:
             if real.is_dir():
                 for entry in sorted(partial.iterdir()):

@@ -8,28 +8,21 @@ onto ours with a short rename table (repro.annex.authors.checkpoint).
 from __future__ import annotations
 
 import math
-import os
-from dataclasses import asdict
-from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from repro.attention import CausalSelfAttention, KVCache
-from repro.config import ModelConfig
-from repro.errors import ReproError
-from repro.files import WriteError, atomic_path, make_dir, read_json, write_json
-from repro.loss import at_least_float32, chunked_cross_entropy, cross_entropy, fused_cross_entropy
-
-# A saved model (save_pretrained, `repro export`): the configuration and the weights, as a
-# directory that the Hugging Face Hub can hold.
-CONFIG_JSON, WEIGHTS = "config.json", "model.safetensors"
+# Relative: an export carries this file, attention.py, query.py, loss.py and sizes.py beside its
+# weights (repro.sizes).
+from .attention import CausalSelfAttention, KVCache
+from .loss import at_least_float32, chunked_cross_entropy, cross_entropy, fused_cross_entropy
+from .sizes import ModelSizes
 
 
 class MLP(nn.Module):
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelSizes):
         super().__init__()
         self.c_fc = nn.Linear(config.d_model, config.mlp_hidden, bias=False)
         self.c_proj = nn.Linear(config.mlp_hidden, config.d_model, bias=False)
@@ -39,7 +32,7 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelSizes):
         super().__init__()
         self.ln_1 = nn.LayerNorm(config.d_model, eps=1e-5, bias=False)
         self.attn = CausalSelfAttention(config)
@@ -52,7 +45,7 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelSizes):
         super().__init__()
         self.config = config
         self.transformer = nn.ModuleDict(
@@ -82,42 +75,6 @@ class GPT(nn.Module):
         for block in self.transformer.h:
             block.attn.fused = enabled and block.attn.query_mlp is not None
         return self
-
-    def save_pretrained(self, directory: str | os.PathLike) -> None:
-        """config.json (the ModelConfig) and model.safetensors (the weights, tied ones once)."""
-        import safetensors.torch  # only exporting needs it: training runs on nodes without it
-
-        directory = make_dir(directory)
-        write_json(directory / CONFIG_JSON, asdict(self.config))
-        with atomic_path(directory / WEIGHTS) as partial:
-            try:
-                safetensors.torch.save_model(self, str(partial), metadata={"format": "pt"})
-            except safetensors.SafetensorError as e:  # a full disk among them
-                raise WriteError(f"{directory / WEIGHTS}: cannot be written ({e})") from None
-
-    @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike) -> "GPT":
-        """The model save_pretrained wrote into `directory`, on the CPU, in eval mode."""
-        import safetensors.torch
-
-        directory = Path(directory)
-        config = read_json(directory / CONFIG_JSON)
-        try:
-            model = cls(ModelConfig(**config))
-        except TypeError as e:
-            raise ReproError(
-                f"{directory / CONFIG_JSON}: not a model configuration ({e})"
-            ) from None
-        if not (directory / WEIGHTS).exists():
-            raise ReproError(f"{directory / WEIGHTS}: no such file")
-        try:
-            safetensors.torch.load_model(model, directory / WEIGHTS)
-        except Exception as e:  # safetensors' own error or load_state_dict's, many lines long
-            reason = (str(e) or type(e).__name__).splitlines()[0]
-            raise ReproError(
-                f"{directory / WEIGHTS}: not the weights of {CONFIG_JSON}'s model ({reason})"
-            ) from None
-        return model.eval()
 
     @staticmethod
     def _init_weights(module):
@@ -209,7 +166,7 @@ def count_parameters(model: GPT) -> dict[str, int]:
     return {"total_params": total, "non_embedding_params": total - embedding, "gate_params": gates}
 
 
-def parameter_counts(config: ModelConfig) -> dict[str, int]:
+def parameter_counts(config: ModelSizes) -> dict[str, int]:
     """count_parameters of the model `config` describes, built on the meta device: nothing is
     allocated, and no weight initialised (the sizes alone), in milliseconds for any preset."""
     with torch.device("meta"), _NoInitialisation():
@@ -228,7 +185,7 @@ class _NoInitialisation(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def flops_per_token(config: ModelConfig, total_params: int) -> int:
+def flops_per_token(config: ModelSizes, total_params: int) -> int:
     """Training FLOPs per token, 6 N + 12 L H Q T (§7; PaLM appendix B, as nanoGPT counts it).
 
     N is every parameter but the position embeddings: the tied token embedding is a real matmul

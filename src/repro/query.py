@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from repro.config import ModelConfig
+from .sizes import ModelSizes
 
 
 class QueryMLP(nn.Module):
@@ -14,7 +14,7 @@ class QueryMLP(nn.Module):
     LN(RMSNorm(x) W1 W2) (query mode residual_bottleneck_linear: the same parameters and norms,
     so that it isolates the nonlinearity)."""
 
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelSizes):
         super().__init__()
         d, r = config.d_model, config.query_hidden
         self.nonlinear = config.query_mode == "residual_gelu"

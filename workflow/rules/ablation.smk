@@ -5,6 +5,7 @@
 # (results/ablation_settings.csv). Not part of `all`: ask for it, e.g. at the screening scale
 #   snakemake --cores 1 --resources gpu=1 results/ablation.csv --config preset=screen seeds=3
 
+
 rule ablation:
     input:
         notebook="notebooks/ablation.ipynb",
@@ -14,15 +15,17 @@ rule ablation:
         html=report("results/ablation.html", caption="../report/ablation.rst", category="Ablation"),
         settings="results/ablation_settings.csv",
         notebook="results/notebooks/ablation.ipynb",
+    log:
+        "results/notebooks/ablation.log",
     params:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
         outputs=lambda wildcards, output: notebook_outputs(
-            out_csv=output.table, out_html=output.html, out_settings=output.settings,
-            seeds=len(SEEDS)
+            out_csv=output.table,
+            out_html=output.html,
+            out_settings=output.settings,
+            seeds=len(SEEDS),
         ),
-    log:
-        "results/notebooks/ablation.log",
     shell:
         PAPERMILL

@@ -14,11 +14,11 @@ rule import_audit_logs:
         logs=lambda wildcards: AUDIT_LOGS,
     output:
         directory(AUDIT_IMPORTED),
+    log:
+        "results/audit/logs.log",
     params:
         config=CONFIG_DIR,
         stated=json.dumps(AUDIT_STATED),
-    log:
-        "results/audit/logs.log",
     shell:
         "repro import-audit-logs {input.logs:q} --out {output:q} --config-dir {params.config:q} "
         "--stated {params.stated:q} > {log:q} 2>&1"
@@ -30,13 +30,13 @@ rule import_audit_run:
     output:
         metrics="results/audit/as/{preset}/{experiment}/metrics.csv",
         run="results/audit/as/{preset}/{experiment}/run.json",
+    log:
+        "results/audit/as/{preset}/{experiment}/import.log",
     params:
         preset=lambda wildcards: preset_of(wildcards).source,
         config=CONFIG_DIR,
         out=lambda wildcards, output: os.path.dirname(output.metrics),
         stated=lambda wildcards: json.dumps(AUDIT_STATED.get(AUDIT_RUNS[wildcards.experiment], {})),
-    log:
-        "results/audit/as/{preset}/{experiment}/import.log",
     shell:
         "repro import-audit-log {input.log:q} --experiment {wildcards.experiment:q} "
         "--preset {params.preset:q} --out {params.out:q} --config-dir {params.config:q} "
@@ -62,6 +62,8 @@ rule evidence:
     output:
         table=report("results/evidence.csv", caption="../report/evidence.rst", category="Evidence"),
         html=report("results/evidence.html", caption="../report/evidence.rst", category="Evidence"),
+    log:
+        "results/evidence.log",
     params:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
@@ -75,8 +77,6 @@ rule evidence:
             )
             if given
         ),
-    log:
-        "results/evidence.log",
     shell:
         "repro evidence --preset {params.preset:q} --runs {params.runs:q} --seeds "
         + str(len(SEEDS))

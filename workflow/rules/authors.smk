@@ -14,10 +14,10 @@ checkpoint authors_runs:
         artefacts=lambda wildcards: AUTHORS_ARTEFACTS,
     output:
         AUTHORS_FOUND,
-    params:
-        config=CONFIG_DIR,
     log:
         "results/authors/found/runs.log",
+    params:
+        config=CONFIG_DIR,
     shell:
         "repro authors-runs {input.artefacts:q} --config-dir {params.config:q} --out {output:q} "
         "> {log:q} 2>&1"
@@ -32,13 +32,13 @@ rule import_authors_run:
     output:
         metrics="results/authors/runs/{preset}/{experiment}/metrics.csv",
         run="results/authors/runs/{preset}/{experiment}/run.json",
+    log:
+        "results/authors/runs/{preset}/{experiment}/import.log",
     params:
         folder=authors_folder,
         preset=lambda wildcards: preset_of(wildcards).source,
         config=CONFIG_DIR,
         out=lambda wildcards, output: os.path.dirname(output.metrics),
-    log:
-        "results/authors/runs/{preset}/{experiment}/import.log",
     shell:
         "repro import-authors-run {params.folder:q} --out {params.out:q} "
         "--preset {params.preset:q} --experiment {wildcards.experiment:q} "
@@ -54,8 +54,12 @@ rule evaluate_authors_checkpoint:
         checkpoint=lambda wildcards: os.path.join(authors_folder(wildcards), "ckpt.pt"),
     output:
         "results/authors/evaluations/{preset}/{experiment}.{at}-step.json",
+    log:
+        "results/authors/evaluations/{preset}/{experiment}.{at}-step.log",
     wildcard_constraints:
         at="checkpoint|table",
+    resources:
+        gpu=lambda wildcards: int(wildcards.preset in config["gpu_presets"]),
     params:
         preset=lambda wildcards: preset_of(wildcards).source,
         step=lambda wildcards: (
@@ -64,10 +68,6 @@ rule evaluate_authors_checkpoint:
         data=lambda wildcards, input: os.path.dirname(input.tokens[0]),
         indices=lambda wildcards, input: os.path.dirname(input.indices[0]),
         device=device_flag,
-    resources:
-        gpu=lambda wildcards: int(wildcards.preset in config["gpu_presets"]),
-    log:
-        "results/authors/evaluations/{preset}/{experiment}.{at}-step.log",
     shell:
         "repro evaluate --checkpoint {input.checkpoint:q} --preset {params.preset:q} "
         "--data {params.data:q} --indices {params.indices:q} {params.step} {params.device} "
@@ -81,13 +81,13 @@ rule authors_table1:
         runs=lambda wildcards: authors_run_files(TABLE1),
     output:
         "results/authors/table1.csv",
+    log:
+        "results/authors/table1.log",
     params:
         evaluations=lambda wildcards: f"results/authors/evaluations/{PRESET.name}",
         runs=lambda wildcards: authors_runs_dir(),
         preset=PRESET.source,
         config=CONFIG_DIR,
-    log:
-        "results/authors/table1.log",
     shell:
         "repro authors-table --evaluations {params.evaluations:q} --runs {params.runs:q} "
         "--preset {params.preset:q} --config-dir {params.config:q} --out {output:q} > {log:q} 2>&1"

@@ -41,7 +41,8 @@ if PRESET.corpus == "openwebtext" and config["openwebtext"]["data_files"]:
     if not glob.glob(config["openwebtext"]["data_files"], recursive=True):
         raise ValueError(
             f"Invalid configuration: openwebtext.data_files: no file matches "
-            f"{config['openwebtext']['data_files']!r} (the corpus of preset {PRESET.name!r})")
+            f"{config['openwebtext']['data_files']!r} (the corpus of preset {PRESET.name!r})"
+        )
 
 
 wildcard_constraints:
@@ -74,8 +75,10 @@ def indices_files(corpus, preset, seed=0, rows=None):
     preset's (the authors' untied runs), in rows<R>/ below."""
     folder = seed_dir(f"{DATA}/{corpus}/indices/{preset}", seed)
     folder = os.path.join(folder, f"rows{rows}") if rows is not None else folder
-    return [f"{folder}/{name}"
-            for name in ("train.npy", "eval_train.npy", "eval_val.npy", "indices.json")]
+    return [
+        f"{folder}/{name}"
+        for name in ("train.npy", "eval_train.npy", "eval_val.npy", "indices.json")
+    ]
 
 
 def experiment_rows(preset, name):
@@ -98,8 +101,12 @@ def runs_dir(preset=None):
 def run_files(names, preset=None, seeds=(0,)):
     """metrics.csv and run.json of each named run of a preset (default: the configured one), at
     each of `seeds`."""
-    return [f"{seed_dir(runs_dir(preset), seed)}/{name}/{file}"
-            for seed in seeds for name in names for file in ("metrics.csv", "run.json")]
+    return [
+        f"{seed_dir(runs_dir(preset), seed)}/{name}/{file}"
+        for seed in seeds
+        for name in names
+        for file in ("metrics.csv", "run.json")
+    ]
 
 
 def seed_of(wildcards):
@@ -127,16 +134,19 @@ def indices_input(wildcards):
     """The token files and the preset's YAML: indices are redrawn when a preset is edited."""
     preset = preset_of(wildcards)
     if preset.corpus != wildcards.corpus:
-        raise ValueError(f"preset {preset.name!r} trains on {preset.corpus!r}, "
-                         f"not {wildcards.corpus!r}")
+        raise ValueError(
+            f"preset {preset.name!r} trains on {preset.corpus!r}, " f"not {wildcards.corpus!r}"
+        )
     return {"tokens": token_files(preset.corpus), "preset": preset.source}
 
 
 def train_input(wildcards):
     preset = preset_of(wildcards)
     rows = experiment_rows(preset, wildcards.experiment)
-    return {"tokens": token_files(preset.corpus),
-            "indices": indices_files(preset.corpus, preset.name, seed_of(wildcards), rows)}
+    return {
+        "tokens": token_files(preset.corpus),
+        "indices": indices_files(preset.corpus, preset.name, seed_of(wildcards), rows),
+    }
 
 
 def train_gpus(wildcards):
@@ -189,29 +199,42 @@ def authors_runs_dir(preset=None):
 def authors_run_files(names):
     """metrics.csv and run.json of the imported authors' runs among `names` (none if unset)."""
     found = authors_found()
-    return [f"{authors_runs_dir()}/{name}/{file}" for name in names if name in found
-            for file in ("metrics.csv", "run.json")]
+    return [
+        f"{authors_runs_dir()}/{name}/{file}"
+        for name in names
+        if name in found
+        for file in ("metrics.csv", "run.json")
+    ]
 
 
 def authors_param(names):
     """The notebooks' `-p authors_runs_dir` when any of `names` was imported."""
-    return f" -p authors_runs_dir {shlex.quote(authors_runs_dir())}" if authors_run_files(names) else ""
+    return (
+        f" -p authors_runs_dir {shlex.quote(authors_runs_dir())}"
+        if authors_run_files(names)
+        else ""
+    )
 
 
 def authors_folder(wildcards):
     found = authors_found()
     if wildcards.experiment not in found:
-        raise ValueError(f"no folder of the authors' artefacts ({AUTHORS_ARTEFACTS}) is "
-                         f"experiment {wildcards.experiment!r}")
+        raise ValueError(
+            f"no folder of the authors' artefacts ({AUTHORS_ARTEFACTS}) is "
+            f"experiment {wildcards.experiment!r}"
+        )
     return found[wildcards.experiment]["folder"]
 
 
 def authors_evaluations(names):
     """The evaluations of the authors' checkpoints (ckpt.pt) among `names`."""
     found = authors_found()
-    return [f"results/authors/evaluations/{PRESET.name}/{name}.{at}-step.json"
-            for name in names if found.get(name, {}).get("checkpoint")
-            for at in ("checkpoint", "table")]
+    return [
+        f"results/authors/evaluations/{PRESET.name}/{name}.{at}-step.json"
+        for name in names
+        if found.get(name, {}).get("checkpoint")
+        for at in ("checkpoint", "table")
+    ]
 
 
 def authors_comparisons(wildcards):
@@ -246,8 +269,12 @@ def audit_runs_dir():
 
 def audit_run_files(names):
     """metrics.csv and run.json of the audit's logs imported as experiments among `names`."""
-    return [f"{audit_runs_dir()}/{name}/{file}" for name in names if name in AUDIT_RUNS
-            for file in ("metrics.csv", "run.json")]
+    return [
+        f"{audit_runs_dir()}/{name}/{file}"
+        for name in names
+        if name in AUDIT_RUNS
+        for file in ("metrics.csv", "run.json")
+    ]
 
 
 def audit_param(names):
@@ -323,8 +350,10 @@ DOWNSTREAM_TASKS = config["downstream_tasks"]
 def downstream_folders(wildcards=None):
     """The result folder of each Table 1 run of the configured preset; no tasks, no target."""
     if not DOWNSTREAM_TASKS:
-        raise ValueError("results/downstream.csv: no tasks configured; name them, e.g. "
-                         "--config downstream_tasks='[hellaswag, lambada_openai]'")
+        raise ValueError(
+            "results/downstream.csv: no tasks configured; name them, e.g. "
+            "--config downstream_tasks='[hellaswag, lambada_openai]'"
+        )
     return [f"results/downstream/{PRESET.name}/{name}" for name in TABLE1]
 
 

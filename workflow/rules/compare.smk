@@ -12,12 +12,12 @@ rule compare_authors:
         theirs="results/authors/runs/{preset}/{experiment}/run.json",
     output:
         "results/authors/compare/{preset}/{experiment}.csv",
+    log:
+        "results/authors/compare/{preset}/{experiment}.log",
     params:
         ours=lambda wildcards, input: os.path.dirname(input.ours),
         theirs=lambda wildcards, input: os.path.dirname(input.theirs),
         config=CONFIG_DIR,
-    log:
-        "results/authors/compare/{preset}/{experiment}.log",
     shell:
         "repro compare {params.ours:q} --reference {params.theirs:q} --config-dir {params.config:q} "
         "--csv {output:q} > {log:q} 2>&1"

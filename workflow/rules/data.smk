@@ -7,12 +7,12 @@
 rule prepare:
     output:
         token_files("{corpus}"),
+    log:
+        f"{DATA}/{{corpus}}/prepare.log",
+    threads: 4
     params:
         source=prepare_source,
         out=lambda wildcards, output: os.path.dirname(output[0]),
-    threads: 4
-    log:
-        f"{DATA}/{{corpus}}/prepare.log",
     shell:
         "repro prepare --corpus {wildcards.corpus:q} {params.source} --num-proc {threads} "
         "--out {params.out:q} > {log:q} 2>&1"
@@ -23,13 +23,13 @@ rule indices:
         unpack(indices_input),
     output:
         indices_files("{corpus}", "{preset}"),
+    log:
+        f"{DATA}/{{corpus}}/indices/{{preset}}.log",
     params:
         data=lambda wildcards, input: os.path.dirname(input.tokens[0]),
         out=lambda wildcards, output: os.path.dirname(output[0]),
         seed=seed_of,
         rows=rows_flag,
-    log:
-        f"{DATA}/{{corpus}}/indices/{{preset}}.log",
     shell:
         "repro indices --preset {input.preset:q} --seed {params.seed} --data {params.data:q} "
         "--out {params.out:q} {params.rows} > {log:q} 2>&1"

@@ -32,15 +32,19 @@ rule decay_to_zero:
             category="Decay to zero",
         ),
         notebook="results/notebooks/decay_to_zero.ipynb",
+    log:
+        "results/notebooks/decay_to_zero.log",
     params:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
         outputs=lambda wildcards, output: notebook_outputs(
-            out_csv=output.table, out_html=output.html, out_comparison=output.comparison,
-            out_figure=output.figure, out_figure_html=output.figure_html, seeds=len(SEEDS)
+            out_csv=output.table,
+            out_html=output.html,
+            out_comparison=output.comparison,
+            out_figure=output.figure,
+            out_figure_html=output.figure_html,
+            seeds=len(SEEDS),
         ),
-    log:
-        "results/notebooks/decay_to_zero.log",
     shell:
         PAPERMILL

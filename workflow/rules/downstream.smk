@@ -3,22 +3,24 @@
 # by side with the baseline (`repro downstream-table`): results/downstream.csv. Only when the config
 # names tasks (downstream_tasks); their data come from the Hugging Face hub on first use.
 
+
 rule downstream_run:
     input:
         run="results/runs/{preset}/{experiment}/run.json",
     output:
         results="results/downstream/{preset}/{experiment}/results.json",
         scores="results/downstream/{preset}/{experiment}/items.json",
+    log:
+        "results/downstream/{preset}/{experiment}/downstream.log",
+    resources:
+        gpu=lambda wildcards: 1 if wildcards.preset in config["gpu_presets"] else 0,
     params:
-        checkpoint=lambda wildcards, input: os.path.join(os.path.dirname(input.run), "live",
-                                                         "ckpt.pt"),
+        checkpoint=lambda wildcards, input: os.path.join(
+            os.path.dirname(input.run), "live", "ckpt.pt"
+        ),
         out=lambda wildcards, output: os.path.dirname(output.results),
         flags=downstream_flags,
         device=device_flag,
-    resources:
-        gpu=lambda wildcards: 1 if wildcards.preset in config["gpu_presets"] else 0,
-    log:
-        "results/downstream/{preset}/{experiment}/downstream.log",
     shell:
         "repro downstream --checkpoint {params.checkpoint:q} {params.flags} --out {params.out:q} "
         "{params.device} > {log:q} 2>&1"
@@ -29,11 +31,11 @@ rule downstream:
         lambda wildcards: [f"{folder}/results.json" for folder in downstream_folders()],
     output:
         "results/downstream.csv",
+    log:
+        "results/downstream.log",
     params:
         folders=lambda wildcards: " ".join(shlex.quote(f) for f in downstream_folders()),
         baseline=EXPERIMENTS.baseline,
-    log:
-        "results/downstream.log",
     shell:
         "repro downstream-table {params.folders} --baseline {params.baseline:q} --out {output:q} "
         "> {log:q} 2>&1"

@@ -22,20 +22,22 @@ rule table1:
         table=report("results/table1.csv", caption="../report/table1.rst", category="Table 1"),
         html=report("results/table1.html", caption="../report/table1.rst", category="Table 1"),
         claims=report("results/claims.csv", caption="../report/claims.rst", category="Claims"),
-        claims_html=report("results/claims.html", caption="../report/claims.rst",
-                           category="Claims"),
+        claims_html=report("results/claims.html", caption="../report/claims.rst", category="Claims"),
         notebook="results/notebooks/table1.ipynb",
+    log:
+        "results/notebooks/table1.log",
     params:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
         outputs=lambda wildcards, output: notebook_outputs(
-            out_csv=output.table, out_html=output.html, out_claims=output.claims,
-            out_claims_html=output.claims_html, seeds=len(SEEDS)
+            out_csv=output.table,
+            out_html=output.html,
+            out_claims=output.claims,
+            out_claims_html=output.claims_html,
+            seeds=len(SEEDS),
         )
         + authors_param(TABLE1),
-    log:
-        "results/notebooks/table1.log",
     shell:
         PAPERMILL
 
@@ -48,12 +50,16 @@ use rule table1 as figure1 with:
         audit=audit_run_files(TABLE1),
         logs=audit_logs_input,
     output:
-        png=report("results/figures/figure1.png", caption="../report/figure1.rst",
-                   category="Figure 1"),
+        png=report(
+            "results/figures/figure1.png", caption="../report/figure1.rst", category="Figure 1"
+        ),
         pdf="results/figures/figure1.pdf",
-        html=report("results/figures/figure1.html", caption="../report/figure1.rst",
-                    category="Figure 1"),
+        html=report(
+            "results/figures/figure1.html", caption="../report/figure1.rst", category="Figure 1"
+        ),
         notebook="results/notebooks/figure1.ipynb",
+    log:
+        "results/notebooks/figure1.log",
     params:
         outputs=lambda wildcards, output: notebook_outputs(
             out_png=output.png, out_pdf=output.pdf, out_html=output.html, seeds=len(SEEDS)
@@ -61,8 +67,6 @@ use rule table1 as figure1 with:
         + authors_param(TABLE1)
         + audit_param(TABLE1)
         + audit_logs_param(),
-    log:
-        "results/notebooks/figure1.log",
 
 
 use rule table1 as table1_seeds with:
@@ -70,17 +74,23 @@ use rule table1 as table1_seeds with:
         notebook="notebooks/table1_seeds.ipynb",
         runs=run_files(TABLE1, seeds=SEEDS),
     output:
-        table=report("results/table1_seeds.csv", caption="../report/table1_seeds.rst",
-                     category="Table 1 over seeds"),
-        html=report("results/table1_seeds.html", caption="../report/table1_seeds.rst",
-                    category="Table 1 over seeds"),
+        table=report(
+            "results/table1_seeds.csv",
+            caption="../report/table1_seeds.rst",
+            category="Table 1 over seeds",
+        ),
+        html=report(
+            "results/table1_seeds.html",
+            caption="../report/table1_seeds.rst",
+            category="Table 1 over seeds",
+        ),
         notebook="results/notebooks/table1_seeds.ipynb",
+    log:
+        "results/notebooks/table1_seeds.log",
     params:
         outputs=lambda wildcards, output: notebook_outputs(
             out_csv=output.table, out_html=output.html, seeds=len(SEEDS)
         ),
-    log:
-        "results/notebooks/table1_seeds.log",
 
 
 use rule table1 as figure2 with:
@@ -89,19 +99,21 @@ use rule table1 as figure2 with:
         runs=run_files(SWEEP),
         authors=lambda wildcards: authors_run_files(SWEEP),
     output:
-        png=report("results/figures/figure2.png", caption="../report/figure2.rst",
-                   category="Figure 2"),
+        png=report(
+            "results/figures/figure2.png", caption="../report/figure2.rst", category="Figure 2"
+        ),
         pdf="results/figures/figure2.pdf",
-        html=report("results/figures/figure2.html", caption="../report/figure2.rst",
-                    category="Figure 2"),
+        html=report(
+            "results/figures/figure2.html", caption="../report/figure2.rst", category="Figure 2"
+        ),
         notebook="results/notebooks/figure2.ipynb",
+    log:
+        "results/notebooks/figure2.log",
     params:
         outputs=lambda wildcards, output: notebook_outputs(
             out_png=output.png, out_pdf=output.pdf, out_html=output.html
         )
         + authors_param(SWEEP),
-    log:
-        "results/notebooks/figure2.log",
 
 
 use rule table1 as explore with:
@@ -110,7 +122,7 @@ use rule table1 as explore with:
         runs=run_files(TABLE1),
     output:
         notebook="results/notebooks/explore.ipynb",
-    params:
-        outputs="-p runs baseline",
     log:
         "results/notebooks/explore.log",
+    params:
+        outputs="-p runs baseline",

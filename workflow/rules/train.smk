@@ -19,6 +19,13 @@ rule train:
     output:
         metrics="results/runs/{preset}/{experiment}/metrics.csv",
         run="results/runs/{preset}/{experiment}/run.json",
+    log:
+        "results/runs/{preset}/{experiment}/train.log",
+    threads: config["train_threads"]
+    resources:
+        gpu=train_gpus,
+        mem_mb=lambda wildcards: preset_of(wildcards).resources.mem_mb,  # for profiles/slurm/
+        runtime=lambda wildcards: preset_of(wildcards).resources.runtime,
     params:
         preset=lambda wildcards: preset_of(wildcards).source,
         config=CONFIG_DIR,
@@ -29,13 +36,6 @@ rule train:
         device=device_flag,
         seed=seed_of,
         command=train_command,
-    threads: config["train_threads"]
-    resources:
-        gpu=train_gpus,
-        mem_mb=lambda wildcards: preset_of(wildcards).resources.mem_mb,  # for profiles/slurm/
-        runtime=lambda wildcards: preset_of(wildcards).resources.runtime,
-    log:
-        "results/runs/{preset}/{experiment}/train.log",
     # Snakemake says nothing of a job between its start and its end: a training job's progress is
     # in its own log and in `repro status`, one row per run.
     message:

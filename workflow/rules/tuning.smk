@@ -5,6 +5,7 @@
 # (results/tuning_comparison.csv). Not part of `all`: ask for it, e.g. at the screening scale
 #   snakemake --cores 1 --resources gpu=1 results/tuning.csv --config preset=screen seeds=3
 
+
 rule tuning:
     input:
         notebook="notebooks/tuning.ipynb",
@@ -14,15 +15,17 @@ rule tuning:
         html=report("results/tuning.html", caption="../report/tuning.rst", category="Tuning"),
         comparison="results/tuning_comparison.csv",
         notebook="results/notebooks/tuning.ipynb",
+    log:
+        "results/notebooks/tuning.log",
     params:
         preset=PRESET.name,
         runs=lambda wildcards: runs_dir(),
         config=CONFIG_DIR,
         outputs=lambda wildcards, output: notebook_outputs(
-            out_csv=output.table, out_html=output.html, out_comparison=output.comparison,
-            seeds=len(SEEDS)
+            out_csv=output.table,
+            out_html=output.html,
+            out_comparison=output.comparison,
+            seeds=len(SEEDS),
         ),
-    log:
-        "results/notebooks/tuning.log",
     shell:
         PAPERMILL

@@ -1,22 +1,27 @@
 """A trained run as a model others can load: `repro export RUN_DIR --out DIR`.
 
-DIR gets the checkpoint's weights as safetensors and the model configuration as JSON
-(GPT.save_pretrained; repro.model.GPT.from_pretrained(DIR) loads them back bit for bit), the run's
-record (run.json: data and index hashes, code version) and a model card, README.md, which is what
-the Hugging Face Hub shows: `hf upload USER/NAME DIR .` publishes the folder as it is.
+DIR gets the checkpoint's model as a transformers model (repro.annex.hub: a plain GPT-2 for
+GPT-2's own query, else the package's model code beside the weights), the GPT-2 tokenizer and a
+generation configuration; the run's record (run.json: data and index hashes, code version) and a
+model card, README.md, which is what the Hugging Face Hub shows: `hf upload USER/NAME DIR .`
+publishes the folder as it is. repro.annex.hub.load_model(DIR) loads the model back bit for bit.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import asdict
 from pathlib import Path
 
+import yaml
+
 from repro.analysis.runs import Run, read_run
 from repro.annex.authors.checkpoint import load_any_checkpoint
+from repro.annex.hub import CONFIG_JSON, MARKER, WEIGHTS, is_gpt2, write_model
 from repro.config import load_preset
 from repro.files import atomic_folder, atomic_write, make_dir, read_json, write_json
-from repro.model import CONFIG_JSON, WEIGHTS, count_parameters
+from repro.model import count_parameters
 from repro.rundir import CHECKPOINT, LIVE, RUN_JSON, RunError
 
 CARD = "README.md"
@@ -61,16 +66,29 @@ def export(run_dir: str | Path, out: str | Path) -> Path:
     checkpoint = checkpoint_of(run_dir)
     if out.exists() and not out.is_dir():
         raise RunError(f"{out}: a file, not a folder; use another --out")
-    if out.is_dir() and any(out.iterdir()) and not (out / CONFIG_JSON).exists():
-        raise RunError(f"{out}: not empty and not an earlier export; use another --out")
+    if out.is_dir() and any(out.iterdir()) and not is_export(out):
+        raise RunError(
+            f"{out}: not empty and not a folder repro export wrote (its {CONFIG_JSON} has no "
+            f"{MARKER!r}); use another --out"
+        )
     model, steps, _ = load_any_checkpoint(checkpoint)
     make_dir(out.parent)
     with atomic_folder(out) as folder:
-        model.save_pretrained(folder)
+        write_model(model, folder)
         write_json(folder / RUN_JSON, shareable(read_json(run.path / RUN_JSON)))
         with atomic_write(folder / CARD) as f:
             f.write(model_card(run, model, steps, out.name))
     return out
+
+
+def is_export(folder: Path) -> bool:
+    """Whether `folder` is one repro export wrote (its config.json says so), and so one whose
+    files an export may replace."""
+    try:
+        config = json.loads((folder / CONFIG_JSON).read_text())
+    except (OSError, ValueError):  # none, a folder of that name, not JSON
+        return False
+    return isinstance(config, dict) and MARKER in config
 
 
 def shareable(value):
@@ -192,13 +210,7 @@ def model_card(run: Run, model, steps: int, name: str) -> str:
     table = "\n".join(f"| {k} | {v} |" for k, v in rows)
     warning = scale_warning(r.identity, corpus)
     return f"""---
-license: {LICENSE}
-library_name: repro
-tags:
-- gpt2
-- causal-lm
-- nonlinear-queries
----
+{yaml.safe_dump(hub_metadata(m, source), sort_keys=False)}---
 
 # {name}
 
@@ -209,17 +221,54 @@ paper below.
 |---|---|
 {table}
 
-## Loading
+{loading(m, name)}
+The folder holds `{CONFIG_JSON}` (the model configuration), `{WEIGHTS}` (the weights), the GPT-2
+tokenizer's files, `generation_config.json` and `{RUN_JSON}` (the run's record: configuration,
+data and index hashes, code version, device). The model takes GPT-2 token ids and returns
+next-token logits; ids from 50,257 up pad the embedding and are never generated.
+"""
+
+
+def hub_metadata(config, source: dict) -> dict:
+    """The Hub's metadata block: library, license, the training data set when it is on the Hub,
+    tags."""
+    metadata = {
+        "library_name": "transformers",
+        "license": LICENSE,
+        "pipeline_tag": "text-generation",
+    }
+    if source.get("hub_id"):
+        metadata["datasets"] = [source["hub_id"]]
+    metadata["tags"] = ["gpt2", "causal-lm", "nonlinear-queries", "repro"]
+    if not is_gpt2(config):
+        metadata["tags"].append("custom_code")
+    return metadata
+
+
+def loading(config, name: str) -> str:
+    """The card's section on loading the folder: transformers (GPT-2's class, or the package's
+    code with trust_remote_code), lm-eval, repro."""
+    trust = "" if is_gpt2(config) else ", trust_remote_code=True"
+    model_args = f"pretrained={name}" + ("" if is_gpt2(config) else ",trust_remote_code=True")
+    code = (
+        "It is a plain GPT-2 (`GPT2LMHeadModel`): transformers' own code runs it."
+        if is_gpt2(config)
+        else "Its query is not GPT-2's, so the folder carries the model's code "
+        "(`modeling_repro.py` and the `repro` package's model modules it imports), which "
+        "`trust_remote_code=True` runs: read it first."
+    )
+    return f"""## Loading
 
 ```python
-from repro.model import GPT
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
-model = GPT.from_pretrained("{name}")  # this folder
+model = AutoModelForCausalLM.from_pretrained("{name}"{trust})
+tokenizer = AutoTokenizer.from_pretrained("{name}"{trust})
+ids = tokenizer("The query", return_tensors="pt").input_ids
+print(tokenizer.decode(model.generate(ids, max_new_tokens=20, do_sample=False)[0]))
 ```
 
-From the Hugging Face Hub: `hf download USER/{name} --local-dir {name}` first.
-
-The folder holds `{CONFIG_JSON}` (the model configuration), `{WEIGHTS}` (the weights) and
-`{RUN_JSON}` (the run's record: configuration, data and index hashes, code version, device).
-The model takes GPT-2 token ids (tiktoken's `gpt2` encoding) and returns next-token logits.
+{code} From the Hugging Face Hub: `USER/{name}` in place of the folder. With
+lm-evaluation-harness: `lm_eval --model hf --model_args {model_args} --tasks hellaswag`.
+With the `repro` package: `repro.annex.hub.load_model("{name}")`.
 """

@@ -16,7 +16,7 @@ from repro.config.experiments import (
     parse_experiments,
 )
 from repro.config.load import config_dir, load_config, load_experiments, load_preset, load_run
-from repro.config.model import ATTENTION_GATES, QUERY_MLP_MODES, QUERY_MODES, ModelConfig
+from repro.config.model import ATTENTION_GATES, QUERY_MODES, ModelConfig
 from repro.config.preset import (
     CORPORA,
     MAX_SEED,
@@ -37,7 +37,6 @@ __all__ = [
     "CORPORA",
     "LOSS_MARGIN",
     "MAX_SEED",
-    "QUERY_MLP_MODES",
     "QUERY_MODES",
     "AdamW",
     "AdamWConstants",

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from repro.config.relations import check_divides
 from repro.config.schema import ConfigError
+from repro.sizes import ModelSizes
 
 QUERY_MODES = (
     "linear",
@@ -14,16 +15,15 @@ QUERY_MODES = (
     "residual_linear",
     "residual_bottleneck_linear",
 )
-# The modes whose query goes through the bottleneck MLP of eq. (3) (repro.query.QueryMLP).
-QUERY_MLP_MODES = ("residual_gelu", "residual_bottleneck_linear")
 # A sigmoid gate on each head's attention output (repro.attention.AttentionGate): none, one per head
 # or one per channel.
 ATTENTION_GATES = (None, "headwise", "elementwise")
 
 
 @dataclass(frozen=True)
-class ModelConfig:
-    """Everything the model's shape and function depend on (docs/specification.md §1)."""
+class ModelConfig(ModelSizes):
+    """Everything the model's shape and function depend on (docs/specification.md §1); the sizes
+    derived from it are ModelSizes'."""
 
     n_layer: int = 12
     n_head: int = 12
@@ -49,21 +49,3 @@ class ModelConfig:
         if self.attention_gate not in ATTENTION_GATES:
             raise ConfigError(f"attention_gate {self.attention_gate!r}: headwise or elementwise")
         check_divides("model", "n_head", self.n_head, "d_model", self.d_model)
-
-    @property
-    def head_size(self) -> int:
-        return self.d_model // self.n_head
-
-    @property
-    def query_hidden(self) -> int:
-        return self.d_model // 2  # r = d/2 (eq. 3)
-
-    @property
-    def resolved_query_scale(self) -> float:
-        if self.query_scale is not None:
-            return self.query_scale
-        return 0.5 if self.query_mode.startswith("residual") else 1.0
-
-    @property
-    def has_linear_query(self) -> bool:
-        return self.query_mode in ("linear", "residual_linear")

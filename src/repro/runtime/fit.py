@@ -21,9 +21,10 @@ from collections.abc import Callable
 
 import torch
 
+from repro.config import ModelConfig
 from repro.data.batches import inputs_targets
 from repro.errors import ReproError
-from repro.model import ModelConfig, parameter_counts
+from repro.model import parameter_counts
 
 LARGEST_PROBED = 96  # micro-batches of 32-96 are where an H100/H200 is expected to gain
 MEMORY_HEADROOM = 0.85  # of the GPU's memory a probe may use: the optimiser state comes later

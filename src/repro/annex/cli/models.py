@@ -5,10 +5,12 @@ repro.annex.export)."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 from pathlib import Path
 
 from repro.cli import options
+from repro.errors import ReproError
 
 
 def cmd_generate(args) -> None:
@@ -29,9 +31,12 @@ def cmd_generate(args) -> None:
 def cmd_export(args) -> None:
     from repro.annex.export import export
 
+    if importlib.util.find_spec("transformers") is None:
+        raise ReproError("repro export needs transformers: pip install -e '.[hf]'")
     out = export(args.run_dir, args.out)
     print(
-        f"{out}: the model of {args.run_dir} (GPT.from_pretrained({str(out)!r}) loads it; "
+        f"{out}: the model of {args.run_dir} as a transformers model "
+        f"(AutoModelForCausalLM.from_pretrained({str(out)!r}) loads it, its card says how; "
         f"`hf upload USER/NAME {out} .` publishes it)"
     )
 
@@ -79,6 +84,6 @@ def add_commands(sub) -> None:
     _export_parser(
         sub.add_parser(
             "export",
-            help="a run's checkpoint as safetensors weights, config.json and a model card",
+            help="a run's checkpoint as a transformers model folder, with its tokenizer and card",
         )
     )

@@ -3,8 +3,9 @@ context (multiple-choice and cloze tasks) and of a whole text (perplexity tasks)
 batches on the model's device. Text is encoded with the GPT-2 encoding the model was trained on
 (repro.data.tokenizer); an empty context is the end-of-text token, as in GPT-2's evaluations.
 
-Registered with lm-eval as "repro", so `lm_eval --model repro --model_args checkpoint=PATH`
-works too.
+Registered with lm-eval as "repro" when imported (simple_evaluate(model="repro", ...)), and
+declared in lm-eval's "lm_eval.models" entry-point group, from which the lm-eval releases that
+discover entry points resolve `lm_eval --model repro --model_args checkpoint=PATH`.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict
 
-from repro.config import RunConfig
+from repro.config import ModelConfig, RunConfig
 from repro.config.schema import ConfigError
-from repro.model import ModelConfig, flops_per_token, parameter_counts
+from repro.model import flops_per_token, parameter_counts
 from repro.rundir.history import LATER_MODEL_OPTIONS
 
 H100_BF16_PEAK_FLOPS = 989e12  # dense bf16, H100 and H200 SXM
