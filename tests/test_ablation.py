@@ -224,10 +224,10 @@ def test_a_gated_or_decaying_run_trains_and_records_what_it_is(
     assert run.status == "completed" and run.loss_at(12) > 0
     model, train = run.record.identity["model"], run.record.identity["train"]
     if experiment.startswith("identity-gate"):
-        assert model["attention_gate"] == "elementwise" and "schedule" not in train
+        assert model["attention_gate"] == "elementwise" and train["schedule"] == "cosine"
         assert run.record.params["gate_params"] == 2 * 32 * 32  # tiny: 2 layers, d 32
     else:
-        assert "attention_gate" not in model and train["schedule"] == "linear"
+        assert model["attention_gate"] is None and train["schedule"] == "linear"
         assert run.metrics["lr"].iloc[-1] == 0.0
 
 

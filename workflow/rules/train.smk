@@ -13,6 +13,16 @@
 # (No rule names a conda environment or a container: see the Snakefile.)
 
 
+# Snakemake says nothing of a job between its start and its end: where training's progress is,
+# said once as the workflow starts. (A rule's message would replace its resources in the console.)
+onstart:
+    logger.info(
+        f"training progress: `repro status --preset {PRESET.name}` shows the step, loss and "
+        "ETA of every run; a run's own log is "
+        "results/runs/<preset>/<experiment>/live/train.log"
+    )
+
+
 rule train:
     input:
         unpack(train_input),
@@ -36,12 +46,6 @@ rule train:
         device=device_flag,
         seed=seed_of,
         command=train_command,
-    # Snakemake says nothing of a job between its start and its end: a training job's progress is
-    # in its own log and in `repro status`, one row per run.
-    message:
-        "training {wildcards.experiment} at {wildcards.preset}: step, loss and ETA of every run "
-        "with `repro status --preset {wildcards.preset}`, this one's with "
-        "`tail -f {params.live}/train.log`"
     shell:
         "exec {params.command} --preset {params.preset:q} --experiment {wildcards.experiment:q} "
         "--seed {params.seed} "
