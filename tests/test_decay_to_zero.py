@@ -2,13 +2,12 @@
 table read at each run's last evaluation and its claim, on runs written as `repro train` records
 them at a tiny preset whose table step (8) comes before its last evaluation (12)."""
 
-import re
 from dataclasses import replace
 
 import pytest
 import yaml
 from conftest import REPO
-from workflow_helpers import copy_workflow, snakemake
+from workflow_helpers import assert_group_planned
 
 from repro.analysis.claims import check_claims
 from repro.analysis.decay import CLAIM, GROUP, decay_to_zero
@@ -139,12 +138,12 @@ def test_describe_gives_the_groups_gpu_hours(capsys, preset_name, hours):
 
 
 def test_the_workflow_plans_the_group_and_its_table(tmp_path):
-    args = ["-n", "--cores", "1", "results/decay_to_zero.csv", "--config", "preset=screen"]
-    result = snakemake(copy_workflow(tmp_path), *args, "seeds=2")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert re.search(r"^rule decay_to_zero:", result.stdout, re.M), result.stdout
-    for run in ("d2z-baseline-lr4.8e-3", "seed1/d2z-resgelu-lr4.8e-3"):
-        assert f"results/runs/screen/{run}/metrics.csv" in result.stdout
+    assert_group_planned(
+        tmp_path,
+        "results/decay_to_zero.csv",
+        "decay_to_zero",
+        ("d2z-baseline-lr4.8e-3", "seed1/d2z-resgelu-lr4.8e-3"),
+    )
 
 
 @pytest.mark.slow  # papermill runs the notebook in its own kernel

@@ -2,10 +2,8 @@
 parameter counts read at each run's last evaluation, and its claims, on runs written as
 `repro train` records them at the tiny preset (last evaluation: step 12)."""
 
-import re
-
 import pytest
-from workflow_helpers import copy_workflow, snakemake
+from workflow_helpers import assert_group_planned
 
 from repro.analysis.claims import check_claims
 from repro.analysis.v3 import CLAIM_NAMES, D2Z_CLAIM, GROUP, PARAMETERS_CLAIM, version3
@@ -159,12 +157,12 @@ def test_describe_gives_the_groups_gpu_hours(capsys, preset_name, hours):
 
 
 def test_the_workflow_plans_the_group_and_its_table(tmp_path):
-    args = ["-n", "--cores", "1", "results/v3.csv", "--config", "preset=screen"]
-    result = snakemake(copy_workflow(tmp_path), *args, "seeds=2")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert re.search(r"^rule v3:", result.stdout, re.M), result.stdout
-    for run in ("v3-baseline-wd0.1-lr3.6e-3", "seed1/v3-identity-mlp4.5-wd0.1-lr2.2e-3"):
-        assert f"results/runs/screen/{run}/metrics.csv" in result.stdout
+    assert_group_planned(
+        tmp_path,
+        "results/v3.csv",
+        "v3",
+        ("v3-baseline-wd0.1-lr3.6e-3", "seed1/v3-identity-mlp4.5-wd0.1-lr2.2e-3"),
+    )
 
 
 @pytest.mark.slow  # papermill runs the notebook in its own kernel

@@ -106,3 +106,14 @@ def shared(set_up):
         pytest.skip("the module's shared set-up failed: reported once, by its first test")
     set_up.reported = True
     pytest.fail(set_up.message, pytrace=False)
+
+
+def assert_group_planned(tmp_path: Path, target: str, rule: str, runs: tuple[str, ...]) -> None:
+    """A dry run of a group's `target` at the screen preset, two seeds, plans `rule` and trains
+    each of `runs` (seed k's as seed<k>/NAME)."""
+    args = ["-n", "--cores", "1", target, "--config", "preset=screen", "seeds=2"]
+    result = snakemake(copy_workflow(tmp_path), *args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(rf"^rule {rule}:", result.stdout, re.M), result.stdout
+    for run in runs:
+        assert f"results/runs/screen/{run}/metrics.csv" in result.stdout
