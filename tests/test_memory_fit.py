@@ -39,7 +39,7 @@ def test_evaluating_where_its_logits_cannot_fit_is_one_line(
     model = make_model(run, torch.device("cpu"))
     checkpoint = tmp_path / "ckpt.pt"
     config = {"identity": run.identity(), "model": run.identity()["model"]}
-    save_checkpoint(checkpoint, model, make_optimizer(model, run.optimizer, False), 4, config)
+    save_checkpoint(checkpoint, model, make_optimizer(model, run, False), 4, config)
     monkeypatch.setattr(memory, "physical_memory", lambda: fit.evaluation_logits_bytes(run) - 1)
     argv = ["evaluate", "--checkpoint", str(checkpoint), "--preset", "tiny", "--step", "4"]
     one_line_error(
@@ -54,7 +54,7 @@ def evaluate_argv(token_dir, tiny_indices, tmp_path) -> list[str]:
     model = make_model(run, torch.device("cpu"))
     checkpoint = tmp_path / "ckpt.pt"
     config = {"identity": run.identity(), "model": run.identity()["model"]}
-    save_checkpoint(checkpoint, model, make_optimizer(model, run.optimizer, False), 4, config)
+    save_checkpoint(checkpoint, model, make_optimizer(model, run, False), 4, config)
     argv = ["evaluate", "--checkpoint", str(checkpoint), "--preset", "tiny", "--step", "4"]
     return [*argv, "--data", str(token_dir), "--indices", str(tiny_indices), "--device", "cpu"]
 

@@ -9,9 +9,9 @@ it is parsed.
 """
 
 from repro.config.experiments import (
+    AdamW,
     Experiment,
     Experiments,
-    OptimizerSettings,
     PaperResult,
     parse_experiments,
 )
@@ -20,8 +20,6 @@ from repro.config.model import ATTENTION_GATES, QUERY_MODES, ModelConfig
 from repro.config.preset import (
     CORPORA,
     MAX_SEED,
-    AdamWConstants,
-    ModelShape,
     Preset,
     Report,
     Resources,
@@ -29,7 +27,7 @@ from repro.config.preset import (
     TrainSettings,
     seed_dir,
 )
-from repro.config.run import LOSS_MARGIN, AdamW, RunConfig, resolve_run
+from repro.config.run import LOSS_MARGIN, RunConfig, resolve_run
 from repro.config.schema import ConfigError
 
 __all__ = [
@@ -39,13 +37,10 @@ __all__ = [
     "MAX_SEED",
     "QUERY_MODES",
     "AdamW",
-    "AdamWConstants",
     "ConfigError",
     "Experiment",
     "Experiments",
     "ModelConfig",
-    "ModelShape",
-    "OptimizerSettings",
     "PaperResult",
     "Preset",
     "Report",

@@ -6,15 +6,8 @@ import os
 from pathlib import Path
 
 from repro.config.experiments import Experiments, parse_experiments
-from repro.config.preset import (
-    AdamWConstants,
-    ModelShape,
-    Preset,
-    Report,
-    Resources,
-    Runtime,
-    TrainSettings,
-)
+from repro.config.model import ModelConfig
+from repro.config.preset import Preset, Report, Resources, Runtime, TrainSettings
 from repro.config.relations import check_experiment, check_relations
 from repro.config.run import RunConfig, resolve_run
 from repro.config.schema import ConfigError, load
@@ -46,21 +39,18 @@ def load_preset(name_or_path: str, directory: str | os.PathLike | None = None) -
     """A preset by name (<config dir>/presets/NAME.yaml) or by path to a YAML file."""
     path = _preset_path(name_or_path, config_dir(directory))
     data = load(path, "preset.schema.yaml")
-    train = data["train"]
-    adamw = AdamWConstants(train.pop("beta1"), train.pop("beta2"), train.pop("adam_eps"))
     preset = Preset(
         name=path.stem,
         source=str(path),
         corpus=data["corpus"],
-        model=ModelShape(**data["model"]),
-        train=TrainSettings(**train),
-        adamw=adamw,
+        model=ModelConfig(**data["model"]),
+        train=TrainSettings(**data["train"]),
         runtime=Runtime(**data["runtime"]),
         report=Report(**data["report"]),
         resources=Resources(**data["resources"]),
         description=data.get("description", ""),
     )
-    check_relations(path, preset.model, preset.train, preset.runtime, preset.report)
+    check_relations(path, preset.train, preset.runtime, preset.report)
     return preset
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
+from repro.config.model import ModelConfig
 from repro.config.schema import ConfigError
 
 CORPORA = ("openwebtext", "python-docs")
@@ -13,20 +14,8 @@ MAX_SEED = 2**32 - 1
 
 
 @dataclass(frozen=True)
-class ModelShape:
-    """A preset's `model` section: the sizes every experiment at that scale shares."""
-
-    n_layer: int
-    n_head: int
-    d_model: int
-    block_size: int
-    vocab_size: int
-
-
-@dataclass(frozen=True)
 class TrainSettings:
-    """A preset's `train` section (AdamW's constants aside): steps, batch, schedule, evaluation,
-    seeds."""
+    """A preset's `train` section: steps, batch, schedule, AdamW's constants, evaluation, seeds."""
 
     max_step: int
     batch_size: int  # sequences per optimiser step
@@ -46,6 +35,9 @@ class TrainSettings:
     # the schema's (preset.schema.yaml), filled in when a preset is read.
     divergence_margin: float | None
     divergence_evaluations: int
+    beta1: float
+    beta2: float
+    adam_eps: float
 
     @property
     def eval_batches(self) -> int:
@@ -55,16 +47,6 @@ class TrainSettings:
     def evaluations(self) -> int:
         """How many times a run evaluates: at steps 0, eval_interval, ... up to max_step."""
         return self.max_step // self.eval_interval + 1
-
-
-@dataclass(frozen=True)
-class AdamWConstants:
-    """A preset's AdamW constants (its `train` section's beta1, beta2, adam_eps): the same for every
-    experiment at that scale."""
-
-    beta1: float
-    beta2: float
-    eps: float
 
 
 @dataclass(frozen=True)
@@ -112,9 +94,8 @@ class Preset:
     name: str
     source: str
     corpus: str
-    model: ModelShape
+    model: ModelConfig  # the sizes every experiment shares; query_mode, mlp_hidden: each one's
     train: TrainSettings
-    adamw: AdamWConstants
     runtime: Runtime
     report: Report
     resources: Resources

@@ -16,7 +16,7 @@ def check_divides(source, key: str, value: int, other_key: str, other: int) -> N
         raise ConfigError(f"{source}: {key}: {value} does not divide {other_key} = {other}")
 
 
-def check_relations(source, model, train, runtime, report) -> None:
+def check_relations(source, train, runtime, report) -> None:
     """The relations between the values of a preset's sections, or of a run's (the preset's with
     an experiment's overrides and the runtime overrides: repro.config.RunConfig)."""
     t = train
@@ -24,7 +24,6 @@ def check_relations(source, model, train, runtime, report) -> None:
         check_divides(
             source, "train.eval_micro_batch", t.eval_micro_batch, f"train.{key}", getattr(t, key)
         )
-    check_divides(source, "model.n_head", model.n_head, "model.d_model", model.d_model)
     check_micro_batch(source, runtime, t)
     if t.warmup_steps >= t.decay_steps:
         raise ConfigError(
@@ -56,7 +55,7 @@ def check_micro_batch(source, runtime, train) -> None:
 
 
 def check_experiment(source, name: str, optimizer) -> None:
-    """The relations between an experiment's values (repro.config.OptimizerSettings)."""
+    """The relations between an experiment's values (repro.config.AdamW)."""
     if optimizer.lr_min > optimizer.lr_max:
         raise ConfigError(
             f"{source}: experiments.{name}.lr_min: {optimizer.lr_min} is more than "

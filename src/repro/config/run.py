@@ -7,7 +7,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from repro.config.experiments import Experiment
+from repro.config.experiments import AdamW, Experiment
 from repro.config.model import ModelConfig
 from repro.config.preset import Preset, Report, Runtime, TrainSettings
 from repro.config.relations import check_micro_batch, check_relations, mlp_hidden
@@ -17,28 +17,10 @@ LOSS_MARGIN = 1.0
 
 
 @dataclass(frozen=True)
-class AdamW:
-    """AdamW's settings in full (docs/specification.md §2): the experiment's learning-rate
-    endpoints and weight decay, the preset's betas and epsilon."""
-
-    lr_max: float
-    lr_min: float
-    weight_decay: float
-    beta1: float
-    beta2: float
-    eps: float
-
-
-@dataclass(frozen=True)
 class RunConfig:
-    """One training run, resolved: every value final, each in one place.
-
-    The preset's sections with the experiment's `model:` and `train:` overrides, AdamW's settings
-    (the experiment's rates and decay, the preset's constants), the runtime settings with this
-    machine's overrides. Build it with resolve_run (or load_run) and change the runtime with
-    with_runtime: resolve_run checks the relations between the values (repro.config.relations) on
-    exactly what training will use, once; with_runtime the one a runtime setting takes part in.
-    """
+    """One training run, resolved: every value final, each in one place: the preset's sections
+    with the experiment's overrides and AdamW settings, the runtime with this machine's overrides.
+    Build it with resolve_run (or load_run); change the runtime with with_runtime."""
 
     preset_name: str
     preset_file: str  # the YAML file the preset was read from (which checkout's config)
@@ -76,18 +58,11 @@ class RunConfig:
         return f"preset {self.preset_name}, experiment {self.experiment.name}"
 
     def identity(self) -> dict:
-        """What makes two runs the same run: what the training computes with, nothing else.
-
-        AdamW's constants stand under train, as run.json and checkpoints keep them."""
-        o = self.optimizer
+        """What makes two runs the same run: what the training computes with, nothing else."""
         return {
             "model": asdict(self.model),
-            "train": asdict(self.train) | {"beta1": o.beta1, "beta2": o.beta2, "adam_eps": o.eps},
-            "optimizer": {
-                "lr_max": o.lr_max,
-                "lr_min": o.lr_min,
-                "weight_decay": o.weight_decay,
-            },
+            "train": asdict(self.train),
+            "optimizer": asdict(self.optimizer),
         }
 
     def to_dict(self) -> dict:
@@ -98,11 +73,9 @@ class RunConfig:
 def resolve_run(preset: Preset, experiment: Experiment, **runtime) -> RunConfig:
     """The run of `experiment` at `preset`, with runtime overrides (None keeps the preset's):
     the one place a run's values are assembled; the relations are checked on the result."""
-    shape = asdict(preset.model) | experiment.model
-    model = ModelConfig(
-        **shape,
-        mlp_hidden=mlp_hidden(experiment.name, shape["d_model"], experiment.mlp_ratio),
-        query_mode=experiment.query_mode,
+    model = replace(preset.model, **experiment.model, query_mode=experiment.query_mode)
+    model = replace(
+        model, mlp_hidden=mlp_hidden(experiment.name, model.d_model, experiment.mlp_ratio)
     )
     run = RunConfig(
         preset_name=preset.name,
@@ -111,12 +84,12 @@ def resolve_run(preset: Preset, experiment: Experiment, **runtime) -> RunConfig:
         experiment=experiment,
         model=model,
         train=replace(preset.train, **experiment.schedule(preset.train.max_step)),
-        optimizer=AdamW(**asdict(experiment.optimizer), **asdict(preset.adamw)),
+        optimizer=experiment.optimizer,
         runtime=_overridden(preset.runtime, runtime),
         report=preset.report,
         seed=preset.seed,
     )
-    check_relations(run.source, run.model, run.train, run.runtime, run.report)
+    check_relations(run.source, run.train, run.runtime, run.report)
     return run
 
 
