@@ -93,14 +93,7 @@ def evaluate(
         )
     step = last_evaluation_step(own_step, preset) if step is None else step
     row = evaluation_row(step, preset)
-    batches = Batches.open(
-        data_dir,
-        indices_dir,
-        f"preset {preset.name}",
-        preset.model.block_size,
-        preset.train,
-        preset.train.eval_micro_batch,  # the training stream is never read here
-    )
+    batches = Batches.open(data_dir, indices_dir, preset)
     dev = resolve_device(device)
     check_memory(f"evaluating {checkpoint}", evaluation_logits_bytes(preset), dev)
     autocast = precision(dev)

@@ -113,9 +113,7 @@ def _train(
     built = build(run, training_device(run))
     check_checkpoint_space(out_dir / CHECKPOINT, built.model)
     run = with_train_micro_batch(run, built)
-    reader = f"experiment {run.experiment.name} at preset {run.preset_name}"
-    size, micro_batch = run.model.block_size, run.runtime.train_micro_batch
-    batches = Batches.open(data_dir, indices_dir, reader, size, run.train, micro_batch)
+    batches = Batches.open(data_dir, indices_dir, run)
     if run.corpus == "openwebtext":
         print(corpus_note(batches.manifest), flush=True)
     start, kept = resume(out_dir / CHECKPOINT, built, run)
