@@ -14,9 +14,37 @@ import numpy as np
 import torch
 
 from repro.config import Preset, RunConfig, TrainSettings
-from repro.data.indices import ARRAYS, SIDECAR, IndicesError, read_sidecar
 from repro.data.tokens import read_manifest, token_files, token_memmap
-from repro.files import file_sha256
+from repro.errors import ReproError
+from repro.files import file_sha256, read_json
+
+ARRAYS = ("train", "eval_train", "eval_val")
+SIDECAR = "indices.json"
+
+
+class IndicesError(ReproError):
+    """Index files that cannot serve a run; the message names the files."""
+
+
+SIDECAR_FIELDS = (
+    "block_size",
+    "train_rows",
+    "sequences_per_step",
+    "eval_rows",
+    "eval_sequences",
+    "seed",
+    "token_files",
+    "sha256",
+)
+
+
+def read_sidecar(indices_dir: Path) -> dict:
+    path = Path(indices_dir) / SIDECAR
+    sidecar = read_json(path, IndicesError, "draw the indices with `repro indices`")
+    missing = [f for f in SIDECAR_FIELDS if not isinstance(sidecar, dict) or f not in sidecar]
+    if missing:
+        raise IndicesError(f"{path}: missing field(s) {', '.join(missing)}; draw the indices again")
+    return sidecar
 
 
 def check_indices(
