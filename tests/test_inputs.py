@@ -26,7 +26,7 @@ from repro.config.schema import MAX_YAML_BYTES, ConfigError, schema
 from repro.data.tokens import DataError, read_manifest
 from repro.errors import MAX_MESSAGE, ReproError
 from repro.files import WriteError, atomic_write, write_csv, write_json
-from repro.runtime import memory
+from repro.runtime import device
 from repro.runtime.lock import LockError, hold
 from repro.runtime.progress import Progress
 from repro.training.run import train
@@ -418,7 +418,7 @@ def test_a_manifest_of_the_wrong_shape_is_one_line(tmp_path, capsys):
 def test_sizes_this_machine_cannot_hold_are_refused_before_allocating(
     token_dir, tiny_indices, tmp_path, capsys, monkeypatch
 ):
-    monkeypatch.setattr(memory, "physical_memory", lambda: 1 << 14)  # a machine of 16 KiB
+    monkeypatch.setattr(device, "physical_memory", lambda: 1 << 14)  # a machine of 16 KiB
     one_line_error(
         capsys,
         train_args(token_dir, tiny_indices, tmp_path / "run"),

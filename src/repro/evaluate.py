@@ -25,9 +25,8 @@ import torch
 from repro.config import Preset
 from repro.data.batches import Batches
 from repro.model import GPT
-from repro.runtime.device import precision, resolve_device
+from repro.runtime.device import check_memory, precision, resolve_device
 from repro.runtime.fit import evaluation_logits_bytes
-from repro.runtime.memory import check_memory
 from repro.training.checkpoints import CheckpointError, check_state, load_checkpoint, model_from
 from repro.training.loop import eval_losses
 

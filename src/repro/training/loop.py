@@ -19,14 +19,13 @@ from repro.data.batches import Batches, DeviceBatches
 from repro.model import GPT
 from repro.rundir import RunRecord
 from repro.runtime import distributed, preemption
-from repro.runtime.device import Kernels, precision
+from repro.runtime.device import Kernels, check_memory, precision
 from repro.runtime.fit import (
     TRAINING_COPIES,
     auto_micro_batch,
     evaluation_logits_bytes,
     weight_bytes,
 )
-from repro.runtime.memory import check_memory
 from repro.training.checkpoints import Checkpoints
 from repro.training.logs import StepLog
 
