@@ -26,9 +26,9 @@ from repro.config.schema import MAX_YAML_BYTES, ConfigError, schema
 from repro.data.tokens import DataError, read_manifest
 from repro.errors import MAX_MESSAGE, ReproError
 from repro.files import WriteError, atomic_write, write_csv, write_json
+from repro.rundir import Progress
 from repro.runtime import device
 from repro.runtime.lock import LockError, hold
-from repro.runtime.progress import Progress
 from repro.training.run import train
 
 ENV = dict(
