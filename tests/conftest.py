@@ -170,6 +170,16 @@ def one_line_error(capsys, argv, pattern: str, *, after_progress: bool = False) 
     return lines[-1]
 
 
+PRECIOUS = "a result that must survive\n"
+
+
+def precious(tmp_path) -> Path:
+    """A file of the user's that no command may overwrite or write through."""
+    path = tmp_path / "precious.txt"
+    path.write_text(PRECIOUS)
+    return path
+
+
 @pytest.fixture(scope="session")
 def default_plan(tmp_path_factory):
     """The dry run of `all` with the default config and its shell commands (`snakemake -n -p`),
