@@ -31,6 +31,13 @@ os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["OMP_NUM_THREADS"] = "1"
 torch.set_num_threads(1)
 
+GiB = 2**30
+# The tests marked `gpu` that need a CUDA device (`pytest -m gpu tests` runs them where one is).
+ON_GPU = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")]
+# The GPU's compiled path on CPU (inductor's C++ kernels), where no GPU is. Compiling takes minutes
+# here: run where REPRO_TEST_COMPILED_CPU=1 (benchmarks/gpu/ci.sh, under the GPU node's torch).
+COMPILED_ON_CPU = os.environ.get("REPRO_TEST_COMPILED_CPU") == "1"
+
 pytest_plugins = ["derived_runs"]  # write_run, tiny_runs
 
 
