@@ -108,7 +108,7 @@ def test_exponent_floats_are_numbers_everywhere(tmp_path):
     optimizer = load_experiments(path)["x"].optimizer
     assert (optimizer.lr_max, optimizer.lr_min) == (1e-3, 1e-4)
     preset = load_preset(str(edited_preset(tmp_path, "train", "adam_eps: 1e-8\ngrad_clip: 1e+0")))
-    assert (preset.adamw.eps, preset.train.grad_clip) == (1e-8, 1.0)
+    assert (preset.train.adam_eps, preset.train.grad_clip) == (1e-8, 1.0)
 
 
 def test_a_key_written_twice_is_refused_naming_both_lines(tmp_path):

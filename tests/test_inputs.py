@@ -18,7 +18,7 @@ from conftest import REPO, one_line_error, random_token_files, train_args
 from repro.cli import main
 from repro.config import MAX_SEED
 from repro.data.tokens import DataError, read_manifest
-from repro.runtime import memory
+from repro.runtime import device
 
 ENV = dict(
     os.environ,
@@ -56,7 +56,7 @@ def test_a_manifest_of_the_wrong_shape_is_one_line(tmp_path, capsys):
 def test_sizes_this_machine_cannot_hold_are_refused_before_allocating(
     token_dir, tiny_indices, tmp_path, capsys, monkeypatch
 ):
-    monkeypatch.setattr(memory, "physical_memory", lambda: 1 << 14)  # a machine of 16 KiB
+    monkeypatch.setattr(device, "physical_memory", lambda: 1 << 14)  # a machine of 16 KiB
     one_line_error(
         capsys,
         train_args(token_dir, tiny_indices, tmp_path / "run"),

@@ -223,7 +223,7 @@ def test_the_gpu_path_compiled_on_cpu(fake_cuda_memory):
     run = run.with_runtime(train_micro_batch=4)
     model, step_model, _, _ = build(run, cpu)
     assert step_model is not model and model.transformer.h[0].attn.fused
-    optimizer = make_optimizer(model, run.optimizer, fused_kernel=True)
+    optimizer = make_optimizer(model, run, fused_kernel=True)
     autocast = torch.autocast("cpu", dtype=torch.bfloat16)
     torch._dynamo.reset()
     counters.clear()

@@ -62,7 +62,7 @@ def test_another_presets_train_index_file_is_refused(token_dir, indices, tmp_pat
     write_indices(load_preset("smoke"), token_dir, tmp_path / "smoke")
     shutil.copy(tmp_path / "smoke" / "train.npy", indices / "train.npy")
     with pytest.raises(IndicesError, match=r"train\.npy: SHA-256 differs"):
-        Batches.open(token_dir, indices, "preset tiny", 32, load_preset("tiny").train, 2)
+        Batches.open(token_dir, indices, load_preset("tiny"))
 
 
 @pytest.mark.parametrize("record_hash", [False, True])
@@ -70,14 +70,14 @@ def test_a_wrongly_shaped_eval_index_file_is_refused(token_dir, indices, record_
     replace_array(indices, "eval_val", np.zeros((600, 2), dtype=np.int64), record_hash)
     match = r"int64 array of shape \(600, 2\).* \(600, 4\)" if record_hash else "SHA-256 differs"
     with pytest.raises(IndicesError, match=r"eval_val\.npy: " + match):
-        Batches.open(token_dir, indices, "preset tiny", 32, load_preset("tiny").train, 2)
+        Batches.open(token_dir, indices, load_preset("tiny"))
 
 
 def test_out_of_range_starts_are_refused(token_dir, indices):
     starts = np.load(indices / "eval_train.npy")
     replace_array(indices, "eval_train", starts + 30_000, record_hash=True)
     with pytest.raises(IndicesError, match=r"eval_train\.npy: starts from .* outside 0\.\.29967"):
-        Batches.open(token_dir, indices, "preset tiny", 32, load_preset("tiny").train, 2)
+        Batches.open(token_dir, indices, load_preset("tiny"))
 
 
 # ---- 3. resuming names what differs; 4. disk ---------------------------------------------------
