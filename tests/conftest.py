@@ -261,3 +261,10 @@ def write_our_checkpoint(path, model, step: int = 7):
     shape = asdict(model.config)  # what training writes: the run's identity and the model
     save_checkpoint(path, model, optimizer, step, {"identity": {"model": shape}, "model": shape})
     return path
+
+
+def edit_checkpoint(path, edit):
+    """The checkpoint at `path` loaded, changed in place by `edit(state)`, and saved again."""
+    state = torch.load(path, weights_only=True)
+    edit(state)
+    torch.save(state, path)
