@@ -43,7 +43,7 @@ def test_paper_preset_is_the_spec():
     )
     assert (t.batch_size, t.eval_micro_batch) == (480, 12)  # §2
     assert t.batch_size // t.eval_micro_batch == 40  # micro-batches per step, at 12
-    assert load_run("paper", "baseline").tokens_per_step == 491_520
+    assert p.tokens_per_step == 491_520
     assert (t.max_step, t.warmup_steps, t.decay_steps) == (60002, 2000, 60002)
     assert (t.eval_interval, t.eval_sequences, t.eval_batches, t.eval_rows) == (
         1000,

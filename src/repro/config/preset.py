@@ -148,6 +148,10 @@ class Preset:
     description: str = ""
     seed: int = 0  # train's seeds are this seed's (with_seed); 0: the YAML's, the paper's
 
+    @property
+    def tokens_per_step(self) -> int:
+        return self.train.batch_size * self.model.block_size
+
     def with_seed(self, seed: int) -> "Preset":
         """This preset at seed k: indices drawn with index_seed + k, the model initialised with
         init_seed + k (seed 0: the YAML's, the paper's 42 and 1337). The one place seeds derive."""
