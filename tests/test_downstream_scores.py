@@ -91,7 +91,7 @@ def test_lm_eval_s_entry_point_for_models_names_repro_lm():
     assert registry.get("repro") is ReproLM
 
 
-def test_the_authors_checkpoint_through_the_same_path(tmp_path, tasks_dir, capsys):
+def test_the_authors_checkpoint_through_the_same_path(tmp_path):
     run = load_run("tiny", "resgelu-lr3e-3")
     torch.manual_seed(1)
     model = GPT(run.model).eval()
