@@ -11,9 +11,8 @@ import pandas as pd
 from repro.analysis import compare
 from repro.analysis.runs import has_run, list_runs, read_run
 from repro.errors import ReproError
-from repro.rundir import LIVE
+from repro.rundir import LIVE, duration
 from repro.runtime.lock import held_here, holder
-from repro.runtime.progress import duration
 
 UNKNOWN = "unknown"
 
