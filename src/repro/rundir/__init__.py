@@ -6,6 +6,7 @@ from repro.rundir.metrics import (  # noqa: F401
     METRICS_COLUMNS,
     MetricsLog,
     check_resume,
+    read_rows,
     rows_before,
     write_metrics,
 )
@@ -20,6 +21,7 @@ from repro.rundir.record import (  # noqa: F401
     RunRecord,
     code_version,
     files_dir,
+    has_run,
     identity_differences,
     publish,
     read_record,
