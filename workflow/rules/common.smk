@@ -13,7 +13,7 @@ from pathlib import Path
 
 from snakemake.logging import logger
 
-from repro.annex.authors.audit import AuditError, check_workflow_keys
+from repro.annex.authors.audit_log import AuditError, check_workflow_keys
 from repro.config import CORPORA, load_experiments, load_preset, resolve_run, seed_dir
 from repro.config.schema import ConfigError
 
