@@ -11,9 +11,17 @@ import statistics
 from pathlib import Path
 
 from repro.errors import ReproError
-from repro.rundir import LIVE, METRICS_CSV, RunError, files_dir, has_run, read_record, read_rows
+from repro.rundir import (
+    LIVE,
+    METRICS_CSV,
+    RunError,
+    duration,
+    files_dir,
+    has_run,
+    read_record,
+    read_rows,
+)
 from repro.runtime.lock import held_here, holder
-from repro.runtime.progress import duration
 
 RUN_COLUMNS = [
     "experiment",
