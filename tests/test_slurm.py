@@ -18,6 +18,7 @@ import pytest
 import yaml
 from workflow_helpers import REPO, copy_workflow, failure, snakemake
 
+from repro.analysis.results import table1_experiments
 from repro.config import load_experiments, load_preset
 from repro.config.schema import ConfigError
 
@@ -271,7 +272,8 @@ def test_tiny_dag_through_slurm(cluster, tmp_path):
 
     table = pd.read_csv(workdir / "results" / "table1.csv")
     experiments = load_experiments(REPO / "config" / "experiments.yaml")
-    table1 = [e.name for e in experiments.group("table1")]
+    preset = load_preset("tiny", REPO / "config")
+    table1 = [e.name for e in table1_experiments(preset, experiments)]
     assert list(table["experiment"]) == table1
     assert set(table["preset"]) == {"tiny"} and set(table["status"]) == {"completed"}
 
