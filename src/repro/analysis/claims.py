@@ -28,7 +28,7 @@ from repro.analysis.seeds import (
 )
 from repro.config import Experiments, Preset, load_config
 
-CLAIM_COLUMNS = ["claim", "experiment", "holds", "detail"]
+CLAIM_COLUMNS = ["claim", "experiment", "holds", "detail", "group"]  # group: whose runs answer it
 
 
 def verdicts_caveat(preset: Preset, config_dir: str | Path | None = None) -> str:
@@ -188,7 +188,7 @@ def check_claims(
         read_seed_runs(runs_dir, names, seeds), [experiments[n] for n in names], preset
     )
     rows = [
-        (claim, name, holds, detail)
+        (claim, name, holds, detail, "table1")
         for name in nonlinear
         for claim, holds, detail in _nonlinear_claims(name, by_seed, experiments, preset)
     ]
@@ -211,13 +211,11 @@ def check_claims(
                     f"(train.divergence_margin {margin}), which the authors' training did not have"
                 ),
             )
-        rows.append((claim, unstable, holds, detail))
+        rows.append((claim, unstable, holds, detail, "claims"))
     else:
-        rows.append((claim, unstable, None, "not trained (group `claims`)"))
-    rows += group_claims.tuned(runs_dir, preset, experiments, seeds, config_dir)
-    rows += group_claims.decay(runs_dir, preset, experiments, seeds, config_dir)
-    rows += group_claims.ablation(runs_dir, preset, experiments, seeds, config_dir)
-    rows += group_claims.version3(runs_dir, preset, experiments, seeds, config_dir)
+        rows.append((claim, unstable, None, "not trained (group `claims`)", "claims"))
+    for group, answer in group_claims.GROUPS.items():
+        rows += [(*row, group) for row in answer(runs_dir, preset, experiments, seeds, config_dir)]
     claims = pd.DataFrame(rows, columns=CLAIM_COLUMNS)
     claims["caveat"] = verdicts_caveat(preset, config_dir)
     return claims
