@@ -1,6 +1,6 @@
 """Shared fixtures: token files and indices (the core library's tests), the tiny baseline run
 `repro train` writes and run directories derived from it by the package's own writers (the
-results, plots and notebook tests), and the helpers every test file uses."""
+results, plots and notebook tests, in derived_runs), and the helpers every test file uses."""
 
 import csv
 import os
@@ -14,13 +14,10 @@ import pytest
 import torch
 import yaml
 
-from repro.config import Report, load_config, load_preset, load_run, resolve_run
-from repro.config.schema import ConfigError
+from repro.config import Report, load_config, load_preset, resolve_run
 from repro.data.indices import write_indices
 from repro.data.tokens import write_token_files
-from repro.files import make_dir
-from repro.model import parameter_counts
-from repro.rundir import METRICS_COLUMNS, METRICS_CSV, read_record, rows_before, write_metrics
+from repro.rundir import METRICS_COLUMNS, METRICS_CSV
 from repro.training.checkpoints import save_checkpoint
 
 # No test reaches the network: Hugging Face libraries (read when first imported, here and in the
@@ -33,6 +30,15 @@ os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
 # its own.
 os.environ["OMP_NUM_THREADS"] = "1"
 torch.set_num_threads(1)
+
+GiB = 2**30
+# The tests marked `gpu` that need a CUDA device (`pytest -m gpu tests` runs them where one is).
+ON_GPU = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")]
+# The GPU's compiled path on CPU (inductor's C++ kernels), where no GPU is. Compiling takes minutes
+# here: run where REPRO_TEST_COMPILED_CPU=1 (benchmarks/gpu/ci.sh, under the GPU node's torch).
+COMPILED_ON_CPU = os.environ.get("REPRO_TEST_COMPILED_CPU") == "1"
+
+pytest_plugins = ["derived_runs"]  # write_run, tiny_runs
 
 
 def random_token_files(data_dir, train_tokens=30_000, val_tokens=6_000, seed=0):
@@ -170,6 +176,16 @@ def one_line_error(capsys, argv, pattern: str, *, after_progress: bool = False) 
     return lines[-1]
 
 
+PRECIOUS = "a result that must survive\n"
+
+
+def precious(tmp_path) -> Path:
+    """A file of the user's that no command may overwrite or write through."""
+    path = tmp_path / "precious.txt"
+    path.write_text(PRECIOUS)
+    return path
+
+
 @pytest.fixture(scope="session")
 def default_plan(tmp_path_factory):
     """The dry run of `all` with the default config and its shell commands (`snakemake -n -p`),
@@ -215,102 +231,6 @@ def shortened(run, max_step: int, **runtime):
     ).with_runtime(**runtime)
 
 
-@pytest.fixture(scope="session")
-def write_run(tiny_baseline_run):
-    """Write a run directory derived from the tiny baseline run `repro train` wrote: its record
-    and metrics rows up to `last_step`, as `experiment` at `preset` and `seed` (the configuration,
-    identity and parameter counts of that experiment, where the config has it), `status`, with
-    the evaluation losses `val` (val at each step of val, train = val + train_offset, the trained
-    run's spread; no evaluation at other steps) and, given step_time_s, that time for every step.
-    Written by the package's own writers (RunRecord, write_metrics)."""
-    trained = read_record(tiny_baseline_run)
-    rows = rows_before(tiny_baseline_run / METRICS_CSV, trained.last_step + 1)
-
-    def write(
-        run_dir: Path,
-        experiment: str,
-        val: dict[int, float],
-        *,
-        last_step: int,
-        preset: str = "tiny",
-        seed: int = 0,
-        status: str = "completed",
-        diverged_step: int | None = None,
-        train_offset: float = -0.05,
-        step_time_s: float | None = None,
-    ) -> Path:
-        record = replace(
-            trained,
-            **recorded_configuration(preset, experiment, seed),
-            status=status,
-            last_step=last_step,
-            diverged_step=diverged_step,
-            finished=None if status == "running" else trained.finished,
-        )
-        derived = [
-            derived_row(row, val.get(step), train_offset, step_time_s, record.tokens_per_step)
-            for step, row in enumerate(rows[: last_step + 1])
-        ]
-        make_dir(run_dir)
-        write_metrics(run_dir / METRICS_CSV, derived)
-        record.write(run_dir)
-        return run_dir
-
-    return write
-
-
-def recorded_configuration(preset: str, experiment: str, seed: int) -> dict:
-    """What run.json records of `experiment` at `preset` and `seed`, as training records it; of an
-    experiment the config does not have, its names only (the trained run's sizes kept)."""
-    try:
-        run = load_run(preset, experiment, seed=seed)
-    except ConfigError:
-        return {"preset": preset, "experiment": experiment, "identity": {}, "config": {}}
-    return {
-        "preset": preset,
-        "experiment": experiment,
-        "identity": run.identity(),
-        "config": run.to_dict(),
-        "params": parameter_counts(run.model),
-        "tokens_per_step": run.tokens_per_step,
-    }
-
-
-def derived_row(row: dict, val, train_offset: float, step_time_s, tokens_per_step: int) -> dict:
-    """A trained metrics row with the evaluation loss `val` (None: no evaluation) and, given
-    step_time_s, that step time and its throughput."""
-    row = dict(row)
-    losses = {"eval_val": val, "eval_train": None if val is None else val + train_offset}
-    for stream, loss in losses.items():
-        row[f"{stream}_loss"] = loss
-        if loss is None:
-            row[f"{stream}_std"] = None
-    if step_time_s is not None:
-        row |= {"step_time_s": step_time_s, "tokens_per_s": tokens_per_step / step_time_s}
-    return row
-
-
-@pytest.fixture
-def tiny_runs(tmp_path, write_run) -> Path:
-    """Runs of the Table 1 experiments at the tiny preset (evaluations at 0, 4, 8, 12; table
-    step 12): the nonlinear queries beat the baseline throughout, most at step 4."""
-    runs = tmp_path / "runs" / "tiny"
-    steps = [0, 4, 8, 12]
-    baseline = [10.0, 8.0, 6.0, 5.0]
-    gains = {
-        "baseline": [0, 0, 0, 0],
-        "mlp4.75": [0, 0.01, 0.02, 0.04],
-        "mlp4.75-scaled": [0, 0.02, -0.01, 0.03],
-        "resgelu-lr2.6e-3": [0, 0.3, 0.1, 0.06],
-        "resgelu-lr3e-3": [0, 0.4, 0.12, 0.07],
-    }
-    for name, gain in gains.items():
-        write_run(
-            runs / name, name, {s: b - g for s, b, g in zip(steps, baseline, gain)}, last_step=12
-        )
-    return runs
-
-
 def write_experiments(path: Path, name: str, **fields) -> Path:
     """An experiments file of one experiment (query mode, ratio, rates, decay, then `fields`),
     which is also the baseline and plays both claims' roles."""
@@ -341,3 +261,10 @@ def write_our_checkpoint(path, model, step: int = 7):
     shape = asdict(model.config)  # what training writes: the run's identity and the model
     save_checkpoint(path, model, optimizer, step, {"identity": {"model": shape}, "model": shape})
     return path
+
+
+def edit_checkpoint(path, edit):
+    """The checkpoint at `path` loaded, changed in place by `edit(state)`, and saved again."""
+    state = torch.load(path, weights_only=True)
+    edit(state)
+    torch.save(state, path)

@@ -1,6 +1,6 @@
 """The query ablation (repro.analysis.ablation) and its claims, on runs of group `query_ablation`
 at the tiny preset (table step 12, seeds 0..2) derived from the tiny run `repro train` wrote
-(conftest's write_run: each run's configuration, identity and sizes its own)."""
+(derived_runs' write_run: each run's configuration, identity and sizes its own)."""
 
 import shutil
 

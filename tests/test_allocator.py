@@ -1,4 +1,4 @@
-"""The C allocator of the commands that run the model (repro.runtime.allocator): `repro train`
+"""The C allocator of the commands that run the model (repro.runtime.preemption): `repro train`
 starts itself again under TCMalloc where it is installed; elsewhere it runs under glibc's malloc
 as it is, saying so in one line; either way an evaluation's memory stays bounded."""
 
@@ -17,11 +17,11 @@ from workflow_helpers import REPO
 import repro.training.run
 from repro.config import load_experiments, load_preset, resolve_run
 from repro.data.indices import write_indices
-from repro.runtime import allocator
+from repro.runtime import preemption
 
 tcmalloc = pytest.mark.skipif(
-    ctypes.util.find_library(allocator.LIBRARY) is None,
-    reason=f"TCMalloc is not installed ({allocator.INSTALL})",
+    ctypes.util.find_library(preemption.LIBRARY) is None,
+    reason=f"TCMalloc is not installed ({preemption.INSTALL})",
 )
 
 # GPT-2's vocabulary at d = 32: the logits of an evaluation micro-batch of 8 x 64 tokens are
@@ -63,7 +63,7 @@ def repro_train(tmp_path, name: str, eval_batches: int, **env) -> tuple[str, int
     """`repro train` of the probe, as a user starts it: (its output, its peak resident MB)."""
     preset, data, indices = prepared(tmp_path, name, eval_batches)
     path = os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])
-    environ = {k: v for k, v in os.environ.items() if k != allocator.ENV}
+    environ = {k: v for k, v in os.environ.items() if k != preemption.ENV}
     process = subprocess.Popen(
         [sys.executable, "-m", "repro", *train_args(data, indices, tmp_path / name, preset=preset)],
         env=environ | {"PYTHONPATH": path} | env,
@@ -102,8 +102,8 @@ def test_repro_train_runs_under_tcmalloc_with_glibcs_numbers(tmp_path):
 
 def test_without_tcmalloc_training_says_so_in_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
-    monkeypatch.delenv(allocator.ENV, raising=False)
-    allocator.restart_under_tcmalloc()  # nothing to start: this process goes on
+    monkeypatch.delenv(preemption.ENV, raising=False)
+    preemption.restart_under_tcmalloc()  # nothing to start: this process goes on
     preset, data, indices = prepared(tmp_path, "run", eval_batches=2)
     run = resolve_run(load_preset(str(preset)), load_experiments()["baseline"])
     record = repro.training.run.train(run, data, indices, tmp_path / "run")
@@ -135,7 +135,7 @@ def test_ld_preload_naming_a_missing_tcmalloc_is_no_traceback(tmp_path, command)
     }[command]  # fmt: skip
     env = os.environ | {"LD_PRELOAD": str(tmp_path / "libtcmalloc_minimal.so.4")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), env.get("PYTHONPATH")]))
-    env.pop(allocator.ENV, None)
+    env.pop(preemption.ENV, None)
     done = subprocess.run(
         [sys.executable, "-m", "repro", *map(str, argv)], env=env, capture_output=True, text=True
     )

@@ -33,7 +33,7 @@ def write_preset(tmp_path, edit):
 
 def test_paper_preset_is_the_spec():
     p = load_preset("paper")
-    t, m, adamw = p.train, p.model, p.adamw
+    t, m = p.train, p.model
     assert (m.n_layer, m.n_head, m.d_model, m.block_size, m.vocab_size) == (
         12,
         12,
@@ -51,7 +51,7 @@ def test_paper_preset_is_the_spec():
         200,
         600,
     )
-    assert (t.grad_clip, adamw.beta1, adamw.beta2, adamw.eps) == (1.0, 0.9, 0.95, 1e-8)
+    assert (t.grad_clip, t.beta1, t.beta2, t.adam_eps) == (1.0, 0.9, 0.95, 1e-8)
     assert t.evaluations == 61  # steps 0, 1000, ..., 60000
     assert (t.init_seed, t.index_seed, p.report.table_step) == (1337, 42, 59000)
 

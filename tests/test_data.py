@@ -285,22 +285,11 @@ def test_an_unknown_corpus_is_refused(capsys):
     assert stop.value.code == 2 and "'openwebtext', 'python-docs'" in capsys.readouterr().err
 
 
-@pytest.fixture(scope="session")
-def python_docs(tmp_path_factory):
-    """The smoke corpus prepared twice (it takes about 15 s on 2 cores)."""
-    first, second = tmp_path_factory.mktemp("docs1"), tmp_path_factory.mktemp("docs2")
-    return prepare_module.prepare_python_docs(first), prepare_module.prepare_python_docs(second)
-
-
-@pytest.mark.slow  # the whole smoke corpus, twice
-def test_python_docs_is_deterministic(python_docs):
-    first, second = python_docs
+@pytest.mark.slow  # the whole smoke corpus, twice (about 15 s on 2 cores)
+def test_python_docs_is_deterministic_and_large_enough_for_the_smoke_preset(tmp_path):
+    first = prepare_module.prepare_python_docs(tmp_path / "docs1")
+    second = prepare_module.prepare_python_docs(tmp_path / "docs2")
     assert first["splits"] == second["splits"]
     assert first["source"]["kind"] == "python-docs"
-
-
-@pytest.mark.slow
-def test_python_docs_is_large_enough_for_the_smoke_preset(python_docs):
-    splits = python_docs[0]["splits"]
-    assert splits["train"]["tokens"] >= 1_000_000
-    assert splits["val"]["tokens"] >= 50_000
+    assert first["splits"]["train"]["tokens"] >= 1_000_000
+    assert first["splits"]["val"]["tokens"] >= 50_000

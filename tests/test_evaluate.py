@@ -98,7 +98,7 @@ def our_checkpoint(path, change):
     with torch.no_grad():
         change(model)
     config = {"identity": run.identity(), "model": run.identity()["model"]}
-    save_checkpoint(path, model, make_optimizer(model, run.optimizer, False), 8, config)
+    save_checkpoint(path, model, make_optimizer(model, run, False), 8, config)
     return path
 
 

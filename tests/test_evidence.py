@@ -9,7 +9,7 @@ import shutil
 
 import pandas as pd
 import pytest
-from test_audit import curve, write_log
+from audit_helpers import curve, write_log
 
 from repro.annex import evidence
 from repro.annex.evidence import NOT_AVAILABLE, PAPER, evidence_table, verify_evidence

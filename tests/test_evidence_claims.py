@@ -7,7 +7,7 @@ import json
 
 import pandas as pd
 import pytest
-from test_audit import curve, write_log
+from audit_helpers import curve, write_log
 
 from repro.analysis.claims import check_claims
 from repro.annex import evidence

@@ -24,7 +24,7 @@ def checkpoint(tmp_path_factory):
     model = make_model(RUN, torch.device("cpu"))
     path = tmp_path_factory.mktemp("run") / "ckpt.pt"
     config = {"identity": RUN.identity(), "model": RUN.identity()["model"]}
-    save_checkpoint(path, model, make_optimizer(model, RUN.optimizer, False), 7, config)
+    save_checkpoint(path, model, make_optimizer(model, RUN, False), 7, config)
     return path
 
 
@@ -123,7 +123,7 @@ def test_a_checkpoint_with_nan_weights_is_one_line_naming_it(tmp_path, capsys):
         model.transformer.h[1].mlp.c_fc.weight[3, 4] = float("nan")
     path = tmp_path / "ckpt.pt"
     config = {"identity": RUN.identity(), "model": RUN.identity()["model"]}
-    save_checkpoint(path, model, make_optimizer(model, RUN.optimizer, False), 7, config)
+    save_checkpoint(path, model, make_optimizer(model, RUN, False), 7, config)
     message = (
         rf"^repro: error: {re.escape(str(path))}: .*transformer\.h\.1\.mlp\.c_fc\.weight holds NaN"
     )
@@ -149,7 +149,7 @@ def test_a_checkpoint_whose_model_configuration_is_not_its_runs_is_refused(tmp_p
     model = make_model(run, torch.device("cpu"))
     path = tmp_path / "ckpt.pt"
     config = {"identity": RUN.identity(), "model": run.identity()["model"]}
-    save_checkpoint(path, model, make_optimizer(model, RUN.optimizer, False), 7, config)
+    save_checkpoint(path, model, make_optimizer(model, RUN, False), 7, config)
     assert main(["generate", "--checkpoint", str(path), "--device", "cpu"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"repro: error: {path}: ")

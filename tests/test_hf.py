@@ -88,10 +88,7 @@ def test_repro_evaluate_s_loss_from_the_transformers_model(exported, token_dir, 
     _, _, checkpoint, _, hf = exported
     preset = load_preset("tiny")
     result = evaluate(checkpoint, preset, token_dir, tiny_indices, device="cpu")
-    batches = Batches.open(
-        token_dir, tiny_indices, "tiny", preset.model.block_size, preset.train,
-        preset.train.eval_micro_batch,
-    )  # fmt: skip
+    batches = Batches.open(token_dir, tiny_indices, preset)
     for stream in ("eval_train", "eval_val"):
         losses = []
         for k in range(preset.train.eval_batches):

@@ -8,9 +8,8 @@ import math
 
 import pytest
 import torch
-from conftest import shortened, train_args
+from conftest import COMPILED_ON_CPU, ON_GPU, shortened, train_args
 from test_config import write_preset
-from test_gpu import COMPILED_ON_CPU, ON_GPU
 from test_train import read_metrics
 
 import repro.training.loop

@@ -9,7 +9,7 @@ import torch
 from conftest import one_line_error, train_args
 
 from repro.config import load_run
-from repro.runtime import fit, memory
+from repro.runtime import device, fit
 from repro.training.checkpoints import save_checkpoint
 from repro.training.loop import make_model, make_optimizer
 
@@ -22,7 +22,7 @@ def test_evaluation_logits_that_cannot_fit_are_refused_before_training(
     run = load_run("tiny", "baseline")
     logits = 4 * run.train.eval_micro_batch * run.model.block_size * run.model.vocab_size
     state = fit.TRAINING_COPIES * fit.weight_bytes(run.model)
-    monkeypatch.setattr(memory, "physical_memory", lambda: state + logits - 1)
+    monkeypatch.setattr(device, "physical_memory", lambda: state + logits - 1)
     one_line_error(
         capsys,
         train_args(token_dir, tiny_indices, tmp_path / "run"),
@@ -39,8 +39,8 @@ def test_evaluating_where_its_logits_cannot_fit_is_one_line(
     model = make_model(run, torch.device("cpu"))
     checkpoint = tmp_path / "ckpt.pt"
     config = {"identity": run.identity(), "model": run.identity()["model"]}
-    save_checkpoint(checkpoint, model, make_optimizer(model, run.optimizer, False), 4, config)
-    monkeypatch.setattr(memory, "physical_memory", lambda: fit.evaluation_logits_bytes(run) - 1)
+    save_checkpoint(checkpoint, model, make_optimizer(model, run, False), 4, config)
+    monkeypatch.setattr(device, "physical_memory", lambda: fit.evaluation_logits_bytes(run) - 1)
     argv = ["evaluate", "--checkpoint", str(checkpoint), "--preset", "tiny", "--step", "4"]
     one_line_error(
         capsys,
@@ -54,7 +54,7 @@ def evaluate_argv(token_dir, tiny_indices, tmp_path) -> list[str]:
     model = make_model(run, torch.device("cpu"))
     checkpoint = tmp_path / "ckpt.pt"
     config = {"identity": run.identity(), "model": run.identity()["model"]}
-    save_checkpoint(checkpoint, model, make_optimizer(model, run.optimizer, False), 4, config)
+    save_checkpoint(checkpoint, model, make_optimizer(model, run, False), 4, config)
     argv = ["evaluate", "--checkpoint", str(checkpoint), "--preset", "tiny", "--step", "4"]
     return [*argv, "--data", str(token_dir), "--indices", str(tiny_indices), "--device", "cpu"]
 
@@ -72,7 +72,7 @@ def test_the_memory_check_honours_the_address_space_limit(
         used = int(open("/proc/self/statm").read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
         return (used + logits // 2,) * 2 if which == resource.RLIMIT_AS else real(which)
 
-    monkeypatch.setattr(memory.resource, "getrlimit", limited)
+    monkeypatch.setattr(device.resource, "getrlimit", limited)
     one_line_error(capsys, argv, r"needs [0-9.]+ GiB, more than the [0-9.]+ GiB of this process's "
                    r"address-space limit \(ulimit -v\) less what it uses")  # fmt: skip
 
@@ -92,9 +92,9 @@ def test_the_memory_check_honours_the_cgroups_limit(
     folder.mkdir(parents=True)
     (folder / files[0]).write_text(f"{10 * logits}\n")
     (folder / files[1]).write_text(f"{9 * logits + logits // 2}\n")
-    monkeypatch.setattr(memory, "CGROUP_ROOT", root)
-    left = memory.cpu_memory()["its cgroup's memory limit less what the cgroup uses"]
+    monkeypatch.setattr(device, "CGROUP_ROOT", root)
+    left = device.cpu_memory()["its cgroup's memory limit less what the cgroup uses"]
     assert left == logits // 2
     one_line_error(capsys, argv, r"more than the [0-9.]+ GiB of its cgroup's memory limit")
     (folder / files[0]).write_text("max\n" if version == "v2" else f"{(1 << 63) - 4096}\n")
-    assert list(memory.cpu_memory()) == ["this machine's cpu memory"]  # no limit set
+    assert list(device.cpu_memory()) == ["this machine's cpu memory"]  # no limit set

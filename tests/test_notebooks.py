@@ -105,7 +105,7 @@ def test_figure1_reads_the_preset_it_is_given(checkout):
 
 
 def test_figure1_takes_the_audits_logs_imported_at_its_preset(checkout, tmp_path):
-    from test_audit import curve, write_log
+    from audit_helpers import curve, write_log
 
     from repro.cli import main
 

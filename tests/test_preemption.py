@@ -225,8 +225,8 @@ sys.exit(main())
 def test_a_signal_during_the_allocators_restart_is_one_line_and_its_exit_status(
     token_dir, tiny_indices, tmp_path, signum, status
 ):
-    """The restart (repro.runtime.allocator) replaces the process, handlers and all: a signal
-    then waits, blocked, for the new process's handlers."""
+    """The restart (repro.runtime.preemption.restart_under_tcmalloc) replaces the process,
+    handlers and all: a signal then waits, blocked, for the new process's handlers."""
     env = {k: v for k, v in checkout_env().items() if k != "REPRO_MALLOC"}
     code = RESTARTED_UNDER_A_SIGNAL.format(name=signal.Signals(signum).name)
     args = train_args(token_dir, tiny_indices, tmp_path / "run")

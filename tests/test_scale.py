@@ -19,7 +19,6 @@ def test_large_is_gpt3_large_on_the_papers_training():
     # the paper's training, with the audit's divergence stop (the authors had none)
     assert (large.train.divergence_margin, paper.train.divergence_margin) == (0.5, None)
     assert replace(large.train, divergence_margin=None) == paper.train
-    assert large.adamw == paper.adamw
     assert large.corpus == paper.corpus and large.report == paper.report
     assert load_run("large", "resgelu-lr3e-3").model.head_size == 96
 

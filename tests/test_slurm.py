@@ -15,18 +15,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
-from workflow_helpers import REPO, copy_workflow, failure, snakemake
+from workflow_helpers import NO_ACCOUNTING, REPO, copy_workflow, failure, snakemake
 
 from repro.analysis.results import table1_experiments
 from repro.config import load_experiments, load_preset
-from repro.config.schema import ConfigError
 
 pytestmark = pytest.mark.slurm
 
 DAEMONS = ["munged", "slurmctld", "slurmd"]
 CLIENTS = ["sbatch", "squeue", "sinfo", "scontrol", "srun"]
-NO_ACCOUNTING = ["--slurm-status-command", "squeue", "--slurm-no-account"]
 
 
 def which(name):
@@ -215,42 +212,6 @@ def scontrol_job(job_id):
     return subprocess.run(
         ["scontrol", "show", "job", job_id], capture_output=True, text=True, check=True
     ).stdout
-
-
-def test_profile_asks_for_the_presets_resources(tmp_path):
-    """Without a cluster: the jobs the profile would submit at the paper's scale (a dry run)."""
-    workdir = copy_workflow(tmp_path / "workflow")
-    result = snakemake(
-        workdir,
-        "-n",
-        "--profile",
-        "profiles/slurm",
-        "results/table1.csv",
-        "--config",
-        "preset=paper",
-        *NO_ACCOUNTING,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    resources = {}
-    for block in result.stdout.split("\nrule ")[1:]:
-        rule = block.split(":", 1)[0]
-        line = next(line for line in block.splitlines() if line.strip().startswith("resources:"))
-        resources.setdefault(rule, set()).add(line.split(":", 1)[1].strip())
-    assert len(resources["train"]) == 1, resources  # the same for every experiment
-    train = dict(item.split("=") for item in resources["train"].pop().split(", "))
-    assert (train["gpu"], train["mem_mb"], train["runtime"]) == ("1", "32000", "1440")
-    for rule in ("indices", "table1"):
-        (line,) = resources[rule]
-        assert "mem_mb=4000" in line and "runtime=60" in line and "gpu" not in line, line
-
-
-def test_preset_resources_are_validated(tmp_path):
-    preset = yaml.safe_load((REPO / "config" / "presets" / "tiny.yaml").read_text())
-    preset["resources"]["runtime"] = "a day"
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(preset))
-    with pytest.raises(ConfigError, match="resources.runtime"):
-        load_preset(str(path))
 
 
 @pytest.mark.slow

@@ -46,7 +46,7 @@ def test_learning_rate_schedule(step, expected):
 def test_weight_decay_only_on_matrices_and_embeddings():
     run = load_run("tiny", "resgelu-lr3e-3")
     model = GPT(run.model)
-    optimizer = make_optimizer(model, run.optimizer, fused_kernel=False)
+    optimizer = make_optimizer(model, run, fused_kernel=False)
     decay, no_decay = optimizer.param_groups
     assert decay["weight_decay"] == 2**-5 and no_decay["weight_decay"] == 0.0
     assert all(p.dim() >= 2 for p in decay["params"]) and all(
@@ -83,7 +83,7 @@ def test_indices_are_the_authors_draws():
 
 def test_batches_are_windows_of_the_token_file(token_dir, tiny_indices):
     preset = load_preset("tiny")
-    batches = Batches.open(token_dir, tiny_indices, "preset tiny", 32, preset.train, 2)
+    batches = Batches.open(token_dir, tiny_indices, preset)
     x, y = batches.get("train", 3, 1)
     tokens = np.fromfile(token_dir / "train.bin", dtype=np.uint16)
     starts = np.load(tiny_indices / "train.npy")[3, 2:4]  # micro-batch 1 of 2 sequences
@@ -102,7 +102,7 @@ def test_indices_for_other_token_files_are_refused(tmp_path, tiny_indices):
     with pytest.raises(
         IndicesError, match=r"indices\.json was drawn for a train\.bin .* but .*other/train\.bin"
     ):
-        Batches.open(other, tiny_indices, "preset tiny", 32, load_preset("tiny").train, 2)
+        Batches.open(other, tiny_indices, load_preset("tiny"))
 
 
 def read_metrics(run_dir):

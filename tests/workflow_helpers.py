@@ -24,6 +24,9 @@ WORKFLOW_PARTS = [
     "profiles",
     "environment.yml",
 ]
+# The SLURM profile on a cluster without an accounting database (no slurmdbd): ask squeue, submit
+# without an account, as the README says for such clusters.
+NO_ACCOUNTING = ["--slurm-status-command", "squeue", "--slurm-no-account"]
 # Snakemake's log: a job starts with a block "rule NAME:" (or "localrule NAME:") whose indented
 # lines give its "wildcards: ..." and "jobid: N"; it ends with "Finished jobid: N", or fails with
 # a block "Error in rule NAME:" giving its jobid.

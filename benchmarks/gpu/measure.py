@@ -33,8 +33,6 @@ GPU_PATH = MODULES + [
     "repro.training.loop",
     "repro.model",
     "repro.attention",
-    "repro.query",
-    "repro.loss",
     "repro.training.checkpoints",
     "repro.evaluate",
     "repro.data.batches",

@@ -25,9 +25,8 @@ import torch
 from repro.config import Preset
 from repro.data.batches import Batches
 from repro.model import GPT
-from repro.runtime.device import precision, resolve_device
+from repro.runtime.device import check_memory, precision, resolve_device
 from repro.runtime.fit import evaluation_logits_bytes
-from repro.runtime.memory import check_memory
 from repro.training.checkpoints import CheckpointError, check_state, load_checkpoint, model_from
 from repro.training.loop import eval_losses
 
@@ -93,14 +92,7 @@ def evaluate(
         )
     step = last_evaluation_step(own_step, preset) if step is None else step
     row = evaluation_row(step, preset)
-    batches = Batches.open(
-        data_dir,
-        indices_dir,
-        f"preset {preset.name}",
-        preset.model.block_size,
-        preset.train,
-        preset.train.eval_micro_batch,  # the training stream is never read here
-    )
+    batches = Batches.open(data_dir, indices_dir, preset)
     dev = resolve_device(device)
     check_memory(f"evaluating {checkpoint}", evaluation_logits_bytes(preset), dev)
     autocast = precision(dev)

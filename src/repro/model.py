@@ -1,5 +1,5 @@
 """The GPT-2-style model of the paper: blocks, embeddings, loss, generation and sizes
-(docs/specification.md §1); its attention and query projections are repro.attention, repro.query.
+(docs/specification.md §1); its attention and query projections are repro.attention.
 
 Module names follow nanoGPT (c_attn, c_proj, c_fc, ln_1, ...) so that the authors' checkpoints map
 onto ours with a short rename table (repro.annex.authors.checkpoint).
@@ -13,12 +13,86 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
+from torch.utils.checkpoint import checkpoint
 
-# Relative: an export carries this file, attention.py, query.py, loss.py and sizes.py beside its
-# weights (repro.sizes).
+# Relative: an export carries this file, attention.py and sizes.py beside its weights (repro.sizes).
 from .attention import CausalSelfAttention, KVCache
-from .loss import at_least_float32, chunked_cross_entropy, cross_entropy, fused_cross_entropy
 from .sizes import ModelSizes
+
+# The LM head's mean cross-entropy, three ways to the same loss (up to the order of float sums):
+#
+# cross_entropy           of the whole logits (the authors' way, and the default)
+# chunked_cross_entropy   runtime.loss_chunks slices of the positions at a time, each slice's
+#                         logits recomputed in the backward pass: at most one slice exists at once
+# fused_cross_entropy     runtime.fused_loss: the head and the loss over the slices with their
+#                         gradients taken at once, so the backward pass only scales them: no
+#                         logits kept and no head recomputed
+
+
+def at_least_float32(t):
+    return t.to(torch.promote_types(t.dtype, torch.float32))
+
+
+def cross_entropy(logits, targets):
+    """Mean cross-entropy over every position, in float32 at least (bf16 logits are upcast)."""
+    return F.cross_entropy(
+        at_least_float32(logits.reshape(-1, logits.size(-1))), targets.reshape(-1)
+    )
+
+
+def chunked_cross_entropy(x, weight, targets, chunks: int):
+    """The LM head and the mean cross-entropy, `chunks` slices of the positions at a time.
+
+    Each slice's logits are recomputed in the backward pass instead of kept (activation
+    checkpointing), so at most one slice of the (positions x vocab) logits exists at a time. The
+    same function as cross_entropy(x @ weight.T, targets), up to the order of the float sums."""
+    x, targets = x.reshape(-1, x.size(-1)), targets.reshape(-1)
+    sums = [
+        checkpoint(_summed_cross_entropy, xs, weight, ts, use_reentrant=False)
+        for xs, ts in zip(x.chunk(chunks), targets.chunk(chunks))
+    ]
+    return torch.stack(sums).sum() / targets.numel()
+
+
+def _summed_cross_entropy(x, weight, targets):
+    return F.cross_entropy(at_least_float32(F.linear(x, weight)), targets, reduction="sum")
+
+
+def fused_cross_entropy(x, weight, targets, chunks: int):
+    """cross_entropy(x @ weight.T, targets) with its gradients computed in the forward pass, a
+    slice of the positions at a time (FusedCrossEntropy)."""
+    return FusedCrossEntropy.apply(x.reshape(-1, x.size(-1)), weight, targets.reshape(-1), chunks)
+
+
+class FusedCrossEntropy(torch.autograd.Function):
+    """The head and the loss of one slice at a time: its logits, its summed loss, and, since the
+    gradient of the loss with respect to the logits is softmax(logits) - onehot(targets), at once
+    the gradients of x and of the head's weight. The backward pass scales those by the incoming
+    gradient: the logits are never kept nor the head recomputed (at the paper's size a saving of
+    the logits' gigabytes and of a third of the head's matmuls)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, targets, chunks):
+        grad_x = torch.empty_like(x)
+        grad_weight = torch.zeros(weight.shape, device=weight.device, dtype=torch.float32)
+        total = torch.zeros((), device=x.device, dtype=torch.float32)
+        for xs, ts, gs in zip(x.chunk(chunks), targets.chunk(chunks), grad_x.chunk(chunks)):
+            logits = at_least_float32(F.linear(xs, weight))
+            total += F.cross_entropy(logits, ts, reduction="sum")
+            grad = logits.softmax(-1)
+            grad[torch.arange(ts.numel(), device=ts.device), ts] -= 1
+            grad = grad.to(torch.promote_types(xs.dtype, weight.dtype))
+            # Under autocast these run in bf16 as the head's own backward pass would.
+            gs.copy_(grad @ weight.to(grad.dtype))
+            grad_weight += (grad.T @ xs.to(grad.dtype)).float()
+        n = targets.numel()
+        ctx.save_for_backward(grad_x / n, (grad_weight / n).to(weight.dtype))
+        return total / n
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        grad_x, grad_weight = ctx.saved_tensors
+        return grad_x * grad_loss, grad_weight * grad_loss, None, None
 
 
 class MLP(nn.Module):
@@ -57,7 +131,7 @@ class GPT(nn.Module):
             )
         )
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        # Speed switches like the fused projection (repro.loss): the loss over this many slices
+        # Speed switches like the fused projection: the loss over this many slices
         # of the positions, so that the whole logits never exist at once; the loss with its
         # gradients in one pass over the slices.
         self.loss_chunks, self.fused_loss = 1, False

@@ -2,12 +2,12 @@
 for repro.config.ModelConfig and for the transformers configuration of an exported model
 (repro.modeling_repro.ReproConfig), which holds the same fields.
 
-The model's own modules (sizes.py, query.py, attention.py, model.py) import nothing else of the
+The model's own modules (sizes.py, attention.py, model.py) import nothing else of the
 package, and each other relatively: an export carries them beside its weights, where transformers
 loads them with trust_remote_code=True and no repro installed.
 """
 
-# The modes whose query goes through the bottleneck MLP of eq. (3) (repro.query.QueryMLP).
+# The modes whose query goes through the bottleneck MLP of eq. (3) (repro.attention.QueryMLP).
 QUERY_MLP_MODES = ("residual_gelu", "residual_bottleneck_linear")
 
 

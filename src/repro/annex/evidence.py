@@ -52,22 +52,10 @@ V3_CLAIMS = [  # (experiment, quantity, value, source)
 VERDICTS = {True: "holds", False: "does not hold", None: "not answered"}
 NOT_AVAILABLE = "not available"
 SEEDS = ("train.init_seed", "train.index_seed")  # what seed k's runs differ in from seed 0's
-EVIDENCE_COLUMNS = [
-    "claim",
-    "experiment",
-    "quantity",
-    "source",
-    "read_at",
-    "step",
-    "value",
-    "ci_low",
-    "ci_high",
-    "n_seeds",
-    "status",
-    "detail",
-    "config_differences",
-    "files",
-]  # then `caveat` (results.scale_caveat)
+EVIDENCE_COLUMNS = (
+    "claim experiment quantity source read_at step value ci_low "
+    "ci_high n_seeds status detail config_differences files"
+).split()  # then `caveat` (results.scale_caveat)
 # Where a run is read: the step its preset's Table 1 reads (report.table_step), which is the
 # paper's step, 59000, at the paper preset alone.
 TABLE_STEP = "the preset's table step"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict
 from pathlib import Path
 
 import yaml
@@ -143,8 +142,9 @@ def scale_warning(identity: dict, corpus: str) -> str:
     nothing about the paper's claim, and a card is read without the report's caveats beside it."""
     paper = load_preset("paper")
     model, train = identity["model"], identity["train"]
+    shape = ("n_layer", "n_head", "d_model", "block_size", "vocab_size")  # what a preset sets
     if (
-        {k: model[k] for k in asdict(paper.model)} == asdict(paper.model)
+        all(model[k] == getattr(paper.model, k) for k in shape)
         and (train["batch_size"], corpus) == (paper.train.batch_size, paper.corpus)
         and train["max_step"] >= paper.train.max_step
     ):

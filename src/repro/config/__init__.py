@@ -2,26 +2,25 @@
 
 YAML data under config/, validated by repro/config/schemas on load; Preset and Experiment mirror
 the YAML's sections. A run is resolved once (resolve_run, load_run) into a RunConfig holding every
-final value: what training reads, and what the relations (relations.py) are checked on. A run's
+final value: what training reads, and what the relations (run.py) are checked on. A run's
 identity is derived from what training computes with (model, train and optimiser settings);
 `runtime`, `report` and `resources` are not in it. No torch here: the workflow imports this while
 it is parsed.
 """
 
 from repro.config.experiments import (
+    AdamW,
     Experiment,
     Experiments,
-    OptimizerSettings,
     PaperResult,
     parse_experiments,
 )
-from repro.config.load import config_dir, load_config, load_experiments, load_preset, load_run
-from repro.config.model import ATTENTION_GATES, QUERY_MODES, ModelConfig
 from repro.config.preset import (
+    ATTENTION_GATES,
     CORPORA,
     MAX_SEED,
-    AdamWConstants,
-    ModelShape,
+    QUERY_MODES,
+    ModelConfig,
     Preset,
     Report,
     Resources,
@@ -29,7 +28,16 @@ from repro.config.preset import (
     TrainSettings,
     seed_dir,
 )
-from repro.config.run import LOSS_MARGIN, AdamW, RunConfig, resolve_run
+from repro.config.run import (
+    LOSS_MARGIN,
+    RunConfig,
+    config_dir,
+    load_config,
+    load_experiments,
+    load_preset,
+    load_run,
+    resolve_run,
+)
 from repro.config.schema import ConfigError
 
 __all__ = [
@@ -39,13 +47,10 @@ __all__ = [
     "MAX_SEED",
     "QUERY_MODES",
     "AdamW",
-    "AdamWConstants",
     "ConfigError",
     "Experiment",
     "Experiments",
     "ModelConfig",
-    "ModelShape",
-    "OptimizerSettings",
     "PaperResult",
     "Preset",
     "Report",

@@ -18,8 +18,9 @@ FOLDER_PREFIXES = {"out_config_tiedw_": "tied/", "out_config_untiedw_": "untied/
 
 
 @dataclass(frozen=True)
-class OptimizerSettings:
-    """An experiment's learning-rate endpoints and weight decay (docs/specification.md §2)."""
+class AdamW:
+    """An experiment's AdamW settings (docs/specification.md §2): its learning-rate endpoints and
+    weight decay; the betas and epsilon are the preset's (train.beta1, beta2, adam_eps)."""
 
     lr_max: float
     lr_min: float
@@ -39,7 +40,7 @@ class Experiment:
     name: str
     query_mode: str
     mlp_ratio: float
-    optimizer: OptimizerSettings
+    optimizer: AdamW
     description: str = ""
     paper: PaperResult | None = None
     source: str | None = None  # the authors' config, e.g. "tied/original" (§8.3)
@@ -105,7 +106,7 @@ def parse_experiments(data: dict, path: Path) -> Experiments:
             query_mode=e["query_mode"],
             mlp_ratio=e["mlp_ratio"],
             paper=paper,
-            optimizer=OptimizerSettings(e["lr_max"], e["lr_min"], e["weight_decay"]),
+            optimizer=AdamW(e["lr_max"], e["lr_min"], e["weight_decay"]),
             description=e.get("description", ""),
             source=e.get("source"),
             model=e.get("model", {}),

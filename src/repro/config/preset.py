@@ -1,4 +1,5 @@
-"""A preset: the scale every experiment of a comparison shares, its YAML sections typed."""
+"""A preset: the scale every experiment of a comparison shares, its YAML sections typed, and the
+model's configuration (docs/specification.md §1), of which a preset holds the shared sizes."""
 
 from __future__ import annotations
 
@@ -6,27 +7,61 @@ import os
 from dataclasses import dataclass, replace
 
 from repro.config.schema import ConfigError
+from repro.sizes import ModelSizes
 
 CORPORA = ("openwebtext", "python-docs")
 # Seeds, shifted by --seed, stay in the range every generator takes (the schema's maximum).
 MAX_SEED = 2**32 - 1
 
+QUERY_MODES = (
+    "linear",
+    "identity",
+    "residual_gelu",
+    "residual_linear",
+    "residual_bottleneck_linear",
+)
+# A sigmoid gate on each head's attention output (repro.attention.AttentionGate): none, one per head
+# or one per channel.
+ATTENTION_GATES = (None, "headwise", "elementwise")
+
 
 @dataclass(frozen=True)
-class ModelShape:
-    """A preset's `model` section: the sizes every experiment at that scale shares."""
+class ModelConfig(ModelSizes):
+    """Everything the model's shape and function depend on (docs/specification.md §1); the sizes
+    derived from it are ModelSizes'."""
 
-    n_layer: int
-    n_head: int
-    d_model: int
-    block_size: int
-    vocab_size: int
+    n_layer: int = 12
+    n_head: int = 12
+    d_model: int = 768
+    block_size: int = 1024
+    vocab_size: int = 50304
+    mlp_hidden: int = 3072
+    query_mode: str = "linear"
+    tie_embeddings: bool = True  # the paper ties; the authors' predecessor runs also untied
+    # q is multiplied by query_scale before the usual 1/sqrt(head_size) attention scale.
+    # None means the mode's own: 1/2 for the residual modes (eq. 2: q = (x + f(x)) / 2), else 1.
+    query_scale: float | None = None
+    # RMSNorm of each head's queries and keys before attention (an ablation; the paper has none).
+    qk_norm: bool = False
+    # A sigmoid gate on each head's attention output (an ablation: Qiu et al. 2025).
+    attention_gate: str | None = None
+
+    def __post_init__(self):
+        if self.query_mode not in QUERY_MODES:
+            raise ConfigError(
+                f"query_mode {self.query_mode!r} is not one of {', '.join(QUERY_MODES)}"
+            )
+        if self.attention_gate not in ATTENTION_GATES:
+            raise ConfigError(f"attention_gate {self.attention_gate!r}: headwise or elementwise")
+        if self.n_head < 1 or self.d_model % self.n_head:
+            raise ConfigError(
+                f"model: n_head: {self.n_head} does not divide d_model = {self.d_model}"
+            )
 
 
 @dataclass(frozen=True)
 class TrainSettings:
-    """A preset's `train` section (AdamW's constants aside): steps, batch, schedule, evaluation,
-    seeds."""
+    """A preset's `train` section: steps, batch, schedule, AdamW's constants, evaluation, seeds."""
 
     max_step: int
     batch_size: int  # sequences per optimiser step
@@ -46,6 +81,9 @@ class TrainSettings:
     # the schema's (preset.schema.yaml), filled in when a preset is read.
     divergence_margin: float | None
     divergence_evaluations: int
+    beta1: float
+    beta2: float
+    adam_eps: float
 
     @property
     def eval_batches(self) -> int:
@@ -55,16 +93,6 @@ class TrainSettings:
     def evaluations(self) -> int:
         """How many times a run evaluates: at steps 0, eval_interval, ... up to max_step."""
         return self.max_step // self.eval_interval + 1
-
-
-@dataclass(frozen=True)
-class AdamWConstants:
-    """A preset's AdamW constants (its `train` section's beta1, beta2, adam_eps): the same for every
-    experiment at that scale."""
-
-    beta1: float
-    beta2: float
-    eps: float
 
 
 @dataclass(frozen=True)
@@ -82,7 +110,7 @@ class Runtime:
     fused_projection: str | bool  # residual_gelu's fused K, V, W1 matmul; auto: on CUDA
     compile_mode: str  # torch.compile's mode
     attention: str  # the SDPA backend: auto, or one of repro.runtime.device.SDPA_BACKENDS
-    fused_loss: bool  # the LM head and loss with their gradients in one pass (repro.loss)
+    fused_loss: bool  # the LM head and loss with their gradients in one pass (repro.model)
 
     def enabled(self, switch: str, device_type: str) -> bool:
         """A switch of this section (compile, fused_projection) on a device: auto = on CUDA."""
@@ -113,9 +141,8 @@ class Preset:
     name: str
     source: str
     corpus: str
-    model: ModelShape
+    model: ModelConfig  # the sizes every experiment shares; query_mode, mlp_hidden: each one's
     train: TrainSettings
-    adamw: AdamWConstants
     runtime: Runtime
     report: Report
     resources: Resources

@@ -1,44 +1,27 @@
 """One run resolved: a preset's sections with an experiment's overrides and this machine's runtime
-settings, every value final, and the identity that makes two runs the same run."""
+settings, every value final, and the identity that makes two runs the same run; the presets and
+experiments it is read from (load_run), and the relations checked on it."""
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from repro.config.experiments import Experiment
-from repro.config.model import ModelConfig
-from repro.config.preset import Preset, Report, Runtime, TrainSettings
-from repro.config.relations import check_micro_batch, check_relations, mlp_hidden
+from repro.config.experiments import AdamW, Experiment, Experiments, parse_experiments
+from repro.config.preset import ModelConfig, Preset, Report, Resources, Runtime, TrainSettings
+from repro.config.schema import ConfigError, load
 
 # The default loss ceiling: a nat above a uniform guess (an untrained GPT-2: ln(50304) = 10.83).
 LOSS_MARGIN = 1.0
 
 
 @dataclass(frozen=True)
-class AdamW:
-    """AdamW's settings in full (docs/specification.md §2): the experiment's learning-rate
-    endpoints and weight decay, the preset's betas and epsilon."""
-
-    lr_max: float
-    lr_min: float
-    weight_decay: float
-    beta1: float
-    beta2: float
-    eps: float
-
-
-@dataclass(frozen=True)
 class RunConfig:
-    """One training run, resolved: every value final, each in one place.
-
-    The preset's sections with the experiment's `model:` and `train:` overrides, AdamW's settings
-    (the experiment's rates and decay, the preset's constants), the runtime settings with this
-    machine's overrides. Build it with resolve_run (or load_run) and change the runtime with
-    with_runtime: resolve_run checks the relations between the values (repro.config.relations) on
-    exactly what training will use, once; with_runtime the one a runtime setting takes part in.
-    """
+    """One training run, resolved: every value final, each in one place: the preset's sections
+    with the experiment's overrides and AdamW settings, the runtime with this machine's overrides.
+    Build it with resolve_run (or load_run); change the runtime with with_runtime."""
 
     preset_name: str
     preset_file: str  # the YAML file the preset was read from (which checkout's config)
@@ -76,18 +59,11 @@ class RunConfig:
         return f"preset {self.preset_name}, experiment {self.experiment.name}"
 
     def identity(self) -> dict:
-        """What makes two runs the same run: what the training computes with, nothing else.
-
-        AdamW's constants stand under train, as run.json and checkpoints keep them."""
-        o = self.optimizer
+        """What makes two runs the same run: what the training computes with, nothing else."""
         return {
             "model": asdict(self.model),
-            "train": asdict(self.train) | {"beta1": o.beta1, "beta2": o.beta2, "adam_eps": o.eps},
-            "optimizer": {
-                "lr_max": o.lr_max,
-                "lr_min": o.lr_min,
-                "weight_decay": o.weight_decay,
-            },
+            "train": asdict(self.train),
+            "optimizer": asdict(self.optimizer),
         }
 
     def to_dict(self) -> dict:
@@ -98,11 +74,9 @@ class RunConfig:
 def resolve_run(preset: Preset, experiment: Experiment, **runtime) -> RunConfig:
     """The run of `experiment` at `preset`, with runtime overrides (None keeps the preset's):
     the one place a run's values are assembled; the relations are checked on the result."""
-    shape = asdict(preset.model) | experiment.model
-    model = ModelConfig(
-        **shape,
-        mlp_hidden=mlp_hidden(experiment.name, shape["d_model"], experiment.mlp_ratio),
-        query_mode=experiment.query_mode,
+    model = replace(preset.model, **experiment.model, query_mode=experiment.query_mode)
+    model = replace(
+        model, mlp_hidden=mlp_hidden(experiment.name, model.d_model, experiment.mlp_ratio)
     )
     run = RunConfig(
         preset_name=preset.name,
@@ -111,15 +85,160 @@ def resolve_run(preset: Preset, experiment: Experiment, **runtime) -> RunConfig:
         experiment=experiment,
         model=model,
         train=replace(preset.train, **experiment.schedule(preset.train.max_step)),
-        optimizer=AdamW(**asdict(experiment.optimizer), **asdict(preset.adamw)),
+        optimizer=experiment.optimizer,
         runtime=_overridden(preset.runtime, runtime),
         report=preset.report,
         seed=preset.seed,
     )
-    check_relations(run.source, run.model, run.train, run.runtime, run.report)
+    check_relations(run.source, run.train, run.runtime, run.report)
     return run
 
 
 def _overridden(runtime: Runtime, settings: dict) -> Runtime:
     """`runtime` with the settings that are not None."""
     return replace(runtime, **{k: v for k, v in settings.items() if v is not None})
+
+
+def config_dir(explicit: str | os.PathLike | None = None) -> Path:
+    """Where presets and experiments are read from: `explicit`, else $REPRO_CONFIG_DIR, else the
+    working directory's config/ when it has one, else the config/ of the checkout installed."""
+    if explicit is not None:
+        return Path(explicit)
+    if "REPRO_CONFIG_DIR" in os.environ:
+        return Path(os.environ["REPRO_CONFIG_DIR"])
+    if Path("config", "presets").is_dir():
+        return Path("config")
+    return Path(__file__).resolve().parents[3] / "config"  # src/repro/config/run.py
+
+
+def _preset_path(name_or_path: str, directory: Path) -> Path:
+    if name_or_path.endswith((".yaml", ".yml")) or os.sep in name_or_path:
+        return Path(name_or_path)
+    path = directory / "presets" / f"{name_or_path}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in (directory / "presets").glob("*.yaml"))
+        raise ConfigError(f"unknown preset {name_or_path!r} (no {path}; known: {', '.join(known)})")
+    return path
+
+
+def load_preset(name_or_path: str, directory: str | os.PathLike | None = None) -> Preset:
+    """A preset by name (<config dir>/presets/NAME.yaml) or by path to a YAML file."""
+    path = _preset_path(name_or_path, config_dir(directory))
+    data = load(path, "preset.schema.yaml")
+    preset = Preset(
+        name=path.stem,
+        source=str(path),
+        corpus=data["corpus"],
+        model=ModelConfig(**data["model"]),
+        train=TrainSettings(**data["train"]),
+        runtime=Runtime(**data["runtime"]),
+        report=Report(**data["report"]),
+        resources=Resources(**data["resources"]),
+        description=data.get("description", ""),
+    )
+    check_relations(path, preset.train, preset.runtime, preset.report)
+    return preset
+
+
+def load_experiments(
+    path: str | os.PathLike | None = None, directory: str | os.PathLike | None = None
+) -> Experiments:
+    """The experiments file: `path`, else <config dir>/experiments.yaml."""
+    path = Path(path) if path else config_dir(directory) / "experiments.yaml"
+    experiments = parse_experiments(load(path, "experiments.schema.yaml"), path)
+    for experiment in experiments.by_name.values():
+        check_experiment(path, experiment.name, experiment.optimizer)
+    return experiments
+
+
+def load_run(
+    preset: str,
+    experiment: str,
+    experiments_file: str | os.PathLike | None = None,
+    directory: str | os.PathLike | None = None,
+    seed: int = 0,
+    **runtime,
+) -> RunConfig:
+    """The run of an experiment at a preset (name or YAML path), seed k, runtime overrides."""
+    experiments = load_experiments(experiments_file, directory)
+    return resolve_run(
+        load_preset(preset, directory).with_seed(seed), experiments[experiment], **runtime
+    )
+
+
+def load_config(
+    preset: str | Preset, directory: str | os.PathLike | None = None
+) -> tuple[Preset, Experiments]:
+    """The preset (a name, a YAML path or a Preset) and the experiments of a config directory."""
+    if not isinstance(preset, Preset):
+        preset = load_preset(preset, directory)
+    return preset, load_experiments(directory=directory)
+
+
+# The relations between a configuration's values, which the JSON schemas cannot express: each
+# value can be valid alone and the run still break hours in (a warm-up as long as the decay divides
+# by zero in the schedule; a table step never evaluated gives Table 1 a NaN). They are checked when
+# a preset or an experiment is loaded and when a run is assembled, before anything is computed.
+
+
+def check_divides(source, key: str, value: int, other_key: str, other: int) -> None:
+    if value < 1 or other % value:
+        raise ConfigError(f"{source}: {key}: {value} does not divide {other_key} = {other}")
+
+
+def check_relations(source, train, runtime, report) -> None:
+    """The relations between the values of a preset's sections, or of a run's (the preset's with
+    an experiment's overrides and the runtime overrides: repro.config.RunConfig)."""
+    t = train
+    for key in ("batch_size", "eval_sequences"):
+        check_divides(
+            source, "train.eval_micro_batch", t.eval_micro_batch, f"train.{key}", getattr(t, key)
+        )
+    check_micro_batch(source, runtime, t)
+    if t.warmup_steps >= t.decay_steps:
+        raise ConfigError(
+            f"{source}: train.warmup_steps: {t.warmup_steps} must be less than "
+            f"train.decay_steps = {t.decay_steps}"
+        )
+    step = report.table_step
+    if step > t.max_step or step % t.eval_interval:
+        raise ConfigError(
+            f"{source}: report.table_step: {step} is not an evaluation step "
+            f"(a multiple of train.eval_interval = {t.eval_interval} up to "
+            f"train.max_step = {t.max_step})"
+        )
+    if t.eval_rows < t.evaluations:
+        raise ConfigError(
+            f"{source}: train.eval_rows: {t.eval_rows} rows, the run evaluates "
+            f"{t.evaluations} times (train.max_step // train.eval_interval + 1)"
+        )
+
+
+def check_micro_batch(source, runtime, train) -> None:
+    """The one relation a runtime setting takes part in: a training micro-batch that is a number
+    divides the batch."""
+    micro_batch = runtime.train_micro_batch
+    if isinstance(micro_batch, int):
+        check_divides(
+            source, "runtime.train_micro_batch", micro_batch, "train.batch_size", train.batch_size
+        )
+
+
+def check_experiment(source, name: str, optimizer) -> None:
+    """The relations between an experiment's values (repro.config.AdamW)."""
+    if optimizer.lr_min > optimizer.lr_max:
+        raise ConfigError(
+            f"{source}: experiments.{name}.lr_min: {optimizer.lr_min} is more than "
+            f"lr_max = {optimizer.lr_max}"
+        )
+
+
+def mlp_hidden(experiment: str, d_model: int, ratio: float) -> int:
+    """The MLP's hidden size, int(d_model * mlp_ratio) (the authors' rounding), at least 1."""
+    hidden = int(d_model * ratio)
+    if hidden < 1:
+        raise ConfigError(
+            f"experiment {experiment}: mlp_ratio: {ratio} x d_model {d_model} gives an MLP of "
+            f"{hidden} units"
+        )
+    return hidden

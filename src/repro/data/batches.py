@@ -13,10 +13,38 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from repro.config import TrainSettings
-from repro.data.indices import ARRAYS, SIDECAR, IndicesError, read_sidecar
+from repro.config import Preset, RunConfig, TrainSettings
 from repro.data.tokens import read_manifest, token_files, token_memmap
-from repro.files import file_sha256
+from repro.errors import ReproError
+from repro.files import file_sha256, read_json
+
+ARRAYS = ("train", "eval_train", "eval_val")
+SIDECAR = "indices.json"
+
+
+class IndicesError(ReproError):
+    """Index files that cannot serve a run; the message names the files."""
+
+
+SIDECAR_FIELDS = (
+    "block_size",
+    "train_rows",
+    "sequences_per_step",
+    "eval_rows",
+    "eval_sequences",
+    "seed",
+    "token_files",
+    "sha256",
+)
+
+
+def read_sidecar(indices_dir: Path) -> dict:
+    path = Path(indices_dir) / SIDECAR
+    sidecar = read_json(path, IndicesError, "draw the indices with `repro indices`")
+    missing = [f for f in SIDECAR_FIELDS if not isinstance(sidecar, dict) or f not in sidecar]
+    if missing:
+        raise IndicesError(f"{path}: missing field(s) {', '.join(missing)}; draw the indices again")
+    return sidecar
 
 
 def check_indices(
@@ -108,32 +136,25 @@ class Batches:
     sidecar: dict = field(default_factory=dict)  # for run.json
 
     @classmethod
-    def open(
-        cls,
-        data_dir: Path,
-        indices_dir: Path,
-        reader: str,
-        block_size: int,
-        train: TrainSettings,
-        train_micro_batch: int,
-    ) -> "Batches":
+    def open(cls, data_dir: Path, indices_dir: Path, run: RunConfig | Preset) -> "Batches":
         """Read the manifest and the sidecar once, check them against each other and against the
-        sequences and schedule they are read for."""
+        sequences and schedule of `run`: a run (trained in its micro-batch) or a preset (evaluated:
+        the training stream is then read in the evaluation's micro-batch)."""
+        if isinstance(run, RunConfig):
+            reader = f"experiment {run.experiment.name} at preset {run.preset_name}"
+            micro_batch = run.runtime.train_micro_batch
+        else:
+            reader, micro_batch = f"preset {run.name}", run.train.eval_micro_batch
         data_dir, indices_dir = Path(data_dir), Path(indices_dir)
         manifest = read_manifest(data_dir)
         sidecar = read_sidecar(indices_dir)
+        block_size, train = run.model.block_size, run.train
         check_indices(sidecar, indices_dir, manifest, data_dir, reader, block_size, train)
         train_tokens, val_tokens = (token_memmap(data_dir, manifest, s) for s in ("train", "val"))
         streams = {"train": train_tokens, "eval_train": train_tokens, "eval_val": val_tokens}
         starts = {n: read_starts(indices_dir, n, sidecar, len(streams[n])) for n in ARRAYS}
         return cls(
-            starts,
-            streams,
-            block_size,
-            train.eval_micro_batch,
-            train_micro_batch,
-            manifest,
-            sidecar,
+            starts, streams, block_size, train.eval_micro_batch, micro_batch, manifest, sidecar
         )
 
     @property

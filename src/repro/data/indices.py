@@ -6,7 +6,7 @@ Drawn exactly as the authors' Generate_Indices notebook: torch's CPU generator s
 starts of shape (rows, sequences per step); then a fresh generator seeded 42 for the eval-train
 and eval-val starts, (eval_rows, eval_sequences) each. A start i gives inputs [i, i+T) and
 targets [i+1, i+T+1). A JSON sidecar names the token files the starts were drawn for and the
-index files' hashes; repro.data.batches reads both back.
+index files' hashes; repro.data.batches reads both back (read_sidecar).
 """
 
 from __future__ import annotations
@@ -17,17 +17,10 @@ import numpy as np
 import torch
 
 from repro.config import Preset
+from repro.data.batches import SIDECAR, IndicesError
 from repro.data.tokens import check_token_values, read_manifest, token_files
-from repro.errors import ReproError
-from repro.files import atomic_write, file_sha256, make_dir, read_json, write_json
-from repro.runtime.memory import check_memory
-
-ARRAYS = ("train", "eval_train", "eval_val")
-SIDECAR = "indices.json"
-
-
-class IndicesError(ReproError):
-    """Index files that cannot serve a run; the message names the files."""
+from repro.files import atomic_write, file_sha256, make_dir, write_json
+from repro.runtime.device import check_memory
 
 
 def draw_indices(
@@ -102,25 +95,4 @@ def write_indices(
         hashes[f"{name}.npy"] = file_sha256(out_dir / f"{name}.npy")
     sidecar = {**shape, "token_files": token_files(manifest), "sha256": hashes}
     write_json(out_dir / SIDECAR, sidecar)
-    return sidecar
-
-
-SIDECAR_FIELDS = (
-    "block_size",
-    "train_rows",
-    "sequences_per_step",
-    "eval_rows",
-    "eval_sequences",
-    "seed",
-    "token_files",
-    "sha256",
-)
-
-
-def read_sidecar(indices_dir: Path) -> dict:
-    path = Path(indices_dir) / SIDECAR
-    sidecar = read_json(path, IndicesError, "draw the indices with `repro indices`")
-    missing = [f for f in SIDECAR_FIELDS if not isinstance(sidecar, dict) or f not in sidecar]
-    if missing:
-        raise IndicesError(f"{path}: missing field(s) {', '.join(missing)}; draw the indices again")
     return sidecar

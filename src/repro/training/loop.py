@@ -14,19 +14,18 @@ from typing import NamedTuple
 
 import torch
 
-from repro.config import AdamW, RunConfig
+from repro.config import RunConfig
 from repro.data.batches import Batches, DeviceBatches
 from repro.model import GPT
 from repro.rundir import RunRecord
 from repro.runtime import distributed, preemption
-from repro.runtime.device import Kernels, precision
+from repro.runtime.device import Kernels, check_memory, precision
 from repro.runtime.fit import (
     TRAINING_COPIES,
     auto_micro_batch,
     evaluation_logits_bytes,
     weight_bytes,
 )
-from repro.runtime.memory import check_memory
 from repro.training.checkpoints import Checkpoints
 from repro.training.logs import StepLog
 
@@ -41,10 +40,11 @@ def make_model(run: RunConfig, device: torch.device) -> GPT:
     return model
 
 
-def make_optimizer(model: GPT, adamw: AdamW, fused_kernel: bool) -> torch.optim.AdamW:
+def make_optimizer(model: GPT, run: RunConfig, fused_kernel: bool) -> torch.optim.AdamW:
     """AdamW with weight decay on every parameter of 2 or more dimensions only (§2).
 
     fused_kernel: torch's fused (single-kernel) AdamW, CUDA only; the same update."""
+    adamw, t = run.optimizer, run.train
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
         {"params": [p for p in params if p.dim() >= 2], "weight_decay": adamw.weight_decay},
@@ -53,8 +53,8 @@ def make_optimizer(model: GPT, adamw: AdamW, fused_kernel: bool) -> torch.optim.
     return torch.optim.AdamW(
         groups,
         lr=adamw.lr_max,
-        betas=(adamw.beta1, adamw.beta2),
-        eps=adamw.eps,
+        betas=(t.beta1, t.beta2),
+        eps=t.adam_eps,
         fused=fused_kernel,
     )
 
@@ -82,7 +82,7 @@ def build(run: RunConfig, device: torch.device) -> Built:
     m = run.model
     autocast.attention_kernel(m.n_head, m.block_size, m.head_size, device)  # one that can run
     model = make_model(run, device)
-    optimizer = make_optimizer(model, run.optimizer, fused_kernel=device.type == "cuda")
+    optimizer = make_optimizer(model, run, fused_kernel=device.type == "cuda")
     # Static shapes: the train and eval micro-batches each get their own specialised graph.
     step_model = distributed.wrap(model, device)
     if run.runtime.enabled("compile", device.type):

@@ -33,9 +33,8 @@ from repro.rundir import (
     read_record,
 )
 from repro.rundir.history import legacy_identity, with_later_defaults
-from repro.runtime import allocator, distributed, preemption
+from repro.runtime import distributed, preemption
 from repro.runtime.device import resolve_device
-from repro.runtime.gpus import claim_device
 from repro.runtime.lock import hold
 from repro.training.checkpoints import Checkpoints, check_checkpoint_space, load_checkpoint, restore
 from repro.training.logs import StepLog
@@ -98,9 +97,11 @@ def training_device(run: RunConfig) -> torch.device:
     names none, with torchrun's process group started."""
     device = resolve_device(run.runtime.device)
     if device.type == "cuda" and device.index is None:
+        from repro.runtime.gpus import claim_device  # CUDA without a GPU named: one to claim
+
         device = claim_device(wait=not distributed.launched())
     distributed.init(device)
-    if device.type == "cpu" and distributed.is_main() and (line := allocator.notice()):
+    if device.type == "cpu" and distributed.is_main() and (line := preemption.notice()):
         print(line, flush=True)
     return device
 
@@ -113,9 +114,7 @@ def _train(
     built = build(run, training_device(run))
     check_checkpoint_space(out_dir / CHECKPOINT, built.model)
     run = with_train_micro_batch(run, built)
-    reader = f"experiment {run.experiment.name} at preset {run.preset_name}"
-    size, micro_batch = run.model.block_size, run.runtime.train_micro_batch
-    batches = Batches.open(data_dir, indices_dir, reader, size, run.train, micro_batch)
+    batches = Batches.open(data_dir, indices_dir, run)
     if run.corpus == "openwebtext":
         print(corpus_note(batches.manifest), flush=True)
     start, kept = resume(out_dir / CHECKPOINT, built, run)
@@ -207,7 +206,7 @@ def run_record(
         fused_projection=model.transformer.h[0].attn.fused,
         train_micro_batch=run.runtime.train_micro_batch,
         torch_threads=torch.get_num_threads(),
-        malloc="tcmalloc" if allocator.active() else "glibc",
+        malloc="tcmalloc" if preemption.active() else "glibc",
         started=previous.started if previous else now(),
     )
     record.sessions = [*(previous.sessions if previous else []), record.session()]

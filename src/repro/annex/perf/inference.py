@@ -16,8 +16,8 @@ import torch
 from repro.annex.perf.bench import _synchronize, device_name
 from repro.config import QUERY_MODES, ConfigError, Experiments, RunConfig
 from repro.model import GPT, KVCache
+from repro.runtime.device import check_memory
 from repro.runtime.fit import weight_bytes
-from repro.runtime.memory import check_memory
 from repro.training.loop import make_model
 
 
