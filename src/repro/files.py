@@ -1,14 +1,8 @@
-"""Writing and reading the package's files: atomic writes, JSON with errors naming the file, hashes.
+"""The package's files: atomic writes, bounded JSON reads, hashes.
 
-Every file the package creates or replaces goes through atomic_write (or atomic_folder, for a
-library that writes a folder of files): the content lands under a temporary name and is renamed over
-the target only when complete, so a crash never leaves a half-written file; the temporary name is
-one no one else has (new_partial), so that no file of the user's is ever removed. No write
-follows a symbolic link (a run folder unpacked from an archive may hold some): the temporary file
-is created anew, never opened through a link, and the rename replaces a link at the target, never
-the file it points to. The few files appended to (a run's lock, log, metrics and event file) are
-opened by open_no_link, which refuses a link. A file that cannot be written is a WriteError
-naming it: one line, never a traceback. JSON is read within stated bounds (parse_json).
+Every write lands under a temporary name of its own and is renamed over the target when complete:
+a crash never leaves half a file, no user's file is removed, and no write follows a symbolic link
+(an unpacked run folder may hold some). Appended files are opened by open_no_link.
 """
 
 from __future__ import annotations
@@ -27,14 +21,12 @@ from repro.errors import ReproError
 
 
 class WriteError(ReproError):
-    """A file or folder that cannot be written (a full disk, a folder in its place, a read-only
-    file system); the message names it and the reason."""
+    """A file or folder that cannot be written; the message names it and the reason."""
 
 
 @contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs):
-    """Open a temporary file beside `path` for writing; rename it over `path` on success, remove
-    it on failure."""
+    """A temporary file beside `path`, renamed over it on success, removed on failure."""
     with _replacing(path) as (_, fd):
         with open(fd, mode, **open_kwargs) as f:
             yield f
@@ -42,9 +34,6 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs):
 
 @contextmanager
 def _replacing(path: str | os.PathLike):
-    """(a new temporary file beside `path`, a file descriptor of it); the file renamed over
-    `path` when the block ends, removed when it fails; a failure to write is a WriteError naming
-    `path`."""
     path = Path(path)
     partial, fd = new_partial(path)
     try:
@@ -59,10 +48,8 @@ def _replacing(path: str | os.PathLike):
 
 
 def new_partial(path: Path) -> tuple[Path, int]:
-    """A file created empty beside `path` for writing, under a name no one else has
-    (.NAME.<random>.partial), and a file descriptor of it: a user's NAME.partial, or a link of
-    that name, is never touched. Its mode is 0666 less the umask, as every file the package
-    writes; a one-line error when it cannot be created."""
+    """A new empty file .NAME.<random>.partial beside `path` and its descriptor: a user's
+    NAME.partial is never touched."""
     try:
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600
@@ -72,9 +59,7 @@ def new_partial(path: Path) -> tuple[Path, int]:
 
 
 def open_no_link(path: Path, flags: int, what: str, error: type[ReproError] = ReproError) -> int:
-    """A file descriptor of `path` opened with os.open's `flags` (with O_CREAT: created when
-    absent), never through a symbolic link: a link is an `error` saying the file should be
-    `what`, and its target is left untouched. Other failures raise OSError for the caller."""
+    """`path` opened with os.open's `flags`, never through a symbolic link (an `error`)."""
     try:
         return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
     except OSError as e:
@@ -88,13 +73,8 @@ def open_no_link(path: Path, flags: int, what: str, error: type[ReproError] = Re
 
 @contextmanager
 def atomic_folder(path: str | os.PathLike):
-    """A new empty folder beside `path` to fill; when the block ends, its files move into `path`
-    (the whole folder renamed into place when `path` is absent; else each file replaces the one
-    of its name, a link replaced, never its target; other files of `path` kept). When the block
-    fails, the folder is removed: `path` never holds part of what the block writes. The folder
-    has a name no one else has (NAME.<random>.partial), so that nothing the package did not
-    create is ever removed. Its files get the mode of every file the package writes (0666 less
-    the umask), whatever mode the library that wrote them chose."""
+    """A new folder NAME.<random>.partial to fill; on success its files move into `path` (other
+    files of `path` kept), on failure it is removed: `path` never holds part of a write."""
     path = Path(path)
     real = path.resolve()  # the partial folder on the file system of `path`: renames, no copies
     try:
@@ -127,8 +107,7 @@ def _umask() -> int:
 
 
 def make_dir(path: str | os.PathLike) -> Path:
-    """Directory `path` for the package's output, created with its parents; a one-line error when
-    it is a file or cannot be created or written."""
+    """Directory `path` created with its parents; a one-line error when it cannot be written."""
     path = Path(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -147,7 +126,6 @@ def free_bytes(path: str | os.PathLike) -> int:
 
 
 def write_json(path: str | os.PathLike, data, default=None) -> None:
-    """`data` as indented JSON; `default` converts what JSON has no type for (json.dumps')."""
     with atomic_write(path) as f:
         f.write(json.dumps(data, indent=2, default=default) + "\n")
 
@@ -159,9 +137,8 @@ CSV_FLOAT_FORMAT = "%.9g"
 
 
 def write_csv(table, path: str | os.PathLike) -> Path:
-    """A pandas DataFrame as CSV at `path` (its folder created), without its index: numbers to
-    CSV_FLOAT_FORMAT, and a column of whole numbers (a count, which pandas holds as floats beside
-    a missing value) as integers, 2 not 2.0."""
+    """A DataFrame as CSV without its index; a float column of whole numbers (a count beside a
+    missing value) written as integers, 2 not 2.0."""
     path = Path(path)
     make_dir(path.parent)
     whole = [
@@ -178,8 +155,6 @@ def write_csv(table, path: str | os.PathLike) -> Path:
 
 
 def copy_file(source: str | os.PathLike, dest: str | os.PathLike) -> None:
-    """`source`'s bytes as the file `dest` (written as atomic_write writes); `source` a regular
-    file (open_regular), which a copy then reads to its end."""
     with open_regular(source, COPY_BYTES) as read, atomic_write(dest, "wb") as f:
         shutil.copyfileobj(read, f)
 
@@ -193,9 +168,8 @@ COPY_BYTES = 1 << 40  # a copy reads a regular file to its end: no limit of its 
 def open_regular(
     path: str | os.PathLike, limit: int, error: type[ReproError] = ReproError, what: str = "a file"
 ):
-    """`path` open for reading (binary) once it is a regular file of at most `limit` bytes; else
-    an `error` naming it. A named pipe, a device (/dev/zero) or a folder is refused before any
-    read: a pipe would block the reader forever, a device never end."""
+    """`path` open for reading if a regular file of at most `limit` bytes: a pipe would block the
+    reader forever, a device never end."""
     try:  # O_NONBLOCK: opening a named pipe must not wait for a writer
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -220,8 +194,7 @@ def open_regular(
 def read_regular(
     path: str | os.PathLike, limit: int, error: type[ReproError] = ReproError, what: str = "a file"
 ) -> bytes:
-    """The bytes of `path`, a regular file of at most `limit` bytes (open_regular), read no
-    further than `limit` even where the file grows meanwhile."""
+    """The bytes of `path` (open_regular), read no further than `limit` even if it grows."""
     with open_regular(path, limit, error, what) as f:
         try:
             data = f.read(limit + 1)
@@ -233,8 +206,6 @@ def read_regular(
 
 
 def read_json(path: str | os.PathLike, error: type[ReproError] = ReproError, hint: str = ""):
-    """The JSON content of `path`, a regular file of at most JSON_BYTES, parsed by parse_json; a
-    missing or unreadable file is an `error` naming it."""
     path = Path(path)
     if not os.path.lexists(path):
         raise error(f"{path}: no such file{f' ({hint})' if hint else ''}")
@@ -274,7 +245,6 @@ def _bounded_int(digits: str) -> int:
 
 
 def _depth(data, limit: int = JSON_MAX_DEPTH + 1) -> int:
-    """How deep objects and arrays nest in `data` (counted no further than `limit`)."""
     if not isinstance(data, dict | list) or limit == 0:
         return 0
     children = data.values() if isinstance(data, dict) else data
