@@ -41,11 +41,9 @@ def cross_entropy(logits, targets):
 
 
 def chunked_cross_entropy(x, weight, targets, chunks: int):
-    """The LM head and the mean cross-entropy, `chunks` slices of the positions at a time.
-
-    Each slice's logits are recomputed in the backward pass instead of kept (activation
-    checkpointing), so at most one slice of the (positions x vocab) logits exists at a time. The
-    same function as cross_entropy(x @ weight.T, targets), up to the order of the float sums."""
+    """The LM head and the mean cross-entropy, `chunks` slices of the positions at a time, so at
+    most one slice of the logits exists at once; equal to cross_entropy(x @ weight.T, targets) up
+    to the order of the float sums."""
     x, targets = x.reshape(-1, x.size(-1)), targets.reshape(-1)
     sums = [
         checkpoint(_summed_cross_entropy, xs, weight, ts, use_reentrant=False)
@@ -194,13 +192,9 @@ class GPT(nn.Module):
         cache: KVCache | None = None,
         vocab: int | None = None,
     ):
-        """The max_new_tokens (B, N) that follow idx (B, T), one forward of one token each after a
-        forward of idx, with the key/value cache (a fresh one, or `cache` when idx follows the
-        positions it holds). Sampled as next_token does; temperature 0 is greedy.
-
-        Past the block size the context is its last block_size tokens, as in nanoGPT's sampler:
-        their positions have shifted, so the cache is rebuilt on that window (one forward of it
-        per new token from then on)."""
+        """The max_new_tokens (B, N) that follow idx (B, T), with the key/value cache; sampled as
+        next_token does. Past the block size the context is its last block_size tokens (nanoGPT's
+        sampler): their positions shift, so the cache is rebuilt on that window."""
         block = self.config.block_size
         if cache is None:
             cache = KVCache(self.config.n_layer, block)
@@ -260,11 +254,8 @@ class _NoInitialisation(TorchFunctionMode):
 
 
 def flops_per_token(config: ModelSizes, total_params: int) -> int:
-    """Training FLOPs per token, 6 N + 12 L H Q T (§7; PaLM appendix B, as nanoGPT counts it).
-
-    N is every parameter but the position embeddings: the tied token embedding is a real matmul
-    in the LM head. 0.86 GFLOP for the 124M baseline.
-    """
+    """Training FLOPs per token, 6 N + 12 L H Q T (§7; PaLM appendix B, as nanoGPT counts it);
+    N excludes the position embeddings (the tied token embedding is a real matmul in the head)."""
     c = config
     n = total_params - c.block_size * c.d_model
     return 6 * n + 12 * c.n_layer * c.n_head * c.head_size * c.block_size

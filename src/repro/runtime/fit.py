@@ -1,13 +1,6 @@
 """What fits a device's memory: a model's training state at all, and the largest training
-micro-batch that fits this GPU (`runtime.train_micro_batch: auto`: fewer micro-steps, the same
-mathematics).
-
-Memory is the model's fixed part (weights and gradients; AdamW's moments are left room for) plus
-a part per sequence, which one uncompiled forward and backward pass measures; that predicts the
-largest size, and one pass of the model the steps call checks it (the uncompiled pass keeps more
-activations, so the prediction errs towards fitting; only where the check runs out of memory is
-the next smaller size tried). Its passes take training's inputs, so the graph compiled at the
-chosen size is training's own: a run's start pays one cold compile.
+micro-batch that fits this GPU (`runtime.train_micro_batch: auto`). Probes take training's inputs,
+so the graph compiled at the chosen size is training's own: one cold compile per run.
 """
 
 from __future__ import annotations
@@ -73,12 +66,9 @@ def largest_fitting(
 ) -> int:
     """The largest candidate micro-batch whose peak memory is within `limit` bytes.
 
-    measure(n, compiled): the peak bytes of a pass at micro-batch n, uncompiled or as the steps
-    run it, or None when it ran out of memory. fixed: the bytes a pass holds whatever its size
-    (the weights and their gradients). One uncompiled pass (at FIRST_PROBED, or the largest
-    smaller size that fits) gives the bytes per sequence; the largest size predicted to fit is
-    then measured as the steps run it, and only if that fails the next smaller one. A size that
-    ran out of memory uncompiled bounds the prediction: none above it is tried.
+    measure(n, compiled): a pass's peak bytes, None when out of memory. One uncompiled pass gives
+    the bytes per sequence (it keeps more activations, so the prediction errs towards fitting);
+    the predicted size is checked compiled, and only if that fails the next smaller one.
     """
     sizes = candidates(batch_size, ranks, largest)
     first = next((n for n in sizes if n >= FIRST_PROBED), sizes[-1])
@@ -126,9 +116,8 @@ def free_device_memory() -> None:
 
 
 def peak_memory(model, micro_batch: int, block_size: int, autocast) -> int | None:
-    """Peak bytes of one forward and backward pass of `micro_batch` sequences, or None when it
-    ran out of memory. Leaves no gradients, graph or cached blocks behind. The inputs and targets
-    are training's: the two overlapping views of a (micro_batch, block_size + 1) window."""
+    """Peak bytes of one forward and backward pass of `micro_batch` sequences, None when out of
+    memory; leaves no gradients, graph or cached blocks behind."""
     device = next(model.parameters()).device
     free_device_memory()
     torch.cuda.reset_peak_memory_stats(device)

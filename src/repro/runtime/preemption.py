@@ -1,19 +1,8 @@
-"""Preemption, time limits and Ctrl-C: a signal asks the run to stop at the next step boundary;
-and the process's allocator, chosen as it starts.
-
-A scheduler signals a job before it preempts it or its time runs out (SLURM: SIGTERM, or the
-signal of `--signal`); a user at a terminal presses Ctrl-C (SIGINT). The trainer then finishes the
-step under way, writes a checkpoint and metrics.csv up to it, and `repro train` exits with
-REQUEUE_EXIT (INTERRUPT_EXIT when Ctrl-C alone stopped it): the next attempt resumes from that
-checkpoint. More signals meanwhile (a second Ctrl-C, a scheduler's repeated SIGTERM) change
-nothing: the run is already stopping.
-
-TCMalloc for the commands that run the model (`repro train`, `repro evaluate`): glibc's malloc
-maps and unmaps every block above 32 MiB afresh, faulting its pages in at every micro-batch (up
-to a third of a CPU run's time); TCMalloc reuses them (docs/performance.md, "CPU memory"). An
-allocator is chosen before a process starts (LD_PRELOAD), so these commands start themselves
-again once under TCMalloc where the system has it (Debian: libtcmalloc-minimal4); REPRO_MALLOC=glibc
-keeps glibc's malloc. Nothing else (an import, a test, a notebook) changes the allocator.
+"""Preemption, time limits and Ctrl-C: a signal asks the run to stop at the next step boundary,
+checkpoint and exit REQUEUE_EXIT (INTERRUPT_EXIT for Ctrl-C); and TCMalloc for the commands that
+run the model: glibc's malloc faults large blocks in afresh at every micro-batch, and an allocator
+is chosen before a process starts, so they restart once under it (docs/performance.md, "CPU
+memory"; REPRO_MALLOC=glibc keeps glibc's).
 """
 
 from __future__ import annotations
