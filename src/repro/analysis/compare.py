@@ -1,11 +1,8 @@
 """Is a run on course? Its validation losses against a reference run's (another of ours, or one
 of the authors' imported: repro.annex.authors.runs), step by step.
 
-At each evaluation step both have, ours - reference is set against a tolerance: with two or more
-seeds of the run's experiment, the 95% prediction half-width of the difference of two single
-runs, t(0.975, n - 1) x sd x sqrt(2); else DEFAULT_TOLERANCE. A step is "within", "behind" (our
-loss higher) or "ahead"; step 0 (both untrained) is "untrained" and never counts, and there is no
-verdict without a common step after it. Whatever else the two runs' identities differ in is named.
+The tolerance is the 95% prediction half-width of two single runs' difference over the
+experiment's seeds, t(0.975, n - 1) x sd x sqrt(2), else DEFAULT_TOLERANCE (docs/tuning.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The claims the groups trained beside Table 1 answer (docs/specification.md §4 asks them of the
-paper): the best nonlinear setting against the best-tuned baseline and control (group `tuning`),
-the query ablation's arms paired at their best settings (`query_ablation`), decay to zero
-(`decay_to_zero`) and version 3's recipe (`v3`); with the verdict every claim of
-repro.analysis.claims shares: over several seeds, one configuration beats another only where the
-95% interval of the paired relative improvement lies above zero."""
+"""The claims the groups trained beside Table 1 answer (docs/specification.md §4): tuning, the
+query ablation, decay to zero and version 3's recipe; a claim holds only where the 95% interval of
+the paired relative improvement lies above zero."""
 
 from __future__ import annotations
 

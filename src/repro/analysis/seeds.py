@@ -1,18 +1,9 @@
 """Repeated runs: means over seeds 0..N-1 with 95% t-intervals, paired with the baseline.
 
-Seed k of a preset (repro.config.Preset.with_seed) has its own batch indices and its own model
-initialisation; its runs are under seed_dir(runs_dir, k). Every experiment of one seed trains on
-that seed's batches, so an experiment and the baseline of the same seed are a pair: differences
-are taken within each seed, then averaged. The interval of a mean of n values with standard
-deviation s is mean ± t(0.975, n - 1) · s / √n; with one seed there is none (NaN).
-
-Arms need not be equally noisy: an arm's spread over seeds can be several times another's (a
-linear query's 0.0002 against a nonlinear one's 0.0015 in one published audit), so a gap "k
-spreads wide" must say whose. Each arm's own spread is reported (val_loss_sd), and a paired
-difference is also given in units of the larger of its two arms' spreads (paired_difference:
-spread_sd, spread_from, gap_in_spreads). Its interval stays the paired one: the two runs of a
-seed share that seed's batches and evaluation sequences, whose shift the pairing cancels and each
-arm's own spread contains.
+Every experiment of one seed trains on that seed's batches, so an experiment and the baseline of
+the same seed are a pair: differences are taken within each seed, then averaged; with one seed
+there is no interval (NaN). Arms need not be equally noisy (0.0002 against 0.0015 in one audit),
+so a gap is also given in units of the noisier arm's spread; its interval stays the paired one.
 """
 
 from __future__ import annotations
@@ -93,12 +84,9 @@ def summarise(groups, value: str) -> pd.DataFrame:
 
 
 def paired_difference(losses: pd.DataFrame, ours: str, reference: str) -> pd.Series:
-    """`ours` against `reference` over the seeds that have both (`losses`: one column per
-    experiment, one row per seed): n_pairs; the loss gap L_reference - L_ours and the relative
-    improvement (L_reference - L_ours) / L_reference, positive where ours is lower, each as
-    {value}_mean, _sd, _ci_low, _ci_high over the paired differences; and the gap in units of the
-    noisier arm's spread: spread_sd (the larger of the two arms' standard deviations over these
-    seeds), spread_from (that arm) and gap_in_spreads (loss_gap_mean / spread_sd)."""
+    """`ours` against `reference` over the seeds that have both: the loss gap and the relative
+    improvement, positive where ours is lower, with their paired intervals; and the gap in units
+    of the noisier arm's spread (spread_sd, spread_from, gap_in_spreads)."""
     both = losses[list(dict.fromkeys([ours, reference]))].dropna()
     differences = pd.DataFrame(
         {
@@ -192,9 +180,8 @@ def losses_at(by_seed: BySeed, names: list[str], step: int) -> pd.DataFrame:
 def table1_seeds(
     runs_dir: str | Path, preset: str | Preset, seeds: int, config_dir: str | Path | None = None
 ) -> pd.DataFrame:
-    """Table 1 over seeds 0..seeds-1: per experiment, the validation loss at the table step (mean,
-    sd, 95% t-interval over the seeds that have it) and the relative improvement over the
-    baseline of the same seed (the same over the seeds that have both), beside the paper's."""
+    """Table 1 over seeds 0..seeds-1: each experiment's loss and paired improvement over the
+    baseline, with 95% t-intervals, beside the paper's."""
     preset, experiments = load_config(preset, config_dir)
     members = table1_experiments(preset, experiments)
     names = [e.name for e in members]

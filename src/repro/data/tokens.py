@@ -1,12 +1,7 @@
 """Token files: train.bin / val.bin (uint16) and manifest.json, written by write_token_files (the
-one writer: `repro prepare`, the tests and the benchmarks all use it) and read as training reads
-them.
-
-The manifest lists each split's file, document and token counts, SHA-256 and fingerprint (a hash
-of sampled blocks). Every start checks each file's size and fingerprint, which takes milliseconds
-where the SHA-256 of the paper's 17 GB train.bin takes minutes; `repro prepare` and `repro verify`
-compute the full SHA-256. Nothing here imports the preparation side (datasets, pyarrow): training
-reads token files without it.
+one writer) and read as training reads them. Every start checks sizes and fingerprints
+(milliseconds; the full SHA-256 of a 17 GB train.bin is `repro verify`'s minutes). Nothing here
+imports the preparation side (datasets, pyarrow).
 """
 
 from __future__ import annotations
@@ -59,12 +54,8 @@ def write_token_files(
     source: dict,
     tokenizer: dict,
 ) -> dict:
-    """Write each split's tokens (uint16: one array, or its pieces in order, read once) to
-    <split>.bin in data_dir and the manifest that lists them; return the manifest.
-
-    Each file is written under a temporary name, all of them renamed only when every split is
-    complete; the old manifest is removed first, so a crash leaves no manifest, never a stale one.
-    """
+    """Write each split's tokens to <split>.bin in data_dir and the manifest; return it. The old
+    manifest is removed first, so a crash leaves no manifest, never a stale one."""
     data_dir = make_dir(data_dir)
     written = {}
     try:

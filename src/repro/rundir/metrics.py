@@ -1,11 +1,7 @@
-"""metrics.csv: one row an optimiser step, written as TensorBoard events too
-(repro.runtime.tensorboard); the check that a resume keeps exactly the rows before it; and
-train.log, the progress line printed every log interval, appended beside them.
-
-Training writes the rows through this module and the results read them back through it, so the
-columns are defined once. train.log is a copy of what is printed: one that is a symbolic link is
-refused, and a line that cannot be appended (a full disk) is printed all the same, with a
-warning, while training goes on: metrics.csv and the checkpoints are the run's record.
+"""metrics.csv (one row an optimiser step, also as TensorBoard events), the check that a resume
+keeps exactly the rows before it, and train.log. Training writes and the results read through
+here, so the columns are defined once. train.log is only a copy of what is printed: a line that
+cannot be appended is a warning, not a stop.
 """
 
 from __future__ import annotations
@@ -38,11 +34,8 @@ METRICS_COLUMNS = [
 
 
 class MetricsLog:
-    """metrics.csv, one row per optimiser step, and the same rows as TensorBoard events
-    (repro.runtime.tensorboard) beside it, holding the `kept` rows a resume keeps (check_resume's)
-    and none past them.
-
-    With path None, rows are taken and dropped: a DDP rank other than 0 writes nothing."""
+    """metrics.csv and its TensorBoard events, holding the `kept` rows a resume keeps and none
+    past them; with path None (a DDP rank other than 0) rows are dropped."""
 
     def __init__(self, path: Path | None, kept: list[dict]):
         self.path, self.file, self.failed = path, None, False
@@ -107,14 +100,9 @@ def check_resume(run_dir: Path, step: int, max_step: int) -> list[dict]:
 
 
 def rows_before(path: Path, start: int) -> list[dict]:
-    """The rows of steps 0..start-1 of metrics.csv, each checked: what a resume at `start` keeps.
-
-    Rows are appended in step order, one whole line each, so a run resumed at `start` needs
-    exactly the first `start` lines after the header, each complete (ending in a newline: a
-    crash can cut the last line anywhere, even between digits). Whatever follows them (rows of
-    steps the checkpoint has not taken, a line cut by a crash) is recomputed by the resume and
-    dropped. Anything else (rows missing, out of order or damaged, another header, an empty
-    file) is a RunError naming the file and line: resuming would leave a wrong metrics.csv."""
+    """The rows of steps 0..start-1 of metrics.csv, each complete (a crash can cut a line even
+    between digits); what follows them is recomputed by the resume. Anything else is a RunError
+    naming the file and line: resuming would leave a wrong metrics.csv."""
     if start == 0:
         return []
     if not path.exists():
@@ -131,10 +119,8 @@ def rows_before(path: Path, start: int) -> list[dict]:
 
 
 def read_rows(path: Path) -> list[dict]:
-    """Every complete row of metrics.csv, checked (steps 0, 1, ... in order, each value a
-    number), its values as floats (None where empty: evaluation columns between evaluations, the
-    timings of an imported run). A line cut by a run in progress is left out. Plain Python: what
-    `repro status` reads, which should start in a fraction of a second, without pandas."""
+    """Every complete row of metrics.csv, checked, as floats (None where empty). Plain Python,
+    without pandas: `repro status` reads it and should start in a fraction of a second."""
     lines = _complete_lines(path, "empty, not a metrics file")
     rows = [_checked_row(path, step, line, ("step",)) for step, line in enumerate(lines)]
     return [{k: float(v) if v else None for k, v in row.items()} for row in rows]
