@@ -1,18 +1,9 @@
 """Evaluation losses of one checkpoint on the fixed evaluation sequences: ours, or another format
 that its reader (`load`, e.g. repro.annex.authors.checkpoint's) converts into our model.
 
-The losses are computed exactly as training computes them at an evaluation step (repro.training.run.
-eval_losses on repro.data.batches.Batches): the mean and std of the preset's evaluation
-micro-batches of that step's row of eval_train / eval_val, on CUDA in training's precision
-(bf16 autocast), on the CPU in fp32.
-
-A checkpoint's step is the number of optimiser steps its model has taken (ours: the step training
-resumes at; the authors': iter_num), so it holds the model before the update of that step: the
-model an evaluation at that step sees. Training evaluates every eval_interval steps and
-checkpoints on its own interval and after the last step, so a checkpoint's step is often no
-evaluation step (the final one is max_step + 1): by default the checkpoint is evaluated on the
-sequences of its last evaluation step at or before its own, and the result says which, and
-whether training logged that loss for this model or for one a few steps earlier.
+The losses are computed exactly as training computes them at an evaluation step. A checkpoint's
+step is often no evaluation step (the final one is max_step + 1), so by default it is evaluated on
+the sequences of its last evaluation step at or before its own, and the result says which.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """YAML files validated against the package's JSON schemas (repro/config/schemas), defaults
-filled in.
+filled in; a bad file is a one-line ConfigError naming the file and the key.
 
-A file that is missing, not YAML, or breaks its schema is a one-line ConfigError naming the file and
-the key. The schemas are the one description of every configuration key; tests check that their
-enumerations equal the code's constants.
-
-Configuration YAML is read as researchers write it and bounded as an attacker could write it: a
-float such as 1e-4 is a number (YAML 1.2; PyYAML's YAML 1.1 reads it as a string), a key written
-twice is refused with its line (YAML would keep the second silently), and a file larger than
-MAX_YAML_BYTES, nested deeper than MAX_YAML_DEPTH or whose aliases expand past MAX_YAML_NODES values
-(a "billion laughs" bomb) is refused before anything is built from it.
+YAML is read as researchers write it and bounded as an attacker could: 1e-4 is a number (YAML 1.2;
+PyYAML reads it as a string), a key written twice is refused (YAML keeps the second silently), and
+a file too large, too deep or whose aliases expand too far ("billion laughs") is refused.
 """
 
 from __future__ import annotations

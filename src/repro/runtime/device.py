@@ -1,12 +1,9 @@
 """Where and in what precision a model runs: the device, training's precision (§2.3), the
 attention kernel (runtime.attention), and whether sizes fit the memory this process may use.
 
-Sizes that cannot fit the memory this process may use are refused before anything is
-allocated, with the sizes in the message (the allocator's own failure is a traceback).
-
-On the CPU, what a process may use is the least of the machine's memory, what is left under its
-address-space limit (`ulimit -v`, RLIMIT_AS) and what is left under its cgroup's memory limit
-(cgroup v2 memory.max or v1 memory.limit_in_bytes: a container, SLURM's --mem).
+Sizes that cannot fit are refused before anything is allocated (the allocator's own failure is a
+traceback). On the CPU the memory a process may use is the least of the machine's, its
+address-space limit's and its cgroup's (a container, SLURM's --mem).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""One step on one page: what a run trains with (the model, its AdamW, the compiled model and the
-autocast context, the training micro-batch that fits them), the learning-rate schedule, one
-optimiser step, one evaluation, and the loop that runs them step after step.
-
-repro.training.run opens, resumes and records the run around this loop; repro.annex.perf.bench
-times its steps; repro.evaluate scores a checkpoint with eval_losses exactly as training does.
+"""One step on one page: what a run trains with, the learning-rate schedule, one optimiser step,
+one evaluation, and the loop that runs them (repro.training.run holds the run around it).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """The run around the loop: open its directory, build what it trains with, resume it, record it.
 
-A run directory (repro.rundir) holds metrics.csv, run.json and ckpt.pt, the latest checkpoint.
-Starting a run whose directory holds a checkpoint resumes from it; a finished run is never trained
-or overwritten again, and a directory holding another configuration's run is refused. One process
-at a time holds a run directory (repro.runtime.lock); a stop signal (SIGTERM,
-repro.runtime.preemption) ends the run at a step boundary, with a checkpoint. A run that diverges
-(repro.training.logs) ends as `diverged`, with its metrics and its last checkpoint, and is never
-resumed. run.json records the run's configuration, its data, the code and the machine.
+A finished or diverged run is never trained or overwritten again, and a directory holding another
+configuration's run is refused (docs/runs.md).
 """
 
 from __future__ import annotations
@@ -42,11 +37,8 @@ from repro.training.loop import Built, build, run_steps, with_train_micro_batch
 
 
 def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path) -> RunRecord:
-    """Train one run into out_dir (resuming from its checkpoint if any); return its record.
-
-    `run` is the resolved configuration (repro.config.resolve_run), runtime overrides included.
-    A stop signal ends it with preemption.Preempted, once its checkpoint and run.json are written.
-    """
+    """Train one run into out_dir (resuming from its checkpoint if any); return its record. A
+    stop signal raises preemption.Preempted once its checkpoint and run.json are written."""
     out_dir = make_dir(out_dir)
     # One writer per run: the first rank holds the run for all of a torchrun's ranks.
     with hold(out_dir, "run") if distributed.first_process() else nullcontext():
@@ -169,10 +161,7 @@ def run_record(
     start: int,
     previous: RunRecord | None,
 ) -> RunRecord:
-    """run.json of a run starting (or resuming) at step `start`: `run` with its training
-    micro-batch resolved, the model and compiled model it trains (`built`), the data `batches`
-    read (from data_dir and indices_dir), and the sessions of `previous`, the record of the run
-    so far (None for a new run)."""
+    """run.json of a run starting (or resuming) at step `start`; `previous` the record so far."""
     model, step_model, m = built.model, built.step_model, run.model
     device = next(model.parameters()).device
     compiled = hasattr(step_model, "_orig_mod")  # torch.compile's wrapper
