@@ -1,17 +1,9 @@
 """Decay to zero (docs/decay_to_zero.md): does the nonlinear query's gain survive the linear
 baseline's best schedule?
 
-An audit of the authors' code trained the linear baseline at the paper's scale with the learning
-rate decaying to zero after the warm-up, at weight decay 0.1: its best peak rate, 4.8e-3, ends
-level with the paper's nonlinear query, and about 0.02 nats of its drop comes in the last
-thousand steps. Its configurations ask for a linear decay, but its scripts ran nanoGPT's cosine
-to zero. Group `decay_to_zero` of the experiments file trains, on both schedules (a linear decay,
-`train.schedule: linear`, and the cosine to lr_min 0), the linear baseline at that rate and a
-neighbour and the nonlinear query at its own best rate and a higher one; each model's best is
-chosen over both. A run that decays to zero is read where its decay
-ends, at its last evaluation, not at the preset's table step; each model is represented by its
-best rate and the two bests are paired seed by seed, as the tuning comparison pairs them
-(repro.analysis.tuning).
+A run that decays to zero is read where its decay ends, at its last evaluation, not at the
+preset's table step; each model's best rate over both schedules is paired seed by seed, as
+repro.analysis.tuning pairs them.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The tuning comparison (docs/tuning.md): is the nonlinear query's gain more than its tuning?
 
-Group `tuning` gives the linear models the settings the nonlinear query was tuned at. Each model
-(query mode, MLP width) is represented by its best setting: the lowest mean validation loss over
-seeds 0..N-1 among the settings every seed has and none diverged. The best nonlinear setting is
-paired with each linear model's best seed by seed (repro.analysis.seeds). Both sides are chosen
-the same way, so the winner's curse favours neither much (the linear ones from one setting more).
+Each model is represented by its best setting over the seeds, chosen the same way on both sides,
+so the winner's curse favours neither much.
 """
 
 from __future__ import annotations

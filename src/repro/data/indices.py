@@ -1,12 +1,7 @@
 """The fixed batch indices: every model sees the same sequences at every step.
 
-docs/specification.md §6 gives the authors' procedure.
-
-Drawn exactly as the authors' Generate_Indices notebook: torch's CPU generator seeded 42, train
-starts of shape (rows, sequences per step); then a fresh generator seeded 42 for the eval-train
-and eval-val starts, (eval_rows, eval_sequences) each. A start i gives inputs [i, i+T) and
-targets [i+1, i+T+1). A JSON sidecar names the token files the starts were drawn for and the
-index files' hashes; repro.data.batches reads both back (read_sidecar).
+Drawn exactly as the authors' Generate_Indices notebook (docs/specification.md §6); a JSON sidecar
+names the token files they were drawn for and the index files' hashes.
 """
 
 from __future__ import annotations
@@ -57,11 +52,7 @@ def write_indices(
     preset: Preset, data_dir: Path, out_dir: Path, train_rows: int | None = None
 ) -> dict:
     """Draw the indices a preset needs for the token files in data_dir; write .npy files + sidecar.
-
-    train_rows: how many optimiser steps they serve (default the preset's max_step + 1; more for
-    an experiment with a longer schedule: its RunConfig.train.max_step + 1). The first rows
-    are the same whatever their number. Each file is written under a temporary name and renamed
-    when complete (repro.files).
+    train_rows: the optimiser steps they serve; the first rows are the same whatever their number.
     """
     manifest = read_manifest(data_dir)
     t = preset.train

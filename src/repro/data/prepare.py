@@ -1,13 +1,9 @@
 """Preparation: a corpus -> train.bin, val.bin and manifest.json (docs/specification.md §5).
 
-The preparation is nanoGPT's (data/openwebtext/prepare.py), with the same result byte for byte:
-datasets' train_test_split(test_size=0.0005, seed=2357, shuffle=True), the test part renamed val,
-each document encode_ordinary'd with the GPT-2 encoding and followed by the end-of-text token,
-each split one flat uint16 file. What differs is how: worker processes each take a contiguous range
-of the split's documents, read it themselves from the memory-mapped Arrow table and encode it with
-tiktoken's encode_to_numpy (a buffer, no list of Python ints); the main process appends the ranges
-to the file in order, with a bounded number in flight, so memory does not grow with the corpus.
-The files and their manifest are written by repro.data.tokens.write_token_files.
+The result is nanoGPT's (data/openwebtext/prepare.py) byte for byte. What differs is how: workers
+each encode a contiguous range of documents from the memory-mapped Arrow table, and the main
+process appends the ranges in order with a bounded number in flight, so memory does not grow with
+the corpus.
 """
 
 from __future__ import annotations

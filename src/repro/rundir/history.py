@@ -8,9 +8,7 @@ them).
   identity read without one gets it at the value those runs trained with (with_later_defaults),
   so that they keep their identity: they resume, and the results do not call them stale.
 
-Only readers call this: run.json's (repro.rundir.record), a checkpoint's at a resume
-(repro.training.run), a bench report's (repro.annex.perf.cost). What training computes with,
-RunConfig.identity(), knows nothing of it.
+Only readers call this; RunConfig.identity(), what training computes with, knows nothing of it.
 """
 
 LATER_MODEL_OPTIONS = {"qk_norm": False, "attention_gate": None}

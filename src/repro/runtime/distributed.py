@@ -1,13 +1,9 @@
 """One run across GPUs: the ranks torchrun starts share each step's micro-batches and evaluations.
 
-`torchrun --standalone --nproc_per_node N -m repro train ...` starts N processes (ranks). Each
-optimiser step still consumes the same sequences in the same order: rank r takes its contiguous
-share of the step's micro-batches, DistributedDataParallel averages the gradients once per step
-(no synchronisation on the inner micro-steps), and the losses are reduced to the 1-process values.
-Evaluations are shared the same way and gathered, so that their mean and std are the 1-process
-ones. Rank 0 alone writes metrics, run.json and checkpoints, which hold no trace of the number of
-ranks: a run resumes on any number of GPUs. Without torchrun (WORLD_SIZE unset or 1) every
-function here is the 1-process identity.
+Each step consumes the same sequences in the same order as one process (docs/distributed.md):
+rank r takes its contiguous share of the micro-batches, and losses and evaluations reduce to the
+1-process values, so a run resumes on any number of GPUs. Without torchrun every function here is
+the 1-process identity.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """GPU slots: each training process on a node takes a GPU that no other repro process holds.
 
-Snakemake's `--resources gpu=N` caps how many GPUs the running jobs ask for, not which GPU each
-one gets. A process that trains on `cuda` without an index (every DDP rank included) takes an
-exclusive fcntl lock on one file per GPU, named by the GPU's UUID, in a directory the node's
-processes share ($REPRO_GPU_LOCK_DIR, default <tmp>/repro-gpu-locks); it uses the first GPU whose
-lock it gets. The kernel releases a lock when its process ends, however it ends, so a finished,
-failed or killed job frees its GPU for the next one. A run on one GPU waits while every GPU is
-held: without Snakemake's `--resources gpu=N`, surplus GPU jobs queue for a GPU instead of sharing
-one. A torchrun rank does not wait (ranks of two runs each holding some GPUs would wait forever
-for each other): it fails, naming the cure. UUIDs, not indices, name the GPUs: jobs that see
-different CUDA_VISIBLE_DEVICES (a scheduler's cgroups renumber them from 0) still agree.
+Snakemake's `--resources gpu=N` caps how many GPUs jobs ask for, not which each gets: a process
+on `cuda` takes an fcntl lock per GPU ($REPRO_GPU_LOCK_DIR), which the kernel releases however the
+process ends. A torchrun rank fails instead of waiting (two runs' ranks could wait on each other
+forever). UUIDs name the GPUs: a scheduler's cgroups renumber indices from 0.
 """
 
 from __future__ import annotations
