@@ -1,7 +1,4 @@
-"""What the figures draw (repro.analysis.plots), computed apart from the drawing: their window of
-steps, their runs, the mean curves over seeds with their intervals (repro.analysis.seeds), and
-the steps where our curve leaves a reference run's band (repro.analysis.compare), and the
-audit's imported logs whose stated configuration is one of a figure's experiments."""
+"""What the figures draw (repro.analysis.plots), computed apart from the drawing."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Tables and figures as files for Snakemake's report (docs/report.md): each notebook that writes
-a table as CSV writes it as an HTML table beside it, which the report shows on its page (a CSV
-would only be a download link there); a figure is saved as PNG or PDF, or as HTML holding the PNG.
-
-A table's file is a fragment (a style block and a table), so that it reads both on its own and
-inside the report's page; ASCII only, non-ASCII characters as entities, whatever charset it is
-served with.
+"""Tables and figures as files for Snakemake's report (docs/report.md): a table also as HTML (the
+report only links a CSV), a fragment in ASCII so that it reads alone or in the page whatever its
+charset; a figure as PNG, PDF or HTML holding the PNG.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Version 3 (docs/v3.md): the claim of the paper's third version, on the recipe behind it.
 
-Group `v3` trains the runs behind Version 3's abstract (the nonlinear query at weight decay 0.1,
-cosine from 3.6e-3 to 2e-5) and the linear query on that recipe, read at their last evaluation;
-each model is represented by its best setting (repro.analysis.tuning), with its non-embedding
-parameters counted against the MLP-widened controls.
+Runs are read at their last evaluation; each model by its best setting (repro.analysis.tuning).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The `repro` command line: a thin layer over the library; every subcommand calls one function.
 
-Run as `repro ...` or `python -m repro ...`. Any ReproError (bad configuration, data, indices,
-checkpoint or run directory) is printed as one line, `repro: error: ...`, with exit status 2.
-Each command family is a module of this package; this one only assembles the parser.
+Any ReproError is printed as one line, `repro: error: ...`, with exit status 2.
 """
 
 from __future__ import annotations

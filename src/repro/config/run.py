@@ -19,9 +19,7 @@ LOSS_MARGIN = 1.0
 
 @dataclass(frozen=True)
 class RunConfig:
-    """One training run, resolved: every value final, each in one place: the preset's sections
-    with the experiment's overrides and AdamW settings, the runtime with this machine's overrides.
-    Build it with resolve_run (or load_run); change the runtime with with_runtime."""
+    """One training run, every value final; build it with resolve_run (or load_run)."""
 
     preset_name: str
     preset_file: str  # the YAML file the preset was read from (which checkout's config)

@@ -1,9 +1,4 @@
-"""What the training loop reads: (inputs, targets) micro-batches at the fixed indices.
-
-Batches opens a run's token files and index files once, checks them against each other and against
-the run's settings, and gathers micro-batches from the memory-mapped tokens; DeviceBatches moves
-training micro-batches to the device one ahead of the compute.
-"""
+"""What the training loop reads: (inputs, targets) micro-batches at the fixed indices."""
 
 from __future__ import annotations
 

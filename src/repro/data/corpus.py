@@ -1,12 +1,6 @@
-"""Where a corpus's documents come from (Source), the checks every source passes (free disk,
-the document count), and local files: parquet, json/jsonl or txt, with a `text` column (txt: one
-file, one document), read through datasets.load_dataset into one Dataset with a `text` column.
-
-The corpora: OpenWebText from the hub (repro.data.openwebtext) and Python's own documentation,
-the smoke corpus (repro.data.python_docs); docs/specification.md §5 says which corpus and split
-the paper uses. Before anything is read, the free space for the datasets cache and the token
-files is checked. `datasets` is imported only when a corpus is loaded: the command line imports
-these modules' constants for its help.
+"""Where a corpus's documents come from (Source), the checks every source passes (free disk, the
+document count), and local files (docs/data.md). `datasets` is imported only when a corpus is
+loaded: the command line imports these modules' constants for its help.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """One writer per run: an OS lock on the run directory.
 
-The lock is flock(2) on <run dir>/.lock: the kernel releases it when its holder exits, however it
-exits (kill -9 included), so a lock is never stale. The file names the holder (host and PID) for
-the message a second writer gets. A .lock that is a symbolic link (a run folder unpacked from an
-archive may hold one) is refused, never opened: writing the holder's name would erase its target.
+flock(2) on <run dir>/.lock: the kernel releases it however its holder exits, so it is never stale.
+A .lock that is a symbolic link is refused: writing the holder's name would erase its target.
 """
 
 from __future__ import annotations
@@ -76,11 +74,8 @@ def holder(directory: Path) -> tuple[str, int] | None:
 
 
 def held_here(directory: Path) -> bool:
-    """Whether a process of this machine holds the lock of `directory` now: the kernel's own list
-    of held locks (/proc/locks) names the lock file's device and inode (an inode number alone
-    may be another file system's). A PID alive is not enough: the trainer may have died and its
-    PID been given to another process. Without /proc/locks (not Linux), whether the PID the
-    file names is alive."""
+    """Whether a process of this machine holds the lock of `directory` now, by /proc/locks (a PID
+    alive is not enough: it may have been reused); without /proc/locks, whether the PID is alive."""
     path = Path(directory) / LOCK_FILE
     try:
         info = os.stat(path)

@@ -1,12 +1,7 @@
 """A run's curves as a TensorBoard event file beside its metrics.csv, written as the run trains.
 
-`tensorboard --logdir results` then shows every run under results/ (ours and the imported authors'
-runs) live, overlaid per scalar. A run has one event file, which each training session appends to;
-a resumed run first rewrites the file up to its resume step (a new file, as every file the package
-writes: never through a link), so the file never holds a step twice (the steps a crash took after
-the last checkpoint are taken again) and any reader sees each step once.
-The file is TensorBoard's record format: per record a little-endian uint64 length, its masked
-CRC32C, the serialised Event, the Event's masked CRC32C.
+A resumed run first rewrites the file up to its resume step, so the file never holds a step twice
+(a crash's steps after the last checkpoint are taken again).
 """
 
 from __future__ import annotations
