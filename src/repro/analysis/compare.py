@@ -87,9 +87,7 @@ def compare_curves(
 def compare_runs(
     run: Run, reference: Run, tolerance: float | None = None
 ) -> tuple[pd.DataFrame, str]:
-    """The comparison table of a run with a reference run, and where its tolerance comes from.
-    tolerance None: measured from the seeds of the run's experiment (seed_runs), else the fixed
-    DEFAULT_TOLERANCE."""
+    """The comparison table of a run with a reference run, and where its tolerance comes from."""
     if tolerance is not None:
         source = f"given: {tolerance:g} nats"
     else:
@@ -135,9 +133,7 @@ def reference_diverged(run: Run, reference: Run) -> str | None:
 
 
 def verdict(table: pd.DataFrame, differences: list[str] = (), diverged: str | None = None) -> str:
-    """One line: on course at every common step, or the first step where it left the band, or
-    where the reference diverged (`diverged`: reference_diverged); across configurations where
-    `differences` (configuration_differences) name some."""
+    """One line: on course, or the first step where it left the band or the reference diverged."""
     if not trained(table):
         raise ReproError(
             f"no verdict: no common evaluation step after step 0 (common: "

@@ -65,9 +65,8 @@ class StatedLogs:
 
 
 def stated_logs(logs_dir, preset: Preset, members: list[Experiment]) -> StatedLogs:
-    """The logs imported by `repro import-audit-logs` at `preset` (logs_dir, if a folder) whose
-    stated configuration is one of `members` (repro.analysis.stated.stated_as), and the names
-    of those whose configuration nobody stated or whose statement fits several members alike."""
+    """The audit's imported logs at `preset` stated as one of `members`, and the names of those
+    unstated or fitting several."""
     found = StatedLogs()
     if logs_dir is None or not Path(logs_dir).is_dir():
         return found
@@ -102,9 +101,8 @@ def mean_improvements(
 
 
 def off_course(losses: pd.DataFrame, by_seed: BySeed, theirs: dict) -> dict[str, pd.DataFrame]:
-    """For each reference run, the steps where our mean validation loss (mean_losses) leaves its
-    band: its loss plus or minus the tolerance of repro.analysis.compare (our seeds' spread,
-    else its fixed margin). Rows of compare.compare_curves (step, val_loss, ...)."""
+    """For each reference run, the steps where our mean validation loss leaves its band
+    (repro.analysis.compare's tolerance)."""
     off = {}
     for name, their_run in theirs.items():
         seeds = [runs[name] for runs in by_seed.values() if name in runs]

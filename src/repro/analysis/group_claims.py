@@ -35,9 +35,8 @@ def verdict(standing, n_seeds: int, detail: str) -> tuple[bool | None, str]:
 
 
 def tuned(runs_dir, preset: Preset, experiments: Experiments, seeds: int, config_dir):
-    """(claim, experiment, holds, detail) of the tuning comparison (repro.analysis.tuning): the
-    best nonlinear setting against the best setting of the baseline's model and of the larger
-    control's; not answered while a run of the group is missing, which the detail lists."""
+    """(claim, experiment, holds, detail) of the tuning comparison; unanswered while a run is
+    missing, which the detail lists."""
     roles = {
         "baseline": experiments[experiments.baseline],
         "larger control": experiments[experiments.claims["larger_control"]],
@@ -67,9 +66,7 @@ def decay(runs_dir, preset: Preset, experiments: Experiments, seeds: int, config
 
 
 def best_against_best(result: tuning.Tuning, group: str, claims: dict, seeds: int) -> list:
-    """Each claim (-> an experiment of the linear model it compares with) from result's row
-    pairing the best nonlinear setting with that model's best; while a run of the group is
-    missing, the detail lists the missing runs instead."""
+    """Each claim from result's row pairing the best nonlinear setting with that model's best."""
     where = f"preset {result.preset.name}, group {group}, {seeds} seed{'s' * (seeds > 1)}"
     if result.missing:
         detail = f"not answered at {where}: {len(result.missing)} runs missing: " + ", ".join(
@@ -89,9 +86,7 @@ def best_against_best(result: tuning.Tuning, group: str, claims: dict, seeds: in
 
 
 def paired_claim(claim: str, where: str, row: pd.Series, ours: str, reference: str) -> tuple:
-    """(claim, ours, holds, detail) from the paired comparison of best settings `ours` and
-    `reference` (repro.analysis.seeds.paired_difference): holds where its interval lies above
-    zero."""
+    """(claim, ours, holds, detail) of a paired comparison: holds where its interval is above 0."""
     n = int(row["n_pairs"])
     low, high = row["rel_improvement_ci_low"], row["rel_improvement_ci_high"]
     interval = f" (95% CI {low:.2%}..{high:.2%})" if n > 1 else ""
@@ -109,9 +104,8 @@ def paired_claim(claim: str, where: str, row: pd.Series, ours: str, reference: s
 
 
 def ablation(runs_dir, preset: Preset, experiments: Experiments, seeds: int, config_dir):
-    """(claim, experiment, holds, detail) of the query ablation (repro.analysis.ablation): each
-    claim's two arms at their best settings, paired; not answered while a run of either arm is
-    missing, which the detail lists."""
+    """(claim, experiment, holds, detail) of the query ablation, each claim's arms at their best
+    settings, paired."""
     if query_ablation.GROUP not in experiments.groups:
         return [
             (c, query_ablation.GROUP, None, f"no group `{query_ablation.GROUP}` {NOT_IN}")
@@ -139,10 +133,7 @@ def ablation(runs_dir, preset: Preset, experiments: Experiments, seeds: int, con
 
 
 def version3(runs_dir, preset: Preset, experiments: Experiments, seeds: int, config_dir):
-    """(claim, experiment, holds, detail) of version 3's recipe (repro.analysis.v3): its best
-    nonlinear setting against the baseline, the linear query on the same recipe, the best
-    decay-to-zero linear baseline and the MLP-widened controls, all read at the last evaluation;
-    not answered while a run they need is missing, which the detail lists."""
+    """(claim, experiment, holds, detail) of version 3's recipe, read at the last evaluation."""
     if v3.GROUP not in experiments.groups:
         return [(c, v3.GROUP, None, f"no group `{v3.GROUP}` {NOT_IN}") for c in v3.CLAIM_NAMES]
     result = v3.version3(runs_dir, preset, seeds, config_dir)

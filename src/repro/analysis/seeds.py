@@ -122,9 +122,8 @@ def check_seed_count(seeds: int) -> None:
 def checked_runs(
     by_seed: BySeed, members: list[Experiment], preset: Preset
 ) -> tuple[BySeed, dict[tuple[str, int], str]]:
-    """`by_seed` less the runs that do not stand for their experiment at seed k of `preset`
-    (results.run_differences: another experiment's run.json, settings edited since), and what
-    differs in each of those, by (experiment, seed): a table leaves them out and says why."""
+    """`by_seed` less the runs that do not stand for their experiment at their seed, and what
+    differs in each: a table leaves them out and says why."""
     kept, differing = {}, {}
     for k, runs in by_seed.items():
         seeded = preset.with_seed(k)
@@ -157,9 +156,7 @@ def paired(by_seed: BySeed, *names: str) -> BySeed:
 def over_seeds(
     by_seed: BySeed, curves: Callable[[dict[str, Run]], pd.DataFrame], keys: list[str], value: str
 ) -> pd.DataFrame:
-    """curves(runs) of each seed that has runs, summarised over the seeds per `keys`: one row per
-    key (e.g. experiment and step) with `keys`, n_seeds, {value}_mean, _sd, _ci_low, _ci_high,
-    and the seeds' range, _min and _max."""
+    """curves(runs) of each seed, summarised over the seeds per `keys`."""
     frames = [curves(runs).assign(seed=k) for k, runs in by_seed.items() if runs]
     groups = pd.concat(frames or [pd.DataFrame(columns=[*keys, value])]).groupby(keys, sort=False)
     spread = groups[value].agg(["min", "max"]).add_prefix(f"{value}_")

@@ -68,10 +68,8 @@ def model_of(experiment: Experiment) -> str:
 
 @dataclass(frozen=True)
 class Settings:
-    """The settings of a group at one preset: `table` (one row per setting, TUNING_COLUMNS, `best`
-    marking each model's), `losses` (the validation loss at `step`, one row per seed, one column
-    per setting; NaN where diverged or missing) and `missing` (the runs, as seed<k>/<experiment>,
-    that have neither a loss at `step` nor diverged)."""
+    """The settings of a group at one preset: `table` (`best` marking each model's), `losses` at
+    `step` (seed x setting; NaN where diverged or missing) and the `missing` runs."""
 
     table: pd.DataFrame
     losses: pd.DataFrame
@@ -81,10 +79,8 @@ class Settings:
 
 @dataclass(frozen=True)
 class Tuning:
-    """The comparison at one preset: `table` (one row per setting, `best` marking each model's),
-    `comparison` (best nonlinear vs each linear model's best), `missing` (the runs, as
-    seed<k>/<experiment>, that have neither a loss at the table step nor diverged) and `losses`
-    (Settings.losses)."""
+    """The comparison at one preset: Settings' table, losses and missing runs, and `comparison`
+    (best nonlinear vs each linear model's best)."""
 
     table: pd.DataFrame
     comparison: pd.DataFrame

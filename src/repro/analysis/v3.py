@@ -31,9 +31,7 @@ V3_COLUMNS = [*TUNING_COLUMNS[:7], "non_embedding_params", "extra_params", *TUNI
 
 @dataclass(frozen=True)
 class Version3:
-    """Group `v3` at one preset: `table` (one row per setting, V3_COLUMNS, `best` marking each
-    model's), `losses` (at `step`, one row per seed, one column per setting; NaN where diverged
-    or missing) and `missing` (the runs, as seed<k>/<experiment>, with neither)."""
+    """Group `v3` at one preset, as repro.analysis.tuning's Settings."""
 
     table: pd.DataFrame
     losses: pd.DataFrame

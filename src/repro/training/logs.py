@@ -139,9 +139,8 @@ class StepLog:
         return rows
 
     def write(self) -> tuple[int, str] | None:
-        """Write the pending steps' rows up to the first that diverged (its row the last), and
-        train.log's line: the interval's progress, or the divergence; return that step and why,
-        else None."""
+        """Write the pending rows up to the first that diverged and train.log's line; return that
+        step and why, else None."""
         rows = self.take()
         diverged = self.divergence.first(rows)
         for row in rows:
