@@ -52,10 +52,8 @@ class HeadRMSNorm(nn.RMSNorm):
 
 
 class AttentionGate(nn.Linear):
-    """y_h <- y_h * sigmoid(x W_g), on each head's attention output y_h before the output
-    projection, from x, the layer's normed input that the query is computed from (gated attention,
-    Qiu et al. 2025, arXiv 2505.06708): one gate per head (W_g d x n_head, headwise) or one per
-    channel (W_g d x d, elementwise). No bias, as nowhere else in the model."""
+    """y_h <- y_h * sigmoid(x W_g) on each head's output, x the layer's normed input (Qiu et al.
+    2025, arXiv 2505.06708): one gate per head or per channel; no bias, as nowhere in the model."""
 
     def __init__(self, config: ModelSizes):
         headwise = config.attention_gate == "headwise"

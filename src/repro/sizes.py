@@ -1,10 +1,7 @@
-"""What the model's modules derive from its configuration's fields (docs/specification.md §1),
-for repro.config.ModelConfig and for the transformers configuration of an exported model
-(repro.modeling_repro.ReproConfig), which holds the same fields.
+"""What the model's modules derive from its configuration's fields (docs/specification.md §1).
 
-The model's own modules (sizes.py, attention.py, model.py) import nothing else of the
-package, and each other relatively: an export carries them beside its weights, where transformers
-loads them with trust_remote_code=True and no repro installed.
+The model's own modules (sizes.py, attention.py, model.py) import nothing else of the package, and
+each other relatively: an export carries them, loaded with trust_remote_code=True without repro.
 """
 
 # The modes whose query goes through the bottleneck MLP of eq. (3) (repro.attention.QueryMLP).

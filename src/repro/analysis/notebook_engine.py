@@ -1,17 +1,11 @@
 """papermill's engine for the package's notebooks (`papermill --engine repro`, as the workflow
 runs them): papermill's own, with a kernel whose log says only what went wrong.
 
-- The kernel talks over IPC (Unix sockets, readable by this user only), not TCP: over TCP
-  without CurveZMQ keys ipykernel logs "WARNING ... without encryption" at every start, which
-  is true there (anyone on the machine could connect) and not here. Each kernel's sockets lie in
-  a folder of its own: jupyter_client names IPC sockets after the first free number beside a
-  shared prefix (`kernel-ipc-N` in the working directory), so two notebooks started at once
-  (the workflow's jobs run in parallel, in notebooks/) would bind the same sockets and read
-  each other's messages ("Invalid Signature").
-- Shutting down a kernel after the notebook's last cell sends no SIGINT first: jupyter_client
-  interrupts a kernel before asking it to shut down, and where the interrupt lands in the idle
-  kernel's event loop the kernel logs "ERROR ... KeyboardInterrupt caught in kernel" for a run
-  that succeeded. An interrupt while a cell runs (a timeout) is sent as before.
+- The kernel talks over IPC, not TCP (where ipykernel warns "without encryption" at every
+  start), each kernel's sockets in a folder of its own: jupyter_client numbers them beside one
+  shared prefix, so two notebooks started at once would read each other's messages.
+- Shutdown after the last cell sends no SIGINT first: landing in the idle kernel, it logs
+  "KeyboardInterrupt caught in kernel" for a run that succeeded.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Run configuration: a preset (the scale) + an experiment (what is compared), as typed objects.
 
-YAML data under config/, validated by repro/config/schemas on load; Preset and Experiment mirror
-the YAML's sections. A run is resolved once (resolve_run, load_run) into a RunConfig holding every
-final value: what training reads, and what the relations (run.py) are checked on. A run's
-identity is derived from what training computes with (model, train and optimiser settings);
-`runtime`, `report` and `resources` are not in it. No torch here: the workflow imports this while
-it is parsed.
+A run's identity is what training computes with; `runtime`, `report` and `resources` are not in
+it. No torch here: the workflow imports this while it is parsed.
 """
 
 from repro.config.experiments import (

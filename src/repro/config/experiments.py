@@ -1,9 +1,6 @@
 """The experiments file as typed objects: what each experiment changes, its groups and roles.
 
-An experiment names a query mode, an MLP ratio and optimiser settings; it may also override the
-preset's model (width, tied embeddings, attention scale) and schedule (max_step, decay_steps), as
-some of the authors' configurations do, and name the authors' configuration file it comes from
-(`source`, docs/specification.md §8.3). No torch here: the workflow imports this while parsing.
+No torch here: the workflow imports this while parsing.
 """
 
 from __future__ import annotations

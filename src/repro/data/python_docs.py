@@ -32,11 +32,8 @@ def stdlib_sources() -> list[Path]:
 
 
 def module_documents(path: Path) -> list[str]:
-    """A module's docstrings (module, classes, functions; one document each), then its comments.
-
-    Parsed, never imported. The comments (one document per module) are there because the
-    docstrings and topics alone are about 0.6M tokens, short of the smoke corpus's 1M.
-    """
+    """A module's docstrings, one document each, then its comments: docstrings and topics alone
+    are about 0.6M tokens, short of the smoke corpus's 1M."""
     source = path.read_bytes()
     try:
         tree = ast.parse(source)

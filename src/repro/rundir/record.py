@@ -1,8 +1,5 @@
-"""run.json: what a run was (its identity and configuration), on what it ran, and how it ended.
-
-Training writes it through this module and the results read it back through it, so its fields
-are defined once. A run.json without `format` is read through repro.rundir.history.
-"""
+"""run.json: what a run was (its identity and configuration), on what it ran, and how it ended;
+its fields defined once, for training and the results."""
 
 from __future__ import annotations
 
@@ -143,8 +140,7 @@ def identity_differences(old: dict, new: dict, prefix: str = "") -> list[str]:
 
 
 def publish(run_dir: Path, dest: Path) -> None:
-    """Copy a run's metrics.csv and run.json to dest (the workflow's declared outputs), each
-    atomically."""
+    """Copy a run's metrics.csv and run.json to dest (the workflow's declared outputs)."""
     for name in (METRICS_CSV, RUN_JSON):
         copy_file(Path(run_dir) / name, Path(dest) / name)
 

@@ -1,10 +1,8 @@
 """Offline, found out at once: the Hugging Face hub asked once, not retried for a minute.
 
-Offline, the hub's clients (huggingface_hub, datasets) retry each request for about fifty seconds,
-printing a line a retry, before they fail. One connection to the hub, a few seconds at most, says
-whether it can be reached; where it cannot, HF_HUB_OFFLINE and HF_DATASETS_OFFLINE are set before
-those clients are imported (they read them once, then), so that the cache answers at once and a
-miss is one error. Behind a proxy (HTTPS_PROXY) the hub is reached through it: nothing is asked.
+Offline, the hub's clients retry each request for about fifty seconds; one connection says whether
+the hub can be reached, and where it cannot, HF_HUB_OFFLINE and HF_DATASETS_OFFLINE are set before
+those clients are imported (they read them once). Behind a proxy nothing is asked.
 """
 
 from __future__ import annotations

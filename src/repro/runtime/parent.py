@@ -13,11 +13,8 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def exit_with_parent(parent: int | None = None) -> None:
-    """Have Linux send this process SIGTERM when its parent dies (elsewhere, nothing).
-
-    `parent`: the PID the parent had when this process started, to catch a parent that died
-    before this call (the signal is only for a death after it): then SIGTERM now. PID 1 as the
-    parent means the parent had died already."""
+    """Have Linux send this process SIGTERM when its parent dies (elsewhere, nothing). `parent`,
+    the PID it had at this process's start, catches a death before this call: SIGTERM now."""
     if sys.platform != "linux":
         return
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
