@@ -23,8 +23,7 @@ from repro.training.loop import eval_losses
 
 
 def load_model(path: Path, state: dict | None = None) -> tuple[GPT, int, str]:
-    """(model, its step, "repro") of a checkpoint of ours (its `state`, where read already), its
-    weights finite."""
+    """(model, its step, "repro") of a checkpoint of ours, its weights finite."""
     state = load_checkpoint(Path(path)) if state is None else check_state(path, state)
     model = model_from(path, state["config"]["model"], state["model"])
     check_finite(path, model)
@@ -73,8 +72,7 @@ def evaluate(
     load=load_model,
 ) -> dict:
     """The evaluation losses of `checkpoint` at `step` (default: its own) as training computes
-    them; a dict that names the checkpoint, its format, the step, row and device. `load` reads
-    the checkpoint as (model, step, format)."""
+    them; `load` reads the checkpoint as (model, step, format)."""
     model, own_step, kind = load(checkpoint)
     if model.config.block_size != preset.model.block_size:
         raise CheckpointError(

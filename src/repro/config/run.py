@@ -185,8 +185,7 @@ def check_divides(source, key: str, value: int, other_key: str, other: int) -> N
 
 
 def check_relations(source, train, runtime, report) -> None:
-    """The relations between the values of a preset's sections, or of a run's (the preset's with
-    an experiment's overrides and the runtime overrides: repro.config.RunConfig)."""
+    """The relations between the values of a preset's sections, or of a RunConfig's."""
     t = train
     for key in ("batch_size", "eval_sequences"):
         check_divides(
@@ -213,8 +212,7 @@ def check_relations(source, train, runtime, report) -> None:
 
 
 def check_micro_batch(source, runtime, train) -> None:
-    """The one relation a runtime setting takes part in: a training micro-batch that is a number
-    divides the batch."""
+    """The one runtime relation: a training micro-batch that is a number divides the batch."""
     micro_batch = runtime.train_micro_batch
     if isinstance(micro_batch, int):
         check_divides(

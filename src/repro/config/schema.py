@@ -224,11 +224,9 @@ def _parse_yaml_file(text: bytes, path: str) -> dict:
 
 
 def load(path: Path, schema_name: str) -> dict:
-    """A YAML file, validated against a schema, with its defaults filled in.
-
-    The file is read at every call; what its bytes parse to is kept, since an analysis resolves
-    the same experiments.yaml once per run it reads and the pure-Python parse (which keeps each
-    value's line for the errors) takes a tenth of a second. Each call gets its own copy."""
+    """A YAML file, validated against a schema, with its defaults filled in. The parse of its
+    bytes is kept (a tenth of a second, paid once per run an analysis reads); each call gets a
+    copy."""
     return copy.deepcopy(_load_bytes(_read_config_bytes(path), schema_name, str(path)))
 
 

@@ -115,8 +115,7 @@ def document_ranges(n_documents: int, workers: int) -> list[tuple[int, int]]:
 
 
 def encoded_split(dataset: datasets.Dataset, name: str, workers: int) -> Iterator[np.ndarray]:
-    """The tokens of `dataset`'s documents, a range at a time in order, encoded by a pool of
-    `workers` processes, with a progress bar."""
+    """The tokens of `dataset`'s documents, a range at a time in order, encoded by `workers`."""
     ranges = document_ranges(len(dataset), workers)
     gpt2_encoding()  # built (about 1 s) once here: forked workers inherit it
     tokens = 0
@@ -141,8 +140,7 @@ def prepare(
     test_size: float = TEST_SIZE,
     num_proc: int | None = None,
 ) -> dict:
-    """Write train.bin, val.bin and manifest.json into out_dir from `source`; return the
-    manifest."""
+    """Write train.bin, val.bin and manifest.json into out_dir from `source`."""
     out_dir, num_proc = Path(out_dir), num_proc or os.cpu_count()
     gpt2_encoding()  # refuse a bad tokenizer before any download
     dataset, described = load_corpus(source, out_dir, expected_docs, num_proc)

@@ -31,8 +31,7 @@ FINGERPRINT_BLOCKS, FINGERPRINT_BLOCK = 64, 1 << 16
 
 def fingerprint(path: str | os.PathLike) -> str:
     """A hash of a file's size and sampled blocks: catches a truncated, swapped or regenerated
-    token file at a cost that does not grow with its size (a flipped bit between blocks is
-    `repro verify`'s to find)."""
+    token file at a cost that does not grow with its size."""
     size = os.path.getsize(path)
     digest = hashlib.sha256(str(size).encode())
     with open(path, "rb") as f:
@@ -79,8 +78,7 @@ def write_token_files(
 
 
 def _write_split(path: Path, pieces, documents: int) -> tuple[Path, dict]:
-    """The tokens into a temporary file beside `path` (new_partial); return it and the split's
-    manifest entry."""
+    """The tokens into a temporary file beside `path`; return it and the split's manifest entry."""
     partial, fd = new_partial(path)
     digest, tokens = hashlib.sha256(), 0
     try:
@@ -169,11 +167,8 @@ def _check_manifest(path: Path, manifest) -> None:
 
 
 def verify(data_dir: str | os.PathLike) -> dict:
-    """Check every token file's size and full SHA-256 against the manifest; return the manifest.
-
-    A manifest without fingerprints gets those that make later starts fast, with its
-    modification time kept: Snakemake must not take it for new token files and redraw indices.
-    """
+    """Check every token file's size and full SHA-256 against the manifest; return it. Missing
+    fingerprints are added with its mtime kept: Snakemake must not redraw the indices."""
     manifest = read_manifest(data_dir, full=True)
     check_token_values(data_dir, manifest)
     splits = manifest["splits"].values()
@@ -209,9 +204,8 @@ def token_memmap(data_dir: str | os.PathLike, manifest: dict, split: str) -> np.
 def check_token_values(
     data_dir: str | os.PathLike, manifest: dict, vocab_size: int | None = None
 ) -> None:
-    """Refuse token files holding an id outside the tokenizer's vocabulary, or the model's
-    (`vocab_size`) where that is smaller: training would fail on it with an IndexError, hours in.
-    Reads every token (a scan at disk speed)."""
+    """Refuse token files holding an id outside the vocabulary (training would fail hours in);
+    reads every token."""
     tokenizer = manifest["tokenizer"] if isinstance(manifest["tokenizer"], dict) else {}
     limit = tokenizer.get("n_vocab", GPT2_VOCAB)
     if vocab_size is not None:

@@ -24,8 +24,7 @@ class CheckpointError(ReproError):
 
 
 def save_checkpoint(path: Path, model: GPT, optimizer, next_step: int, config: dict) -> None:
-    """Write to a temporary name, then rename: an interrupted save never leaves a broken ckpt
-    (and a failed one removes its partial file)."""
+    """Write to a temporary name, then rename: an interrupted save never leaves a broken ckpt."""
     state = {
         "format": FORMAT,
         "model": model.state_dict(),
@@ -83,10 +82,8 @@ def checkpoint_bytes(model: GPT) -> int:
 
 
 def check_checkpoint_space(path: Path, model: GPT) -> None:
-    """Refuse to start unless two checkpoints fit next to `path` (ckpt.pt and the temporary file
-    that replaces it); the space ckpt.pt takes is counted as free, and so is that of temporary
-    files an earlier process killed while writing one left (atomic_write's own names, in a run
-    folder only its one writer writes to: removed)."""
+    """Refuse to start unless two checkpoints fit next to `path` (ckpt.pt and its replacement),
+    counting ckpt.pt and a killed writer's partial files (removed: the folder has one writer)."""
     for stale in path.parent.glob(f".{path.name}.*.partial"):
         stale.unlink(missing_ok=True)
     held = path.stat().st_size if path.exists() else 0
@@ -125,8 +122,7 @@ def load_checkpoint(path: Path, map_location="cpu") -> dict:
 
 
 def check_state(path: Path, state: dict) -> dict:
-    """`state` (of a checkpoint of ours, read from `path`), once each entry save_checkpoint
-    writes is there and of the right kind."""
+    """`state`, once each entry save_checkpoint writes is there and of the right kind."""
     optimizer, config = state.get("optimizer"), state.get("config")
     step = state.get("step")
     for entry, valid in {
@@ -155,8 +151,7 @@ def check_state(path: Path, state: dict) -> dict:
 
 
 def restore(path: Path, state: dict, model: GPT, optimizer) -> None:
-    """Load a checkpoint's weights and optimiser state (load_checkpoint's) into a run's model and
-    optimizer; a checkpoint that does not fit them is a CheckpointError naming what differs."""
+    """Load a checkpoint's weights and optimiser state into a run's model and optimizer."""
     check_weights(path, state["model"], model.state_dict())
     model.load_state_dict(state["model"])
     parameters = len(list(model.parameters()))
@@ -176,8 +171,7 @@ def restore(path: Path, state: dict, model: GPT, optimizer) -> None:
 
 
 def check_weights(path: Path, weights, expected: Mapping) -> None:
-    """Refuse weights that are not exactly the floating-point tensors of `expected` (a model's
-    state_dict, possibly on the meta device), by name and shape."""
+    """Refuse weights that are not exactly the floating-point tensors of `expected`."""
     if not isinstance(weights, Mapping):
         raise CheckpointError(f"{path}: weights are a {type(weights).__name__}, not a mapping")
     missing, unexpected = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
@@ -198,9 +192,8 @@ def check_weights(path: Path, weights, expected: Mapping) -> None:
 
 
 def model_from(path: Path, config: ModelConfig | dict, weights) -> GPT:
-    """The GPT of `config` holding `weights`, both checked before any weight is allocated: the
-    model is first built on the meta device, so that a configuration with, say, a vocabulary of
-    1e12 is refused, not allocated."""
+    """The GPT of `config` holding `weights`, both checked on the meta device first: a vocabulary
+    of 1e12 is refused, not allocated."""
     try:
         if not isinstance(config, ModelConfig):
             config = ModelConfig(**config)

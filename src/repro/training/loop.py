@@ -37,9 +37,7 @@ def make_model(run: RunConfig, device: torch.device) -> GPT:
 
 
 def make_optimizer(model: GPT, run: RunConfig, fused_kernel: bool) -> torch.optim.AdamW:
-    """AdamW with weight decay on every parameter of 2 or more dimensions only (§2).
-
-    fused_kernel: torch's fused (single-kernel) AdamW, CUDA only; the same update."""
+    """AdamW with weight decay on every parameter of 2 or more dimensions only (§2)."""
     adamw, t = run.optimizer, run.train
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
@@ -65,12 +63,8 @@ class Built(NamedTuple):
 
 
 def build(run: RunConfig, device: torch.device) -> Built:
-    """The model, the model the steps call (compiled or not), the optimiser, the autocast context.
-
-    The fast path (§2): TF32 matmuls, bf16 autocast, fused AdamW, torch.compile (in
-    runtime.compile_mode) and the fused residual_gelu projection, each by default on CUDA only;
-    SDPA picks its attention kernel itself unless runtime.attention names one.
-    """
+    """The model, the model the steps call (compiled or not), the optimiser, the autocast context;
+    the fast path (§2) by default on CUDA only."""
     what = f"training {run.experiment.name} at preset {run.preset_name}"
     needed = TRAINING_COPIES * weight_bytes(run.model) + evaluation_logits_bytes(run)
     check_memory(what, needed, device)  # before allocating
@@ -88,10 +82,8 @@ def build(run: RunConfig, device: torch.device) -> Built:
 
 
 def with_train_micro_batch(run: RunConfig, built: Built) -> RunConfig:
-    """The run with runtime.train_micro_batch a number, the one place it is resolved (training
-    and `repro bench` both call this): `auto` on a GPU is the largest that fits the model the
-    steps call, the same on every rank; None, and `auto` elsewhere, the evaluation's micro-batch.
-    """
+    """The run with runtime.train_micro_batch a number, the one place it is resolved: `auto` on a
+    GPU the largest that fits, the same on every rank; else the evaluation's micro-batch."""
     chosen, (model, step_model, _, autocast) = run.runtime.train_micro_batch, built
     if isinstance(chosen, int):
         return run  # a number already: its relations were checked when it was set
@@ -171,12 +163,8 @@ def train_step(
     grad_clip: float,
     autocast,
 ) -> torch.Tensor:
-    """One optimiser step over the batches' accumulation micro-batches (Batches.accumulation, the
-    slices they take of a row); returns the mean loss (on device).
-
-    Nothing here waits for the device: the loss stays a device tensor until the caller logs it.
-    Under torchrun a rank takes its share of the micro-batches; DDP averages (hence the scale).
-    """
+    """One optimiser step over the accumulation micro-batches; the mean loss stays on the device
+    (nothing here waits for it). Under torchrun DDP averages the ranks' shares (hence the scale)."""
     total = torch.zeros((), device=batches.device)
     accumulation = batches.accumulation
     mine, ranks = distributed.share(accumulation), distributed.size()

@@ -101,8 +101,7 @@ def training_device(run: RunConfig) -> torch.device:
 def _train(
     run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path, previous: RunRecord | None
 ) -> RunRecord:
-    """train(), in a run directory this process holds, of a run not finished; the record as it
-    ended (completed, diverged, or still running: stopped by a signal)."""
+    """train(), in a run directory this process holds, of a run not finished."""
     built = build(run, training_device(run))
     check_checkpoint_space(out_dir / CHECKPOINT, built.model)
     run = with_train_micro_batch(run, built)
@@ -134,8 +133,7 @@ def _train(
 
 
 def resume(path: Path, built: Built, run: RunConfig) -> tuple[int, list[dict]]:
-    """Load the checkpoint at `path` if there is one; return the step to start from and the rows
-    of metrics.csv the run keeps before it."""
+    """The step to start from (a checkpoint's, loaded) and the metrics.csv rows kept before it."""
     if not path.exists():
         return 0, []
     state = load_checkpoint(path, map_location=next(built.model.parameters()).device)
