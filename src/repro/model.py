@@ -19,14 +19,8 @@ from torch.utils.checkpoint import checkpoint
 from .attention import CausalSelfAttention, KVCache
 from .sizes import ModelSizes
 
-# The LM head's mean cross-entropy, three ways to the same loss (up to the order of float sums):
-#
-# cross_entropy           of the whole logits (the authors' way, and the default)
-# chunked_cross_entropy   runtime.loss_chunks slices of the positions at a time, each slice's
-#                         logits recomputed in the backward pass: at most one slice exists at once
-# fused_cross_entropy     runtime.fused_loss: the head and the loss over the slices with their
-#                         gradients taken at once, so the backward pass only scales them: no
-#                         logits kept and no head recomputed
+# The LM head's mean cross-entropy three ways, the same up to the order of float sums: whole
+# (the authors', the default), chunked (runtime.loss_chunks) and fused (runtime.fused_loss).
 
 
 def at_least_float32(t):
@@ -129,9 +123,7 @@ class GPT(nn.Module):
             )
         )
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        # Speed switches like the fused projection: the loss over this many slices
-        # of the positions, so that the whole logits never exist at once; the loss with its
-        # gradients in one pass over the slices.
+        # Speed switches like the fused projection (chunked_cross_entropy, fused_cross_entropy).
         self.loss_chunks, self.fused_loss = 1, False
         if config.tie_embeddings:
             self.transformer.wte.weight = self.lm_head.weight

@@ -76,9 +76,7 @@ class TrainSettings:
     init_seed: int
     index_seed: int
     schedule: str  # after the warm-up: cosine to lr_min, or linear to zero
-    # The divergence stop: this many consecutive evaluations more than the margin (nats) above
-    # the best validation loss end a run (a None margin: never). The defaults of these three are
-    # the schema's (preset.schema.yaml), filled in when a preset is read.
+    # The divergence stop (repro.training.logs); defaults in preset.schema.yaml.
     divergence_margin: float | None
     divergence_evaluations: int
     beta1: float

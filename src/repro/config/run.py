@@ -173,10 +173,8 @@ def load_config(
     return preset, load_experiments(directory=directory)
 
 
-# The relations between a configuration's values, which the JSON schemas cannot express: each
-# value can be valid alone and the run still break hours in (a warm-up as long as the decay divides
-# by zero in the schedule; a table step never evaluated gives Table 1 a NaN). They are checked when
-# a preset or an experiment is loaded and when a run is assembled, before anything is computed.
+# The relations the JSON schemas cannot express: each value valid alone, the run could still break
+# hours in (a warm-up as long as the decay divides by zero); checked before anything is computed.
 
 
 def check_divides(source, key: str, value: int, other_key: str, other: int) -> None:
