@@ -14,10 +14,8 @@ def shorten(text: str, limit: int = MAX_MESSAGE) -> str:
 
 
 class ReproError(ValueError):
-    """An input the package cannot use; the message is one line naming the file, field or value.
-
-    The command line prints it as `repro: error: ...`; every module's own error derives from it.
-    However long the values it quotes, the message is at most about MAX_MESSAGE characters."""
+    """An input the package cannot use; the message is one line naming the file, field or value,
+    at most about MAX_MESSAGE characters however long the values it quotes."""
 
     def __str__(self) -> str:
         return shorten(super().__str__())

@@ -24,10 +24,8 @@ table.repro-table tbody tr:nth-child(even) {background: #fafafa;}
 
 
 def table_html(table: pd.DataFrame, formats: dict[str, str] | None = None) -> str:
-    """A table as an HTML fragment: the columns of `formats` formatted ("{:.2%}"), missing values
-    empty, no index. So that it fits a report page beside its menu: a column empty in every row
-    (no configuration differences) is left out, one that holds one value in every row (the
-    preset, a caveat) is said once above the table, and headers may break after underscores."""
+    """A table as an HTML fragment, `formats` applied. To fit a report page beside its menu, an
+    empty column is left out and one of one value is said once above the table."""
     table = table.copy()
     for column, fmt in (formats or {}).items():
         table[column] = table[column].map(lambda v: "" if pd.isna(v) else fmt.format(v))

@@ -145,9 +145,7 @@ def authors_folders(artefacts: str | Path) -> list[Path]:
 
 
 def authors_runs(artefacts: str | Path, experiments: Experiments) -> dict[str, dict]:
-    """Experiment -> {"folder", "checkpoint"} for each run folder of the downloaded artefacts
-    that an experiment names (`source`); "checkpoint" says whether the folder holds a ckpt.pt.
-    Folders no experiment names are left out."""
+    """Experiment -> {"folder", "checkpoint"} for each downloaded run folder an experiment names."""
     found = {}
     for folder in authors_folders(artefacts):
         experiment = experiments.by_source(source_of(folder))

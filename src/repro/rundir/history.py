@@ -38,10 +38,8 @@ def legacy_record(data: dict) -> dict:
 
 
 def legacy_identity(identity: dict, eval_micro_batch: int) -> dict:
-    """An identity of the preset/experiment/model layout in today's (model/train/optimizer); one
-    in today's layout is returned as it is.
-
-    That layout left out the micro-batch, which sets how evaluation batches; it is passed in."""
+    """An identity of the preset/experiment/model layout in today's; that layout left out the
+    micro-batch, which sets how evaluation batches: it is passed in."""
     if "preset" not in identity:
         return identity
     train = {

@@ -88,10 +88,8 @@ def write_metrics(path: Path, rows: list[dict]) -> None:
 
 
 def check_resume(run_dir: Path, step: int, max_step: int) -> list[dict]:
-    """The rows 0..step-1 of metrics.csv a resume at `step` (its checkpoint's) keeps, read once;
-    refused where the run would end with wrong data: a step outside 0..max_step + 1 (max_step + 1:
-    every step taken, run.json not yet updated), or a metrics.csv without exactly those rows
-    (rows_before)."""
+    """The rows 0..step-1 of metrics.csv a resume at `step` keeps, read once; a step outside
+    0..max_step + 1 (every step taken, run.json not yet updated) is refused."""
     if not 0 <= step <= max_step + 1:
         raise RunError(
             f"{Path(run_dir) / CHECKPOINT}: step {step}, outside this run's 0..{max_step + 1}"

@@ -32,10 +32,8 @@ def lock_dir() -> Path:
 
 
 def claim_gpu(gpu_ids: list[str], directory: Path, wait: float | None = None) -> int:
-    """Lock the first free GPU of `gpu_ids`; return its index there. Held until the process ends.
-
-    While all are held: with `wait`, try again every `wait` seconds; without, raise GPUError.
-    """
+    """Lock the first free GPU of `gpu_ids` until the process ends; return its index there. While
+    all are held: with `wait`, try again every `wait` seconds; without, raise GPUError."""
     index = _try_claim(gpu_ids, directory)
     if index is None and wait is not None:
         print(

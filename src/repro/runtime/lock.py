@@ -62,8 +62,7 @@ def _open_lock_file(path: Path):
 
 def holder(directory: Path) -> tuple[str, int] | None:
     """The (host, PID) the lock file of `directory` names, without taking the lock (asking never
-    keeps a writer out); None without a readable one (a named pipe or anything but a regular
-    file of a line is not one). The holder may have exited since: see held_here."""
+    keeps a writer out); None without a readable one. The holder may have exited: see held_here."""
     try:
         text = read_regular(Path(directory) / LOCK_FILE, LOCK_BYTES, what="a run's lock file")
     except ReproError:

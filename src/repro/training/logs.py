@@ -17,10 +17,8 @@ from repro.rundir import METRICS_CSV, MetricsLog, Progress
 
 @dataclass
 class DivergenceStop:
-    """At any step: a non-finite train loss, or one above the loss ceiling (RunConfig.loss_ceiling).
-    At an evaluation: a non-finite evaluation loss, or the `evaluations`-th consecutive validation
-    loss more than `margin` nats above the best one before it (margin None: never).
-    """
+    """A non-finite loss or a train loss above the ceiling, or the `evaluations`-th consecutive
+    validation loss more than `margin` nats above the best before it (docs/runs.md)."""
 
     ceiling: float
     margin: float | None
