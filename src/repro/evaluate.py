@@ -41,7 +41,6 @@ def check_finite(path: Path, model: GPT) -> None:
 
 
 def last_evaluation_step(step: int, preset: Preset) -> int:
-    """The last step at or before `step` at which training evaluates."""
     return step - step % preset.train.eval_interval
 
 

@@ -119,7 +119,6 @@ def configuration_differences(run: Run, reference: Run) -> list[str]:
 
 
 def trained(table: pd.DataFrame) -> bool:
-    """Whether a comparison has a common evaluation after step 0 (the untrained models)."""
     return bool((table["step"] > 0).any())
 
 

@@ -55,11 +55,9 @@ class StatedLogs:
     label: str = STATED
 
     def colors(self, of_experiment: dict) -> dict:
-        """Each log's colour: its experiment's."""
         return {key: of_experiment[name] for key, name in self.experiment.items()}
 
     def note(self) -> str:
-        """What the legend says of the logs left out, if any."""
         n = len(self.unknown)
         return f"\n{n} imported log{'s' * (n != 1)} not drawn: configuration unknown" if n else ""
 

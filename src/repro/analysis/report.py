@@ -47,7 +47,6 @@ def table_html(table: pd.DataFrame, formats: dict[str, str] | None = None) -> st
 def write_table_html(
     table: pd.DataFrame, path: str | Path, formats: dict[str, str] | None = None
 ) -> Path:
-    """Write table_html(table, formats) to path (its folder created); the path."""
     path = Path(path)
     make_dir(path.parent)
     with atomic_write(path) as f:

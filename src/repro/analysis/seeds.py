@@ -114,7 +114,6 @@ def read_seed_runs(runs_dir: str | Path, names: list[str], seeds: int) -> BySeed
 
 
 def check_seed_count(seeds: int) -> None:
-    """Refuse a count of seeds to read that is not 1..MAX_SEEDS."""
     if not 1 <= seeds <= MAX_SEEDS:
         raise ConfigError(f"seeds {seeds}: a count of seeds is 1..{MAX_SEEDS}")
 
@@ -149,7 +148,6 @@ def differences_column(differing: dict[tuple[str, int], str], names: list[str]) 
 
 
 def paired(by_seed: BySeed, *names: str) -> BySeed:
-    """The seeds that have a run of every one of `names`."""
     return {k: runs for k, runs in by_seed.items() if all(n in runs for n in names)}
 
 

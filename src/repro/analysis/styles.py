@@ -56,7 +56,6 @@ def band(ax, curve: pd.DataFrame, value: str, color) -> None:
 
 
 def bands_title(n_seeds: int) -> str:
-    """What the bands of a figure over n_seeds seeds are."""
     if n_seeds < 2:
         return ""
     bands = "95% t-interval" if n_seeds >= INTERVAL_SEEDS else "min to max over the seeds"
@@ -116,5 +115,4 @@ def decay_styles(decays) -> dict[float, dict]:
 
 
 def cycle(colors: list, n: int) -> list:
-    """n colours, repeating the list when it is shorter."""
     return [colors[i % len(colors)] for i in range(n)]

@@ -49,7 +49,6 @@ class Version3:
         return None if t.empty else t.loc[t["val_loss_mean"].idxmin(), "experiment"]
 
     def roles(self, baseline: str) -> dict[str, pd.Series]:
-        """The settings each side of the group's claims is chosen from."""
         t = self.table
         linear = (t["query_mode"] == "linear") & (t["mlp_ratio"] == 4)
         recipe = (t["weight_decay"] == RECIPE["weight_decay"]) & (t["lr_min"] == RECIPE["lr_min"])

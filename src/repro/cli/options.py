@@ -115,7 +115,6 @@ def add_speed(p: argparse.ArgumentParser) -> None:
 
 
 def runtime_overrides(args) -> dict:
-    """The runtime settings add_speed overrides (None: the preset's)."""
     return {
         "compile": args.compile,
         "fused_projection": args.fused,

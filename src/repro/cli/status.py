@@ -14,7 +14,6 @@ def cmd_status(args) -> None:
 
 
 def add_commands(sub) -> None:
-    """Add `status` to the `repro` parser's subparsers."""
     p = sub.add_parser(
         "status",
         help="each run of a preset: status, step, last validation "

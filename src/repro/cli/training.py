@@ -118,7 +118,6 @@ def _train_parser(p: argparse.ArgumentParser) -> None:
 
 
 def add_commands(sub) -> None:
-    """Add `indices` and `train` to the `repro` parser's subparsers."""
     _indices_parser(
         sub.add_parser(
             "indices", help="draw the fixed batch indices (docs/specification.md §6) for a preset"

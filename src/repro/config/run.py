@@ -53,7 +53,6 @@ class RunConfig:
 
     @property
     def source(self) -> str:
-        """How errors name the run."""
         return f"preset {self.preset_name}, experiment {self.experiment.name}"
 
     def identity(self) -> dict:
@@ -93,7 +92,6 @@ def resolve_run(preset: Preset, experiment: Experiment, **runtime) -> RunConfig:
 
 
 def _overridden(runtime: Runtime, settings: dict) -> Runtime:
-    """`runtime` with the settings that are not None."""
     return replace(runtime, **{k: v for k, v in settings.items() if v is not None})
 
 
@@ -141,7 +139,6 @@ def load_preset(name_or_path: str, directory: str | os.PathLike | None = None) -
 def load_experiments(
     path: str | os.PathLike | None = None, directory: str | os.PathLike | None = None
 ) -> Experiments:
-    """The experiments file: `path`, else <config dir>/experiments.yaml."""
     path = Path(path) if path else config_dir(directory) / "experiments.yaml"
     experiments = parse_experiments(load(path, "experiments.schema.yaml"), path)
     for experiment in experiments.by_name.values():

@@ -147,7 +147,6 @@ def root_cause(error: BaseException) -> str:
 
 
 def check_text_column(dataset, files: list[Path]) -> None:
-    """A non-empty `text` column of strings, none of them null."""
     where = files[0] if len(files) == 1 else f"{files[0]} and {len(files) - 1} more"
     if "text" not in dataset.column_names:
         columns = ", ".join(dataset.column_names)

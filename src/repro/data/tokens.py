@@ -234,7 +234,6 @@ def token_files(manifest: dict) -> dict:
 
 
 def is_authors_corpus(manifest: dict) -> bool:
-    """Whether the token counts are the authors' (§5.2)."""
     return all(
         manifest["splits"].get(split, {}).get("tokens") == n for split, n in AUTHORS_TOKENS.items()
     )

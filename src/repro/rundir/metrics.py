@@ -164,7 +164,6 @@ PROGRESS_LOG = "train.log"
 
 
 def duration(seconds: float) -> str:
-    """1d 02:03:04, or 2:03:04 under a day."""
     if not math.isfinite(seconds):
         return "?"
     days, rest = divmod(round(seconds), 86400)

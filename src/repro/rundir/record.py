@@ -89,7 +89,6 @@ def files_dir(run_dir: str | Path) -> Path:
 
 
 def has_run(run_dir: str | Path) -> bool:
-    """Whether a run directory (or its live/ folder) holds a run to read."""
     files = files_dir(run_dir)
     return (files / RUN_JSON).exists() and (files / METRICS_CSV).exists()
 
@@ -140,7 +139,6 @@ def identity_differences(old: dict, new: dict, prefix: str = "") -> list[str]:
 
 
 def publish(run_dir: Path, dest: Path) -> None:
-    """Copy a run's metrics.csv and run.json to dest (the workflow's declared outputs)."""
     for name in (METRICS_CSV, RUN_JSON):
         copy_file(Path(run_dir) / name, Path(dest) / name)
 

@@ -26,7 +26,6 @@ class DistributedError(ReproError):
 
 
 def launched() -> bool:
-    """Whether torchrun started this process as one of several ranks."""
     return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
@@ -55,7 +54,6 @@ def rank() -> int:
 
 
 def is_main() -> bool:
-    """Whether this process writes the run's files (rank 0, or the only process)."""
     return rank() == 0
 
 
@@ -85,7 +83,6 @@ def no_sync(model: torch.nn.Module, last: bool):
 
 
 def mean(value: torch.Tensor) -> torch.Tensor:
-    """The mean over ranks of a tensor (the tensor itself in one process)."""
     if not dist.is_initialized():
         return value
     dist.all_reduce(value)

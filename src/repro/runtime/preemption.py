@@ -100,7 +100,6 @@ def _signal_number(name: str) -> signal.Signals:
 
 
 def requested() -> bool:
-    """Whether a stop signal has arrived in this process."""
     return bool(_received)
 
 

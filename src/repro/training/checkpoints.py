@@ -67,7 +67,6 @@ class Checkpoints:
         return cls(out_dir / CHECKPOINT, model, optimizer, config, interval, max_step, writer)
 
     def due(self, step: int) -> bool:
-        """Whether to checkpoint after `step`."""
         return (step + 1) % self.interval == 0 or step == self.max_step
 
     def save(self, next_step: int) -> None:
@@ -122,7 +121,6 @@ def load_checkpoint(path: Path, map_location="cpu") -> dict:
 
 
 def check_state(path: Path, state: dict) -> dict:
-    """`state`, once each entry save_checkpoint writes is there and of the right kind."""
     optimizer, config = state.get("optimizer"), state.get("config")
     step = state.get("step")
     for entry, valid in {

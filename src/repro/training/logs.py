@@ -43,7 +43,6 @@ class DivergenceStop:
         return None
 
     def reason(self, row: dict) -> str | None:
-        """Why the run diverged at this metrics row, or None."""
         loss = row["train_loss"]
         if loss > self.ceiling:
             return f"train loss {loss:.4f}, above the ceiling {self.ceiling:.4f}"
@@ -109,7 +108,6 @@ class StepLog:
         )
 
     def start_clock(self) -> None:
-        """Start an interval's clock at its first step (after any evaluation)."""
         if not self.pending:
             self.began = time.perf_counter()
 
