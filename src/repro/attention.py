@@ -41,8 +41,7 @@ class QueryMLP(nn.Module):
 
 
 class HeadRMSNorm(nn.RMSNorm):
-    """RMSNorm of each head's slice of a (..., n_head * head_size) tensor, one gain shared by the
-    heads (the model option qk_norm)."""
+    """RMSNorm of each head's slice, one gain shared by the heads (the model option qk_norm)."""
 
     def __init__(self, config: ModelSizes):
         super().__init__(config.head_size, eps=1e-5)
@@ -67,11 +66,8 @@ class AttentionGate(nn.Linear):
 
 
 class KVCache:
-    """Keys and values of every layer, (B, n_head, block_size, head_size) each, filled to `length`.
-
-    Only k and v are cached: the query, linear or not, is needed once, for the token that makes it,
-    so a nonlinear query changes the work per token but not the cache.
-    """
+    """Keys and values of every layer, filled to `length`; the query, linear or not, is needed
+    once, so a nonlinear query changes the work per token but not the cache."""
 
     def __init__(self, n_layer: int, block_size: int):
         self.k: list[torch.Tensor | None] = [None] * n_layer

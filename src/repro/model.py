@@ -57,11 +57,9 @@ def fused_cross_entropy(x, weight, targets, chunks: int):
 
 
 class FusedCrossEntropy(torch.autograd.Function):
-    """The head and the loss of one slice at a time: its logits, its summed loss, and, since the
-    gradient of the loss with respect to the logits is softmax(logits) - onehot(targets), at once
-    the gradients of x and of the head's weight. The backward pass scales those by the incoming
-    gradient: the logits are never kept nor the head recomputed (at the paper's size a saving of
-    the logits' gigabytes and of a third of the head's matmuls)."""
+    """The head and the loss one slice at a time, with the gradients of x and of the head's weight
+    at once (d loss / d logits = softmax - onehot); the backward pass only scales them, so the
+    logits are never kept nor the head recomputed."""
 
     @staticmethod
     def forward(ctx, x, weight, targets, chunks):

@@ -175,9 +175,8 @@ def inputs_targets(window: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 class DeviceBatches:
-    """Training micro-batches on the device. On CUDA each one is gathered into pinned memory and
-    copied on a side stream one micro-batch ahead, so that the copy overlaps the current
-    micro-batch's compute and the host never waits for the device."""
+    """Training micro-batches on the device; on CUDA copied from pinned memory on a side stream
+    one ahead, so the host never waits for the device."""
 
     def __init__(self, batches: Batches, device: torch.device):
         self.batches, self.device = batches, device

@@ -39,10 +39,8 @@ def resolve_device(name: str) -> torch.device:
 
 def precision(device: torch.device):
     """Training's precision (§2.3): on CUDA TF32 matmuls and a bf16 autocast context; fp32 else.
-
-    TF32 through set_float32_matmul_precision, which sets every backend's new `fp32_precision`
-    alike: both it and the legacy getter that inductor's max-autotune reads stay valid (setting
-    only cuBLAS's `fp32_precision` makes the legacy getter raise)."""
+    TF32 through set_float32_matmul_precision: setting only cuBLAS's `fp32_precision` makes the
+    legacy getter inductor's max-autotune reads raise."""
     if device.type != "cuda":
         return nullcontext()
     torch.set_float32_matmul_precision("high")
