@@ -20,8 +20,6 @@ QUERY_MODES = (
     "residual_linear",
     "residual_bottleneck_linear",
 )
-# A sigmoid gate on each head's attention output (repro.attention.AttentionGate): none, one per head
-# or one per channel.
 ATTENTION_GATES = (None, "headwise", "elementwise")
 
 
@@ -99,8 +97,7 @@ class Runtime:
 
     device: str
     compile: str | bool  # auto: on CUDA only
-    # Sequences per training forward pass: a number, `auto` or None until the device resolves it
-    # (repro.training.loop.with_train_micro_batch); a number from then on.
+    # A number, `auto` or None until repro.training.loop.with_train_micro_batch resolves it.
     train_micro_batch: int | str | None
     log_interval: int
     checkpoint_interval: int

@@ -24,8 +24,7 @@ class RunConfig:
     preset_name: str
     preset_file: str  # the YAML file the preset was read from (which checkout's config)
     corpus: str
-    # The experiment as its file defines it (name, description, paper result): its model, train
-    # and optimiser values are merged into the fields below, which are what training reads.
+    # As its file defines it; training reads the merged fields below.
     experiment: Experiment
     model: ModelConfig
     train: TrainSettings

@@ -44,9 +44,6 @@ class Source:
         return described
 
 
-# ---- checks ----------------------------------------------------------------------------------
-
-
 def _existing_ancestor(path: Path) -> Path:
     path = path.absolute()
     while not path.exists():
@@ -82,9 +79,6 @@ def cache_dir(source: Source) -> Path:
     import datasets
 
     return Path(source.cache_dir or datasets.config.HF_DATASETS_CACHE)
-
-
-# ---- loading ---------------------------------------------------------------------------------
 
 
 def expand_data_files(patterns) -> list[Path]:

@@ -41,8 +41,7 @@ class MetricsLog:
         self.path, self.file, self.failed = path, None, False
         if path is None:
             return
-        # Imported here: tensorboard's modules load in a fraction of a second, which only the
-        # writers of a run (training, importing) should pay, not every reader of results.
+        # Imported here: only a run's writers, not every reader of results, pay its import.
         from repro.runtime.tensorboard import EventLog
 
         self.events = EventLog(path.parent, len(kept))
