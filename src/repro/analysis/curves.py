@@ -1,9 +1,5 @@
 """Loss curves of runs, and their relative improvement over the baseline, as long tables: what
-Table 1, the claims and the figures are computed from.
-
-Relative improvement (docs/specification.md §3): (L_baseline - L) / L_baseline, positive when L
-beats the baseline.
-"""
+Table 1, the claims and the figures are computed from."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""How the figures look (repro.analysis.plots): the theme, a colour and marker per series, line
-styles per split and weight decay, the step axis and the legend.
-
-Solid lines are validation, dashed lines training (the periodic evaluation losses), as in the paper.
-"""
+"""How the figures look (repro.analysis.plots); as in the paper, solid lines are validation, dashed
+lines training."""
 
 from __future__ import annotations
 

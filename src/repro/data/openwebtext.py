@@ -1,7 +1,5 @@
-"""OpenWebText (or another dataset) from the Hugging Face hub: first the given revision
-(default: the default branch, where the authors' datasets 3.6 found 80 Parquet files), then the
-Parquet conversion (refs/convert/parquet); the document count decides whether a copy is complete,
-and the manifest records the commit and the data files datasets resolved.
+"""OpenWebText (or another dataset) from the Hugging Face hub: the given revision, then the Parquet
+conversion; the document count decides whether a copy is complete (docs/data.md).
 """
 
 from __future__ import annotations

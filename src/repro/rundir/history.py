@@ -1,6 +1,5 @@
 """Run directories that older versions of the package wrote, read as today's: the one module that
-knows how they differ (tests/test_legacy.py resumes such directories, made by the code that wrote
-them).
+knows how they differ.
 
 - run.json without `format`: the training micro-batch under `micro_batch`, and an identity laid
   out as preset/experiment/model (legacy_record, legacy_identity).
