@@ -102,8 +102,7 @@ class CausalSelfAttention(nn.Module):
         self.q_norm = HeadRMSNorm(config) if config.qk_norm else None
         self.k_norm = HeadRMSNorm(config) if config.qk_norm else None
         self.gate = AttentionGate(config) if config.attention_gate else None
-        # A speed switch, not part of the model: same parameters, same function
-        # (GPT.fuse_projections).
+        # A speed switch, not part of the model (GPT.fuse_projections).
         self.fused = False
 
     def project(self, x):
@@ -114,10 +113,9 @@ class CausalSelfAttention(nn.Module):
             if mode == "residual_linear":
                 q = x + q
         elif self.fused:
-            # The paper's section 4: K, V and the query MLP's first layer in one d -> 2.5d matmul,
-            # the RMSNorm gain folded into W1 and its 1/rms(x) applied to the matmul's output.
-            # The concatenated weight is built from the canonical parameters at every call (tiny
-            # next to the activations' matmul), so checkpoints keep one layout.
+            # The paper's section 4: K, V and the query MLP's first layer in one d -> 2.5d matmul;
+            # the weight is built from the canonical parameters at every call (tiny next to the
+            # activations' matmul), so checkpoints keep one layout.
             mlp = self.query_mlp
             weight = torch.cat([self.c_attn.weight, mlp.folded_weight()])
             k, v, h = F.linear(x, weight).split([d, d, mlp.fc_in.out_features], dim=2)

@@ -130,9 +130,7 @@ def write_json(path: str | os.PathLike, data, default=None) -> None:
         f.write(json.dumps(data, indent=2, default=default) + "\n")
 
 
-# Numbers in the result tables: 9 significant digits, which give back every float32 loss exactly
-# (training's own record, metrics.csv, keeps Python's full repr) and are far finer than a seed's
-# spread.
+# The result tables' numbers: 9 significant digits give back every float32 loss exactly.
 CSV_FLOAT_FORMAT = "%.9g"
 
 
@@ -216,9 +214,8 @@ def read_json(path: str | os.PathLike, error: type[ReproError] = ReproError, hin
     return parse_json(text, str(path), error)
 
 
-# The bounds of every JSON the package reads (run.json, manifests, --stated): what it writes
-# stays far within them, and a value beyond them would end in a traceback or a hang further on
-# (a 5,000-digit integer cannot be printed; a step of 10**18 is a loop without end).
+# The bounds of every JSON the package reads, far beyond what it writes: a value past them would end
+# in a traceback or a hang (a 5,000-digit integer cannot be printed; a step of 10**18 never ends).
 JSON_MAX_DEPTH = 32  # objects and arrays within one another
 JSON_MAX_DIGITS = 18  # an integer's digits: below 2**63, what a step or a count can be
 
