@@ -105,10 +105,8 @@ def compare_runs(
 
 
 def configuration_differences(run: Run, reference: Run) -> list[str]:
-    """What the runs' configurations differ in, "key: reference's -> run's", the seed and the
-    number of steps aside (SAME_CONFIGURATION). A reference that records no configuration (one of
-    the audit's logs, which hold losses alone) differs from what its user stated of it, and where
-    nobody stated it, in an unknown way, and says so."""
+    """What the runs' configurations differ in, "key: reference's -> run's" (SAME_CONFIGURATION
+    aside); a reference that records none (the audit's logs) is held against what was stated."""
     if not reference.record.identity:
         return stated_differences(reference.record.data.get("stated", {}), run.record.identity)
     return [

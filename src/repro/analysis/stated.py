@@ -46,9 +46,8 @@ def stated_configuration(record) -> dict:
 
 
 def stated_as(record, preset, experiments) -> list[str]:
-    """The experiments (among `experiments`, at `preset`) an imported log's run is by its
-    stated_configuration: none when nothing is stated; more than one where they differ only in
-    what no statement says (UNSTATABLE): the caller shows that as ambiguous (ambiguity)."""
+    """The experiments an imported log's run is by its stated_configuration: none when nothing is
+    stated; several where they differ only in what no statement says (UNSTATABLE)."""
     stated = stated_configuration(record)
     if not stated:
         return []

@@ -134,9 +134,8 @@ def settings(
     members: list[Experiment],
     last: bool = False,
 ) -> Settings:
-    """Each setting's loss over seeds 0..seeds-1 at the table step, or at the members' last
-    evaluation (`last`: a run that decays to zero is read where its decay ends), and each
-    model's best."""
+    """Each setting's loss over the seeds at the table step, or at the last evaluation (`last`: a
+    run that decays to zero is read where its decay ends), and each model's best."""
     step = last_evaluation(preset, members) if last else preset.report.table_step
     outcomes, differing = _outcomes(runs_dir, members, seeds, preset, step)
     by_experiment = outcomes.groupby("experiment", sort=False)

@@ -64,8 +64,7 @@ def end_before(data: bytes, step: int) -> int:
 
 
 class EventLog:
-    """The event file of the run in `run_dir`, one event per metrics row; events at or past
-    `resume_step` dropped (all of them when the run starts afresh)."""
+    """The event file of the run in `run_dir`, its events at or past `resume_step` dropped."""
 
     def __init__(self, run_dir: Path, resume_step: int):
         self.path, self.failed = Path(run_dir) / EVENTS, False

@@ -83,9 +83,8 @@ class StepLog:
 
     @classmethod
     def open(cls, run: RunConfig, out_dir: Path, kept: list[dict], writer: bool) -> "StepLog":
-        """The logs of `run` in out_dir, resuming after the `kept` rows (metrics.csv's, read once
-        at the resume); only the `writer` (the main process) writes files. Every rank replays the
-        kept rows (one file on one node): all decide alike."""
+        """The logs of `run` in out_dir after the `kept` rows; only the `writer` writes files, but
+        every rank replays the kept rows, so all decide alike."""
         start = len(kept)
         return cls(
             MetricsLog(out_dir / METRICS_CSV if writer else None, kept),
