@@ -100,9 +100,8 @@ def sweep_colors(nonlinear: list, controls: list) -> dict[str, tuple]:
 
 
 def decay_styles(decays) -> dict[float, dict]:
-    """Line style per weight decay: the one most of the sweep uses (2^-5) solid and below; each
-    other dotted or dash-dotted, wider, with markers and on top, so that none hides under the
-    solid lines."""
+    """Line style per weight decay: the sweep's usual one (2^-5) solid; each other dotted or
+    dash-dotted, wider and on top, so that none hides under the solid lines."""
     common = [wd for wd, _ in Counter(decays).most_common()]
     others = [(":", "o"), ("-.", "s"), ((0, (5, 1, 1, 1)), "^")]
     styles = {common[0]: {"linestyle": "-", "lw": 1.6, "zorder": 2}} if common else {}

@@ -132,9 +132,8 @@ class Batches:
 
     @classmethod
     def open(cls, data_dir: Path, indices_dir: Path, run: RunConfig | Preset) -> "Batches":
-        """Read the manifest and the sidecar once, check them against each other and against the
-        sequences and schedule of `run`: a run (trained in its micro-batch) or a preset (evaluated:
-        the training stream is then read in the evaluation's micro-batch)."""
+        """Read the manifest and the sidecar once and check them against each other and `run` (a
+        preset when evaluating: the training stream is read in the evaluation's micro-batch)."""
         if isinstance(run, RunConfig):
             reader = f"experiment {run.experiment.name} at preset {run.preset_name}"
             micro_batch = run.runtime.train_micro_batch

@@ -75,9 +75,8 @@ class Kernels:
         return self._stacks.pop().__exit__(*exc)
 
     def attention_kernel(self, heads: int, block: int, head_size: int, device) -> str:
-        """The SDPA backend a causal attention of this shape runs on `device` in this context
-        (e.g. FLASH_ATTENTION, CUDNN_ATTENTION, MATH), as SDPA itself chooses; a ReproError where
-        runtime.attention names one that cannot run here."""
+        """The SDPA backend a causal attention of this shape runs on `device` in this context; a
+        ReproError where runtime.attention names one that cannot run here."""
         dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
         q = torch.zeros(1, heads, block, head_size, device=device, dtype=dtype)
         try:
