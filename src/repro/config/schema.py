@@ -97,9 +97,8 @@ def _children(node) -> list:
 
 
 def _check_expanded_size(root) -> None:
-    """Refuse a document that refers to itself, or whose values number more than MAX_YAML_NODES
-    once every alias is replaced by what it names. Counted over the node graph, each shared node
-    once, so that a bomb is refused in time linear in its text."""
+    """Refuse a document that refers to itself or expands past MAX_YAML_NODES values; each shared
+    node counted once, so that a bomb is refused in time linear in its text."""
     sizes: dict[int, int] = {}
     on_path: set[int] = set()
     stack = [(root, False)]

@@ -63,8 +63,7 @@ class RunRecord:
     format: str = RECORD_FORMAT
 
     def session(self) -> dict:
-        """The settings of this training process that exactness depends on, from the step it
-        started at (one entry of `sessions`, which a resumed run extends)."""
+        """One entry of `sessions`: the settings of this process that exactness depends on."""
         keys = ("device", "torch_threads", "torch_version", "train_micro_batch", "world_size")
         keys += ("compile", "compile_mode", "fused_projection", "attention_kernel")
         keys += ("cuda_version", "cudnn_version")
