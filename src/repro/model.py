@@ -202,9 +202,8 @@ class GPT(nn.Module):
 
 
 def next_token(logits, temperature: float, top_k: int | None, generator, vocab: int | None = None):
-    """A token (B, 1) drawn from the last position's logits (B, vocab_size): softmax(logits / T)
-    over the top_k largest (all if None) of the first `vocab` ids (the tokenizer's; the rest are
-    the embedding's padding); temperature 0: the most likely. Stays on the device: no sync."""
+    """A token (B, 1) drawn from softmax(logits / T) over the top_k of the first `vocab` ids (the
+    rest are padding); temperature 0: the most likely. Stays on the device: no sync."""
     logits = logits[:, :vocab]
     if temperature == 0:
         return logits.argmax(-1, keepdim=True)

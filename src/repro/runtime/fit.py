@@ -43,9 +43,7 @@ TRAINING_COPIES = 4
 
 
 def evaluation_logits_bytes(run) -> int:
-    """The float32 logits of one evaluation micro-batch (eval_micro_batch x block_size x
-    vocabulary), which the loss holds at once (a loss_chunks-th of them where it is chunked);
-    `run` a RunConfig or a Preset."""
+    """The float32 logits the loss holds at once for one evaluation micro-batch."""
     m = run.model
     return 4 * run.train.eval_micro_batch * m.block_size * m.vocab_size // run.runtime.loss_chunks
 
@@ -139,17 +137,14 @@ def peak_memory(model, micro_batch: int, block_size: int, autocast) -> int | Non
 
 
 def probe_limit(total: int, weight_bytes: int) -> float:
-    """The peak bytes a probe may reach on a GPU of `total` bytes: MEMORY_HEADROOM of it, and
-    less where AdamW's two moments (twice the weights' bytes, allocated at the first step, after
-    the probe) would not fit in the rest: a model of billions of weights on a smaller GPU."""
+    """The peak bytes a probe may reach on a GPU of `total` bytes: MEMORY_HEADROOM of it, less
+    where AdamW's moments (allocated at the first step, after the probe) would not fit the rest."""
     return min(MEMORY_HEADROOM * total, OPTIMIZER_HEADROOM * total - 2 * weight_bytes)
 
 
 def auto_micro_batch(model, batch_size: int, block_size: int, autocast, ranks: int = 1) -> int:
-    """The largest micro-batch for `model` (the model the steps call) on its GPU, printing each
-    pass; the peak-memory statistics are reset afterwards, so that a later peak is training's.
-    Where the compiled model ran more than one size, its graphs are dropped: each would count
-    towards dynamo's recompile limit, past which it runs eagerly."""
+    """The largest micro-batch for the model the steps call on its GPU. Where it compiled more than
+    one size, its graphs are dropped: each counts towards dynamo's recompile limit."""
     device = next(model.parameters()).device
     total = torch.cuda.get_device_properties(device).total_memory
     uncompiled = getattr(model, "_orig_mod", model)  # torch.compile's module, or the model

@@ -54,11 +54,8 @@ def _record(signum, frame) -> None:
 
 @contextmanager
 def stop_signals(names=STOP_SIGNALS):
-    """Within: each named signal (e.g. "SIGUSR1" or "USR1"), and those of ALWAYS, asks to stop
-    at a step boundary.
-
-    The previous handlers come back on leaving: a process that goes on (a test runner whose forked
-    workers are ended by SIGTERM, for one) keeps its own."""
+    """Within: each named signal and those of ALWAYS ask to stop at a step boundary; the previous
+    handlers come back on leaving, for a process that goes on (a test runner)."""
     numbers = {_signal_number(name) for name in (*names, *ALWAYS)}
     previous = {number: signal.signal(number, _record) for number in numbers}
     _received.clear()
@@ -136,9 +133,8 @@ def restart_under_tcmalloc(held: set[int] = frozenset()) -> None:
 
 
 def _library() -> str | None:
-    """TCMalloc's library (a name ld.so finds), or None where it is not installed. find_library
-    runs ldconfig and gcc: with LD_PRELOAD naming a missing file, ld.so's error lines are in
-    their output, which it takes for a file name and fails to open (an OSError)."""
+    """TCMalloc's library, or None. find_library runs ldconfig and gcc: with LD_PRELOAD naming a
+    missing file, ld.so's error lines in their output make it raise an OSError."""
     try:
         return ctypes.util.find_library(LIBRARY)
     except OSError:
