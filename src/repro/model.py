@@ -144,13 +144,9 @@ class GPT(nn.Module):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
     def forward(self, idx, targets=None, cache: KVCache | None = None, last_only: bool = False):
-        """Token ids (B, T) -> logits (B, T, vocab); with targets, the mean loss alone.
-
-        Training gets no logits back: a compiled forward that returned them would make its backward
-        materialise a zero gradient the size of the logits at every micro-batch.
-        With a cache (generation), idx are the positions after those the cache holds, and their
-        keys and values are added to it. With last_only, the last position's logits (B, 1, vocab)
-        only: all that generation needs, without a (T, d) x (d, vocab) matmul."""
+        """Token ids (B, T) -> logits (B, T, vocab); with targets, the mean loss alone: a compiled
+        forward returning logits would make its backward materialise their zero gradient. With a
+        cache, idx follow the positions it holds; last_only: the last position's logits alone."""
         start, T = (0 if cache is None else cache.length), idx.shape[1]
         if start + T > self.config.block_size:
             raise ValueError(

@@ -46,10 +46,8 @@ class Experiment:
 
     def schedule(self, preset_max_step: int) -> dict:
         """The `train:` overrides for a preset of `preset_max_step`: as written, or, with a
-        reference_max_step, max_step and decay_steps scaled by preset_max_step / reference (exact
-        integer rounding: the reference preset gets the written steps). The authors' untied runs
-        are 105,001 steps decaying to 600,000 beside the paper's 60,002: at a preset of 12 steps,
-        21 decaying to 120."""
+        reference_max_step, max_step and decay_steps scaled by preset_max_step / reference (the
+        authors' untied 105,001 steps decaying to 600,000: 21 decaying to 120 at 12 steps)."""
         overrides = dict(self.train)
         reference = overrides.pop("reference_max_step", None)
         if reference is None:

@@ -75,9 +75,8 @@ def _try_claim(gpu_ids: list[str], directory: Path) -> int | None:
 
 
 def claim_device(wait: bool = True):
-    """A CUDA device of this process's own: the first visible GPU no other repro process holds
-    (with wait, the first to be free). A process claims once: a later call (a second training in
-    the same process) gets the GPU it already holds, whose lock a new claim would wait for."""
+    """A CUDA device no other repro process holds; a later call in this process gets the GPU it
+    already holds, whose lock a new claim would wait for."""
     import torch  # here, so that the slots above work (and are tested) without torch
 
     if _claimed:
