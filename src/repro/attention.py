@@ -128,8 +128,7 @@ class CausalSelfAttention(nn.Module):
         return q * self.config.resolved_query_scale, k, v
 
     def forward(self, x, cache: KVCache | None = None, layer: int = 0):
-        """Causal attention over x; with a cache, also over the positions it holds (this is layer
-        `layer` of the model), and x's keys and values are added to it."""
+        """Causal attention over x and what a cache holds, x's keys and values added to it."""
         B, T, C = x.shape
         heads = lambda t: t.view(B, T, self.config.n_head, self.config.head_size).transpose(1, 2)
         q, k, v = map(heads, self.project(x))

@@ -31,8 +31,7 @@ def load_model(path: Path, state: dict | None = None) -> tuple[GPT, int, str]:
 
 
 def check_finite(path: Path, model: GPT) -> None:
-    """Refuse a model with a NaN or infinite weight (one that diverged): its losses would be NaN
-    and its sampling impossible."""
+    """Refuse a model with a NaN or infinite weight: its losses would be NaN."""
     for name, weight in model.state_dict().items():
         if not torch.isfinite(weight).all():
             raise CheckpointError(

@@ -132,8 +132,7 @@ class GPT(nn.Module):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
 
     def fuse_projections(self, enabled: bool = True) -> "GPT":
-        """Use the fused K, V, W1 projection of the query MLP's modes (others have nothing to
-        fuse)."""
+        """Use the fused K, V, W1 projection of the query MLP's modes (others have none)."""
         for block in self.transformer.h:
             block.attn.fused = enabled and block.attn.query_mlp is not None
         return self

@@ -163,8 +163,7 @@ def verdict(table: pd.DataFrame, differences: list[str] = (), diverged: str | No
 
 
 def latest(table: pd.DataFrame) -> str:
-    """The last common step as `repro status` shows it: the difference and its verdict ("-"
-    before a common step after step 0)."""
+    """The last common step as `repro status` shows it: the difference and its verdict."""
     if not trained(table):
         return "-"
     last = table.iloc[-1]

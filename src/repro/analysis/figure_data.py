@@ -63,8 +63,7 @@ class StatedLogs:
 
 
 def stated_logs(logs_dir, preset: Preset, members: list[Experiment]) -> StatedLogs:
-    """The audit's imported logs at `preset` stated as one of `members`, and the names of those
-    unstated or fitting several."""
+    """The audit's logs at `preset` stated as one of `members`, and those unstated or ambiguous."""
     found = StatedLogs()
     if logs_dir is None or not Path(logs_dir).is_dir():
         return found
@@ -99,8 +98,7 @@ def mean_improvements(
 
 
 def off_course(losses: pd.DataFrame, by_seed: BySeed, theirs: dict) -> dict[str, pd.DataFrame]:
-    """For each reference run, the steps where our mean validation loss leaves its band
-    (repro.analysis.compare's tolerance)."""
+    """For each reference run, the steps where our mean validation loss leaves its band."""
     off = {}
     for name, their_run in theirs.items():
         seeds = [runs[name] for runs in by_seed.values() if name in runs]

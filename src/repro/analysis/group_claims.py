@@ -35,8 +35,7 @@ def verdict(standing, n_seeds: int, detail: str) -> tuple[bool | None, str]:
 
 
 def tuned(runs_dir, preset: Preset, experiments: Experiments, seeds: int, config_dir):
-    """(claim, experiment, holds, detail) of the tuning comparison; unanswered while a run is
-    missing, which the detail lists."""
+    """(claim, experiment, holds, detail) of the tuning comparison."""
     roles = {
         "baseline": experiments[experiments.baseline],
         "larger control": experiments[experiments.claims["larger_control"]],
@@ -104,8 +103,7 @@ def paired_claim(claim: str, where: str, row: pd.Series, ours: str, reference: s
 
 
 def ablation(runs_dir, preset: Preset, experiments: Experiments, seeds: int, config_dir):
-    """(claim, experiment, holds, detail) of the query ablation, each claim's arms at their best
-    settings, paired."""
+    """(claim, experiment, holds, detail) of the query ablation, arms at their best settings."""
     if query_ablation.GROUP not in experiments.groups:
         return [
             (c, query_ablation.GROUP, None, f"no group `{query_ablation.GROUP}` {NOT_IN}")

@@ -162,8 +162,7 @@ def over_seeds(
 
 
 def losses_at(by_seed: BySeed, names: list[str], step: int) -> pd.DataFrame:
-    """Validation losses at `step`: experiment, seed, val_loss (NaN where the run is missing or
-    has no evaluation there)."""
+    """Validation losses at `step`: experiment, seed, val_loss (NaN where missing)."""
     rows = [
         (n, k, runs[n].loss_at(step) if n in runs else np.nan)
         for n in names

@@ -20,8 +20,7 @@ UNSTATABLE = ("model.mlp_hidden", "optimizer.weight_decay", "optimizer.lr_min")
 
 
 def stated_conflicts(stated: dict, identity: dict) -> list[str]:
-    """What a run's identity differs in from a user's statement of an audit's run, "key: stated
-    -> run's", over the keys stated."""
+    """What a run's identity differs in from a statement, "key: stated -> run's"."""
     differences = []
     for key, (section, name, absent) in STATED_IN_IDENTITY.items():
         ours = identity.get(section, {}).get(name)

@@ -79,8 +79,7 @@ class Settings:
 
 @dataclass(frozen=True)
 class Tuning:
-    """The comparison at one preset: Settings' table, losses and missing runs, and `comparison`
-    (best nonlinear vs each linear model's best)."""
+    """The comparison at one preset: Settings' fields and `comparison`, best against best."""
 
     table: pd.DataFrame
     comparison: pd.DataFrame
@@ -177,8 +176,7 @@ def tuning(
     group: str = GROUP,
     last: bool = False,
 ) -> Tuning:
-    """The tuning comparison of `group` from the runs of seeds 0..seeds-1 under runs_dir, read at
-    the preset's table step or at their last evaluation (`last`)."""
+    """The tuning comparison of `group` from the runs of seeds 0..seeds-1 under runs_dir."""
     preset, experiments = load_config(preset, config_dir)
     result = settings(runs_dir, preset, seeds, config_dir, experiments.group(group), last)
     best = result.table[result.table["best"]]

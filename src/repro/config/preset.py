@@ -25,8 +25,7 @@ ATTENTION_GATES = (None, "headwise", "elementwise")
 
 @dataclass(frozen=True)
 class ModelConfig(ModelSizes):
-    """Everything the model's shape and function depend on (docs/specification.md §1); the sizes
-    derived from it are ModelSizes'."""
+    """Everything the model's shape and function depend on (docs/specification.md §1)."""
 
     n_layer: int = 12
     n_head: int = 12

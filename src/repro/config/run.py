@@ -44,8 +44,7 @@ class RunConfig:
         return math.log(self.model.vocab_size) + LOSS_MARGIN if ceiling is None else ceiling
 
     def with_runtime(self, **settings) -> "RunConfig":
-        """This run with other runtime settings (command-line overrides: device, compile,
-        train_micro_batch, loss_chunks, fused_projection); None keeps one. Never another run."""
+        """This run with other runtime settings (None keeps one); never another run."""
         run = replace(self, runtime=_overridden(self.runtime, settings))
         check_micro_batch(run.source, run.runtime, run.train)
         return run
@@ -68,8 +67,7 @@ class RunConfig:
 
 
 def resolve_run(preset: Preset, experiment: Experiment, **runtime) -> RunConfig:
-    """The run of `experiment` at `preset`, with runtime overrides (None keeps the preset's):
-    the one place a run's values are assembled; the relations are checked on the result."""
+    """The run of `experiment` at `preset`: the one place its values are assembled and checked."""
     model = replace(preset.model, **experiment.model, query_mode=experiment.query_mode)
     model = replace(
         model, mlp_hidden=mlp_hidden(experiment.name, model.d_model, experiment.mlp_ratio)

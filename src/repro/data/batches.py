@@ -193,8 +193,7 @@ class DeviceBatches:
             return window.pin_memory().to(self.device, non_blocking=True)
 
     def step(self, row: int, micro_steps: range):
-        """Yield the (inputs, targets) micro-batches `micro_steps` of one optimiser step (all of
-        them, or a DDP rank's share), fetching one ahead."""
+        """Yield one optimiser step's (inputs, targets) micro-batches, fetching one ahead."""
         ahead = self._fetch(row, micro_steps[0])
         for k in micro_steps:
             window = ahead

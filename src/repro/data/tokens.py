@@ -125,8 +125,7 @@ def _verify_split(data_dir: Path, entry: dict, full: bool) -> None:
 
 
 def read_manifest(data_dir: str | os.PathLike, verify: bool = True, full: bool = False) -> dict:
-    """The manifest of a prepared directory; with verify, check each split file's size and
-    fingerprint (with full, or when the manifest has no fingerprint: its SHA-256)."""
+    """The manifest of a prepared directory; with verify, each split file's size and fingerprint."""
     data_dir = Path(data_dir)
     path = data_dir / MANIFEST
     manifest = read_json(path, DataError, "run `repro prepare` first")
@@ -204,8 +203,7 @@ def token_memmap(data_dir: str | os.PathLike, manifest: dict, split: str) -> np.
 def check_token_values(
     data_dir: str | os.PathLike, manifest: dict, vocab_size: int | None = None
 ) -> None:
-    """Refuse token files holding an id outside the vocabulary (training would fail hours in);
-    reads every token."""
+    """Refuse token files holding an id outside the vocabulary: training would fail hours in."""
     tokenizer = manifest["tokenizer"] if isinstance(manifest["tokenizer"], dict) else {}
     limit = tokenizer.get("n_vocab", GPT2_VOCAB)
     if vocab_size is not None:

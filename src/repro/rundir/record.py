@@ -79,8 +79,7 @@ class RunRecord:
 
 
 def files_dir(run_dir: str | Path) -> Path:
-    """Where a run's files are: the run folder once training has ended, else its live/ folder
-    (a run in progress, or stopped part-way)."""
+    """Where a run's files are: the run folder once training has ended, else its live/ folder."""
     run_dir = Path(run_dir)
     if not (run_dir / RUN_JSON).exists() and (run_dir / LIVE / RUN_JSON).exists():
         return run_dir / LIVE

@@ -29,8 +29,7 @@ def hub_reachable(timeout: float = TIMEOUT_S) -> bool:
 
 
 def offline_unless_reachable() -> None:
-    """Set the hub's offline switches where the hub cannot be reached; call it before importing
-    huggingface_hub, datasets or lm-eval."""
+    """Set the hub's offline switches where it is unreachable; call before importing its clients."""
     if any(os.environ.get(v) for v in PROXIES) or os.environ.get("HF_HUB_OFFLINE") == "1":
         return
     if not hub_reachable():

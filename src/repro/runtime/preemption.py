@@ -30,8 +30,7 @@ _received: list[int] = []
 
 
 class Preempted(Exception):
-    """The run stopped on a signal, checkpointed at `step` (the step the next attempt starts at);
-    `exit_status` the one `repro train` ends with."""
+    """The run stopped on a signal, checkpointed at `step`; `exit_status` is `repro train`'s."""
 
     def __init__(self, step: int):
         received = {signal.Signals(s).name for s in _received}

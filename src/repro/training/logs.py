@@ -134,8 +134,7 @@ class StepLog:
         return rows
 
     def write(self) -> tuple[int, str] | None:
-        """Write the pending rows up to the first that diverged and train.log's line; return that
-        step and why, else None."""
+        """Write the rows up to the first that diverged; return that step and why, else None."""
         rows = self.take()
         diverged = self.divergence.first(rows)
         for row in rows:

@@ -189,8 +189,7 @@ def run_steps(
     checkpoints: Checkpoints,
     record: RunRecord,
 ) -> RunRecord:
-    """Steps log.start..max_step; the record as the run ended: completed, diverged, or (stopped
-    by a signal, checkpointed) still running."""
+    """Steps log.start..max_step; the record as the run ended."""
     t, schedule = run.train, Schedule.of(run)
     model, step_model, optimizer, autocast = built
     device_batches = DeviceBatches(batches, next(model.parameters()).device)

@@ -85,8 +85,7 @@ def refuse_other_configuration(source: Path, identity: dict, run: RunConfig) -> 
 
 
 def training_device(run: RunConfig) -> torch.device:
-    """The device this process trains on, a GPU no other job on this node holds where the run
-    names none, with torchrun's process group started."""
+    """The device this process trains on, with torchrun's process group started."""
     device = resolve_device(run.runtime.device)
     if device.type == "cuda" and device.index is None:
         from repro.runtime.gpus import claim_device  # CUDA without a GPU named: one to claim
