@@ -69,8 +69,7 @@ def evaluate(
     device: str = "auto",
     load=load_model,
 ) -> dict:
-    """The evaluation losses of `checkpoint` at `step` (default: its own) as training computes
-    them; `load` reads the checkpoint as (model, step, format)."""
+    """The evaluation losses of `checkpoint` at `step` (default: its own), as training's."""
     model, own_step, kind = load(checkpoint)
     if model.config.block_size != preset.model.block_size:
         raise CheckpointError(

@@ -48,8 +48,7 @@ def _replacing(path: str | os.PathLike):
 
 
 def new_partial(path: Path) -> tuple[Path, int]:
-    """A new empty file .NAME.<random>.partial beside `path` and its descriptor: a user's
-    NAME.partial is never touched."""
+    """A new empty file .NAME.<random>.partial beside `path` and its descriptor."""
     try:
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600
@@ -166,8 +165,7 @@ COPY_BYTES = 1 << 40  # a copy reads a regular file to its end: no limit of its 
 def open_regular(
     path: str | os.PathLike, limit: int, error: type[ReproError] = ReproError, what: str = "a file"
 ):
-    """`path` open for reading if a regular file of at most `limit` bytes: a pipe would block the
-    reader forever, a device never end."""
+    """`path` open if a regular file within `limit`: a pipe would block, a device never end."""
     try:  # O_NONBLOCK: opening a named pipe must not wait for a writer
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:

@@ -51,8 +51,7 @@ def _summed_cross_entropy(x, weight, targets):
 
 
 def fused_cross_entropy(x, weight, targets, chunks: int):
-    """cross_entropy(x @ weight.T, targets) with its gradients computed in the forward pass, a
-    slice of the positions at a time (FusedCrossEntropy)."""
+    """cross_entropy(x @ weight.T, targets), its gradients taken in the forward pass, by slices."""
     return FusedCrossEntropy.apply(x.reshape(-1, x.size(-1)), weight, targets.reshape(-1), chunks)
 
 

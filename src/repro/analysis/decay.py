@@ -23,6 +23,5 @@ def decay_to_zero(
     seeds: int = 1,
     config_dir: str | Path | None = None,
 ) -> Tuning:
-    """Each setting of the group at its last evaluation over seeds 0..seeds-1, each model's best,
-    and the best nonlinear setting paired with the best linear one (repro.analysis.tuning)."""
+    """Each setting at its last evaluation, each model's best, and the best two paired."""
     return tuning(runs_dir, preset, seeds, config_dir, group=GROUP, last=True)

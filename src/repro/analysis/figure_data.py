@@ -80,8 +80,7 @@ def stated_logs(logs_dir, preset: Preset, members: list[Experiment]) -> StatedLo
 
 
 def mean_losses(by_seed: BySeed, first: int, last: int) -> pd.DataFrame:
-    """Evaluation losses per experiment, split and step, over the seeds: loss_mean, its 95%
-    interval (loss_ci_low, loss_ci_high) and n_seeds."""
+    """Evaluation losses per experiment, split and step: mean, 95% interval and n_seeds."""
     curves = lambda runs: loss_curves(runs, first, last)
     return over_seeds(by_seed, curves, ["experiment", "split", "step"], "loss")
 
@@ -89,8 +88,7 @@ def mean_losses(by_seed: BySeed, first: int, last: int) -> pd.DataFrame:
 def mean_improvements(
     by_seed: BySeed, baseline: str, split: str, first: int, last: int
 ) -> pd.DataFrame:
-    """Relative improvement over the baseline per experiment and step, paired with the baseline
-    seed by seed, over the seeds: rel_improvement_mean and its 95% interval."""
+    """Relative improvement per experiment and step, paired seed by seed: mean and 95% interval."""
     curves = lambda runs: relative_improvement_curves(
         runs, baseline, split=split, first_step=first, last_step=last
     )
@@ -116,8 +114,7 @@ def off_course(losses: pd.DataFrame, by_seed: BySeed, theirs: dict) -> dict[str,
 def sweep_series(
     members: list[Experiment], drawn: set, baseline: str
 ) -> tuple[list[Experiment], list[Experiment]]:
-    """Figure 2's series among those with a run (in the group's order): the nonlinear
-    configurations, and the MLP-widened linear controls."""
+    """Figure 2's series with a run: the nonlinear configurations and the widened controls."""
     nonlinear = [e for e in members if e.query_mode != "linear" and e.name in drawn]
     controls = [
         e for e in members if e.query_mode == "linear" and e.name != baseline and e.name in drawn

@@ -164,8 +164,7 @@ def version3(runs_dir, preset: Preset, experiments: Experiments, seeds: int, con
 
 
 def _against_decay_to_zero(result: v3.Version3, experiments: Experiments, ours, config_dir, pair):
-    """The best nonlinear setting of version 3 against the best linear baseline of group
-    `decay_to_zero`, both read at their last evaluation."""
+    """Version 3's best nonlinear setting against decay_to_zero's best linear baseline."""
     group = decay_to_zero.GROUP
     if group not in experiments.groups:
         return (v3.D2Z_CLAIM, group, None, f"no group `{group}` {NOT_IN}")

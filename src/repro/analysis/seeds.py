@@ -121,8 +121,7 @@ def check_seed_count(seeds: int) -> None:
 def checked_runs(
     by_seed: BySeed, members: list[Experiment], preset: Preset
 ) -> tuple[BySeed, dict[tuple[str, int], str]]:
-    """`by_seed` less the runs that do not stand for their experiment at their seed, and what
-    differs in each: a table leaves them out and says why."""
+    """`by_seed` less the runs that do not stand for their experiment, and what differs in each."""
     kept, differing = {}, {}
     for k, runs in by_seed.items():
         seeded = preset.with_seed(k)
@@ -139,8 +138,7 @@ def checked_runs(
 
 
 def differences_column(differing: dict[tuple[str, int], str], names: list[str]) -> list[str]:
-    """Per experiment of `names`, the runs left out for what their recorded configuration says
-    ("seed<k>: ..."; "" where none)."""
+    """Per experiment of `names`, the runs left out for what their recorded configuration says."""
     return [
         " | ".join(f"seed{k}: {d}" for (n, k), d in sorted(differing.items()) if n == name)
         for name in names
@@ -174,8 +172,7 @@ def losses_at(by_seed: BySeed, names: list[str], step: int) -> pd.DataFrame:
 def table1_seeds(
     runs_dir: str | Path, preset: str | Preset, seeds: int, config_dir: str | Path | None = None
 ) -> pd.DataFrame:
-    """Table 1 over seeds 0..seeds-1: each experiment's loss and paired improvement over the
-    baseline, with 95% t-intervals, beside the paper's."""
+    """Table 1 over the seeds: each experiment's loss and paired improvement, beside the paper's."""
     preset, experiments = load_config(preset, config_dir)
     members = table1_experiments(preset, experiments)
     names = [e.name for e in members]

@@ -89,8 +89,7 @@ def distinct_colors(n: int) -> list:
 
 
 def sweep_colors(nonlinear: list, controls: list) -> dict[str, tuple]:
-    """Figure 2's colour per experiment: the nonlinear ones one distinct colour each, in order
-    of learning rate; the linear controls greys, darker as their MLP widens."""
+    """Figure 2's colours: nonlinear ones distinct by rate; linear ones greys, darker as wider."""
     by_lr = sorted(nonlinear, key=lambda e: e.optimizer.lr_max)
     by_ratio = sorted(controls, key=lambda e: e.mlp_ratio)
     greys = sns.color_palette("Greys", len(controls) + 2)[2:]

@@ -89,8 +89,7 @@ class Tuning:
 
 
 def _outcomes(runs_dir, members: list[Experiment], seeds: int, preset: Preset, step: int):
-    """One row per run (val_loss at `step`, diverged, missing), and what differs in each run whose
-    configuration is not its experiment's (left out)."""
+    """One row per run (val_loss at `step`, diverged, missing), and what differs where left out."""
     by_seed = read_seed_runs(runs_dir, [e.name for e in members], seeds)
     by_seed, differing = checked_runs(by_seed, members, preset)
     rows = []

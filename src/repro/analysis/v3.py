@@ -70,8 +70,7 @@ def version3(
     seeds: int = 1,
     config_dir: str | Path | None = None,
 ) -> Version3:
-    """Each setting of group `v3` at its last evaluation over seeds 0..seeds-1, with its
-    non-embedding parameters and their excess over the baseline's, and each model's best."""
+    """Each `v3` setting at its last evaluation, its parameter excess; each model's best."""
     preset, experiments = load_config(preset, config_dir)
     members = experiments.group(GROUP)
     result = settings(runs_dir, preset, seeds, config_dir, members, last=True)

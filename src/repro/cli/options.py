@@ -126,8 +126,7 @@ def runtime_overrides(args) -> dict:
 
 
 def check_positive(args, *names: str) -> None:
-    """Refuse a count or rate that is not a positive finite number: argparse's int and float take
-    0, -1, nan and inf, which end in a division by zero or a meaningless figure."""
+    """Refuse a count or rate not positive and finite (argparse takes 0, -1, nan and inf)."""
     for name in names:
         value = getattr(args, name)
         if value is not None and not (math.isfinite(value) and value > 0):

@@ -16,8 +16,7 @@ FOLDER_PREFIXES = {"out_config_tiedw_": "tied/", "out_config_untiedw_": "untied/
 
 @dataclass(frozen=True)
 class AdamW:
-    """An experiment's AdamW settings (docs/specification.md §2): its learning-rate endpoints and
-    weight decay; the betas and epsilon are the preset's (train.beta1, beta2, adam_eps)."""
+    """An experiment's AdamW settings (§2); the betas and epsilon are the preset's."""
 
     lr_max: float
     lr_min: float

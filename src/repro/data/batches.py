@@ -174,8 +174,7 @@ def inputs_targets(window: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 class DeviceBatches:
-    """Training micro-batches on the device; on CUDA copied from pinned memory on a side stream
-    one ahead, so the host never waits for the device."""
+    """Training micro-batches on the device, copied one ahead on CUDA: the host never waits."""
 
     def __init__(self, batches: Batches, device: torch.device):
         self.batches, self.device = batches, device

@@ -159,8 +159,7 @@ def check_text_column(dataset, files: list[Path]) -> None:
 
 
 def check_utf8(column, where, unit: str) -> None:
-    """Refuse text that is not UTF-8: Arrow's JSON reader keeps such bytes, and the tokenizer
-    would fail on them in a worker process."""
+    """Refuse text that is not UTF-8: the tokenizer would fail on it in a worker process."""
     import pyarrow as pa
 
     offset = 0

@@ -30,8 +30,7 @@ FINGERPRINT_BLOCKS, FINGERPRINT_BLOCK = 64, 1 << 16
 
 
 def fingerprint(path: str | os.PathLike) -> str:
-    """A hash of a file's size and sampled blocks: catches a truncated, swapped or regenerated
-    token file at a cost that does not grow with its size."""
+    """A hash of a file's size and sampled blocks: catches a swapped file at a constant cost."""
     size = os.path.getsize(path)
     digest = hashlib.sha256(str(size).encode())
     with open(path, "rb") as f:

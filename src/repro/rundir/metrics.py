@@ -34,8 +34,7 @@ METRICS_COLUMNS = [
 
 
 class MetricsLog:
-    """metrics.csv and its TensorBoard events, holding the `kept` rows a resume keeps and none
-    past them; with path None (a DDP rank other than 0) rows are dropped."""
+    """metrics.csv and its TensorBoard events; with path None (a DDP rank > 0) rows are dropped."""
 
     def __init__(self, path: Path | None, kept: list[dict]):
         self.path, self.file, self.failed = path, None, False

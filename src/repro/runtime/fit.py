@@ -27,8 +27,7 @@ OUT_OF_MEMORY = ("out of memory", "ALLOC_FAILED")
 
 
 def candidates(batch_size: int, ranks: int = 1, largest: int = LARGEST_PROBED) -> list[int]:
-    """The micro-batches a run on `ranks` GPUs can use, smallest first: each divides a rank's
-    share of the batch, so that every rank runs the same number of micro-steps."""
+    """The micro-batches dividing a rank's share of the batch on `ranks` GPUs, smallest first."""
     if batch_size % ranks:
         raise ReproError(
             f"a batch of {batch_size} sequences cannot be shared equally by {ranks} ranks: "
@@ -114,8 +113,7 @@ def free_device_memory() -> None:
 
 
 def peak_memory(model, micro_batch: int, block_size: int, autocast) -> int | None:
-    """Peak bytes of one forward and backward pass of `micro_batch` sequences, None when out of
-    memory; leaves no gradients, graph or cached blocks behind."""
+    """Peak bytes of a forward and backward pass, None when out of memory; leaves nothing behind."""
     device = next(model.parameters()).device
     free_device_memory()
     torch.cuda.reset_peak_memory_stats(device)

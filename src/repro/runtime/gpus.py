@@ -75,8 +75,7 @@ def _try_claim(gpu_ids: list[str], directory: Path) -> int | None:
 
 
 def claim_device(wait: bool = True):
-    """A CUDA device no other repro process holds; a later call in this process gets the GPU it
-    already holds, whose lock a new claim would wait for."""
+    """A CUDA device no other repro process holds; a later call gets the one this process holds."""
     import torch  # here, so that the slots above work (and are tested) without torch
 
     if _claimed:

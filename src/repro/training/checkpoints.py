@@ -190,8 +190,7 @@ def check_weights(path: Path, weights, expected: Mapping) -> None:
 
 
 def model_from(path: Path, config: ModelConfig | dict, weights) -> GPT:
-    """The GPT of `config` holding `weights`, both checked on the meta device first: a vocabulary
-    of 1e12 is refused, not allocated."""
+    """The GPT of `config` holding `weights`, checked on the meta device before any allocation."""
     try:
         if not isinstance(config, ModelConfig):
             config = ModelConfig(**config)

@@ -63,8 +63,7 @@ class Built(NamedTuple):
 
 
 def build(run: RunConfig, device: torch.device) -> Built:
-    """The model, the model the steps call (compiled or not), the optimiser, the autocast context;
-    the fast path (§2) by default on CUDA only."""
+    """The model, the model the steps call, the optimiser, the autocast context (§2)."""
     what = f"training {run.experiment.name} at preset {run.preset_name}"
     needed = TRAINING_COPIES * weight_bytes(run.model) + evaluation_logits_bytes(run)
     check_memory(what, needed, device)  # before allocating
