@@ -66,8 +66,7 @@ class AttentionGate(nn.Linear):
 
 
 class KVCache:
-    """Keys and values of every layer, filled to `length`; the query, linear or not, is needed
-    once, so a nonlinear query changes the work per token but not the cache."""
+    """Keys and values of every layer: a nonlinear query changes the work, not the cache."""
 
     def __init__(self, n_layer: int, block_size: int):
         self.k: list[torch.Tensor | None] = [None] * n_layer

@@ -134,8 +134,7 @@ CSV_FLOAT_FORMAT = "%.9g"
 
 
 def write_csv(table, path: str | os.PathLike) -> Path:
-    """A DataFrame as CSV without its index; a float column of whole numbers (a count beside a
-    missing value) written as integers, 2 not 2.0."""
+    """A DataFrame as CSV without its index; a float column of whole numbers written as integers."""
     path = Path(path)
     make_dir(path.parent)
     whole = [

@@ -218,8 +218,7 @@ def count_parameters(model: GPT) -> dict[str, int]:
 
 
 def parameter_counts(config: ModelSizes) -> dict[str, int]:
-    """count_parameters of the model `config` describes, built on the meta device: nothing is
-    allocated, and no weight initialised (the sizes alone), in milliseconds for any preset."""
+    """count_parameters of the model `config` describes, built on the meta device."""
     with torch.device("meta"), _NoInitialisation():
         return count_parameters(GPT(config))
 

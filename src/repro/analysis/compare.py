@@ -31,8 +31,7 @@ SAME_CONFIGURATION = ("train.init_seed", "train.index_seed", "train.max_step")
 
 
 def seed_runs(run_path: str | Path) -> list[Run]:
-    """Every seed of a run's experiment at its preset: the run's folder is
-    <runs>/<experiment> or <runs>/seed<k>/<experiment>; seeds are <runs>/seed*/<experiment>."""
+    """Every seed's run of a run's experiment at its preset: <runs>/seed*/<experiment>."""
     run_path = Path(run_path)
     base = (
         run_path.parent.parent if SEED_FOLDER.fullmatch(run_path.parent.name) else run_path.parent
@@ -44,8 +43,7 @@ def seed_runs(run_path: str | Path) -> list[Run]:
 
 
 def measured_tolerance(runs: list[Run]) -> pd.Series:
-    """Per evaluation step that two or more of `runs` have: the 95% half-width of the difference
-    of two single runs, from the runs' spread (empty with fewer than two runs)."""
+    """Per evaluation step: the 95% half-width of two single runs' difference, from the spread."""
     # Here, not at the top: scipy.stats is most of `repro status`'s start, and only seeds need it.
     from scipy import stats
 

@@ -20,8 +20,7 @@ def relative_improvement_curves(
     first_step: int = 1,
     last_step: int | None = None,
 ) -> pd.DataFrame:
-    """Relative improvement over the baseline at each evaluation step both runs have, in
-    [first_step, last_step] (the paper plots 1k..59k: step 0 is the untrained model)."""
+    """Relative improvement at each evaluation step both runs have in [first_step, last_step]."""
     base = runs[baseline].evals()[f"eval_{split}_loss"].rename("baseline_loss")
     frames = []
     for name, run in runs.items():

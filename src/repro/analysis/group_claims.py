@@ -48,8 +48,7 @@ def tuned(runs_dir, preset: Preset, experiments: Experiments, seeds: int, config
 
 
 def decay(runs_dir, preset: Preset, experiments: Experiments, seeds: int, config_dir):
-    """(claim, experiment, holds, detail) of decay to zero (repro.analysis.decay): the best
-    nonlinear rate against the best linear baseline's, both read at their last evaluation."""
+    """(claim, experiment, holds, detail) of decay to zero, both read at their last evaluation."""
     if decay_to_zero.GROUP not in experiments.groups:
         return [
             (

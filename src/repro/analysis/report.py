@@ -55,8 +55,7 @@ def write_table_html(
 
 
 def save_figure(fig, *paths: str | Path) -> list[Path]:
-    """Save a figure to each path (the format from the suffix: .png, .pdf; .html: the PNG inside
-    an <img> tag, which Snakemake's report shows on its page), creating folders."""
+    """Save a figure to each path by its suffix (.png, .pdf; .html: the PNG in an <img> tag)."""
     saved = []
     for path in map(Path, paths):
         make_dir(path.parent)

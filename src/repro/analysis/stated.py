@@ -39,8 +39,7 @@ def stated_differences(stated: dict, identity: dict) -> list[str]:
 
 
 def stated_configuration(record) -> dict:
-    """What the user stated of an imported log's configuration, from its RunRecord: its query,
-    gate, rate, schedule, its horizon aside (which is the preset's); empty: it is unknown."""
+    """What was stated of an imported log's configuration (its RunRecord); empty: unknown."""
     return {k: v for k, v in record.data.get("stated", {}).items() if k != "steps"}
 
 

@@ -39,8 +39,7 @@ INTERVAL_SEEDS = 3
 
 
 def band(ax, curve: pd.DataFrame, value: str, color) -> None:
-    """Around a mean curve over seeds: the 95% interval, or the seeds' range (min to max) where
-    fewer than INTERVAL_SEEDS seeds have it; nothing with one seed."""
+    """Around a mean curve: the 95% interval, or the seeds' range below INTERVAL_SEEDS seeds."""
     few = curve["n_seeds"] < INTERVAL_SEEDS
     ax.fill_between(
         curve["step"],

@@ -68,8 +68,7 @@ def model_of(experiment: Experiment) -> str:
 
 @dataclass(frozen=True)
 class Settings:
-    """The settings of a group at one preset: `table` (`best` marking each model's), `losses` at
-    `step` (seed x setting; NaN where diverged or missing) and the `missing` runs."""
+    """The settings of a group at one preset: `table`, `losses` at `step` and the `missing` runs."""
 
     table: pd.DataFrame
     losses: pd.DataFrame

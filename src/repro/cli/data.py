@@ -13,8 +13,7 @@ from repro.runtime import network
 
 
 def resolve_corpus(args) -> None:
-    """--corpus NAME -> the source flags of that corpus: python-docs is generated (no source to
-    give), openwebtext comes from the hub unless --hub-id or --data-files says where else."""
+    """--corpus NAME -> that corpus's source flags (openwebtext: the hub unless told otherwise)."""
     if args.corpus is None:
         if not (args.python_docs or args.hub_id or args.data_files):
             raise ReproError("give --corpus, --python-docs, --hub-id or --data-files")

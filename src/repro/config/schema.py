@@ -37,8 +37,7 @@ class ConfigError(ReproError):
 
 
 class ConfigLoader(yaml.SafeLoader):
-    """yaml.SafeLoader with YAML 1.2's exponent floats, keys written twice refused, and the
-    document's depth and expanded size bounded."""
+    """yaml.SafeLoader with YAML 1.2's exponent floats, duplicate keys refused, size bounded."""
 
     def __init__(self, stream):
         super().__init__(stream)

@@ -32,8 +32,7 @@ def stdlib_sources() -> list[Path]:
 
 
 def module_documents(path: Path) -> list[str]:
-    """A module's docstrings, one document each, then its comments: docstrings and topics alone
-    are about 0.6M tokens, short of the smoke corpus's 1M."""
+    """A module's docstrings, then its comments: without them the corpus is short of 1M tokens."""
     source = path.read_bytes()
     try:
         tree = ast.parse(source)

@@ -52,8 +52,7 @@ def write_token_files(
     source: dict,
     tokenizer: dict,
 ) -> dict:
-    """Write each split's tokens to <split>.bin in data_dir and the manifest; return it. The old
-    manifest is removed first, so a crash leaves no manifest, never a stale one."""
+    """Write each split's tokens and the manifest, the old one removed first: never a stale one."""
     data_dir = make_dir(data_dir)
     written = {}
     try:

@@ -37,8 +37,7 @@ def legacy_record(data: dict) -> dict:
 
 
 def legacy_identity(identity: dict, eval_micro_batch: int) -> dict:
-    """An identity of the preset/experiment/model layout in today's; that layout left out the
-    micro-batch, which sets how evaluation batches: it is passed in."""
+    """An identity of the preset/experiment/model layout in today's, given its micro-batch."""
     if "preset" not in identity:
         return identity
     train = {

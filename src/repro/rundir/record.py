@@ -118,8 +118,7 @@ TYPES = {"str": str, "int": int, "bool": bool, "dict": dict, "list": list, "None
 
 
 def _of_type(value, annotation: str) -> bool:
-    """Whether a value read from run.json is of a RunRecord field's type ("int | None"): a
-    string where a dict is expected would break every reader further on."""
+    """Whether a run.json value is of a RunRecord field's type: a wrong one breaks every reader."""
     types = tuple(TYPES[name] for name in annotation.split(" | "))
     return isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
 

@@ -48,8 +48,7 @@ def evaluation_logits_bytes(run) -> int:
 
 
 def weight_bytes(config: ModelConfig) -> int:
-    """The bytes of a model's float32 weights, counted on the meta device, without allocating.
-    Training holds TRAINING_COPIES times as much, and activations come on top."""
+    """The bytes of a model's float32 weights, counted on the meta device, without allocating."""
     return 4 * parameter_counts(config)["total_params"]
 
 

@@ -32,8 +32,7 @@ def lock_dir() -> Path:
 
 
 def claim_gpu(gpu_ids: list[str], directory: Path, wait: float | None = None) -> int:
-    """Lock the first free GPU of `gpu_ids` until the process ends; return its index there. While
-    all are held: with `wait`, try again every `wait` seconds; without, raise GPUError."""
+    """Lock the first free GPU of `gpu_ids` for the process; with `wait`, retry every `wait` s."""
     index = _try_claim(gpu_ids, directory)
     if index is None and wait is not None:
         print(

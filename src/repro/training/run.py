@@ -37,8 +37,7 @@ from repro.training.loop import Built, build, run_steps, with_train_micro_batch
 
 
 def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path) -> RunRecord:
-    """Train one run into out_dir (resuming from its checkpoint if any); return its record. A
-    stop signal raises preemption.Preempted once its checkpoint and run.json are written."""
+    """Train one run into out_dir (resuming if it can); a stop signal raises Preempted."""
     out_dir = make_dir(out_dir)
     # One writer per run: the first rank holds the run for all of a torchrun's ranks.
     with hold(out_dir, "run") if distributed.first_process() else nullcontext():
