@@ -17,16 +17,14 @@ NOT_IN = "in the experiments file"
 
 
 def standing(summary: pd.DataFrame, value: str) -> np.ndarray:
-    """Per row: 'ahead' (the interval above zero), 'not ahead' (at or below zero) or 'not
-    distinguishable' (across zero). One seed has no interval: its value's sign decides."""
+    """Per row: 'ahead', 'not ahead' or 'not distinguishable'; with one seed, the value's sign."""
     mean = summary[f"{value}_mean"]
     low, high = summary[f"{value}_ci_low"].fillna(mean), summary[f"{value}_ci_high"].fillna(mean)
     return np.select([low > 0, high <= 0], ["ahead", "not ahead"], "not distinguishable")
 
 
 def verdict(standing, n_seeds: int, detail: str) -> tuple[bool | None, str]:
-    """Holds where every interval is above zero, fails where one is at or below it; otherwise the
-    claim is neither: not distinguishable at this many seeds."""
+    """Holds where every interval is above zero, fails where one is not; else indistinguishable."""
     if all(s == "ahead" for s in standing):
         return True, detail
     if any(s == "not ahead" for s in standing):

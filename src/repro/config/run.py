@@ -93,8 +93,7 @@ def _overridden(runtime: Runtime, settings: dict) -> Runtime:
 
 
 def config_dir(explicit: str | os.PathLike | None = None) -> Path:
-    """Where presets and experiments are read from: `explicit`, else $REPRO_CONFIG_DIR, else the
-    working directory's config/ when it has one, else the config/ of the checkout installed."""
+    """`explicit`, else $REPRO_CONFIG_DIR, else ./config when it exists, else the checkout's."""
     if explicit is not None:
         return Path(explicit)
     if "REPRO_CONFIG_DIR" in os.environ:

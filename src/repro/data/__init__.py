@@ -4,5 +4,4 @@ from repro.errors import ReproError
 
 
 class DataError(ReproError):
-    """A corpus, token file or manifest that cannot be used. Here, not in repro.data.tokens, so
-    that raising it imports no numpy (`repro --help` need not pay for it)."""
+    """An unusable corpus, token file or manifest; here, so that raising it imports no numpy."""

@@ -105,8 +105,7 @@ def out_of_memory(error: BaseException) -> bool:
 
 
 def free_device_memory() -> None:
-    """Hand the device's cached blocks back, after collecting what still references tensors (a
-    failed pass's traceback, reference cycles): empty_cache frees only blocks nothing holds."""
+    """Collect what still holds tensors, then hand the cached blocks back to the device."""
     gc.collect()
     torch.cuda.empty_cache()
 
