@@ -12,10 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, edited_tiny_preset, train_args
+from conftest import REPO, edited_tiny_preset, read_metrics, train_args, without_timing
 from hang_guard import run_watched, watch
 from processes import alive
-from test_train import read_metrics, without_timing
 
 from repro.config import load_preset, load_run
 from repro.data.indices import write_indices
