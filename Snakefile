@@ -53,7 +53,7 @@ rule main:
         rules.figure1.output,
         rules.explore.output,
         rules.table1_seeds.output if config["seeds"] > 1 else [],
-        run_files(TABLE1, seeds=SEEDS),
+        run_files(TABLE1_RUNS, seeds=SEEDS),
 
 
 # Everything: main, the Figure 2 sweep, the extra experiments of config.yaml, the authors'

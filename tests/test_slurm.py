@@ -17,7 +17,8 @@ import pytest
 from processes import alive, wait_for
 from workflow_helpers import NO_ACCOUNTING, REPO, copy_workflow, failure, snakemake
 
-from repro.config import load_experiments
+from repro.analysis.results import table1_experiments
+from repro.config import load_experiments, load_preset
 
 pytestmark = pytest.mark.slurm
 
@@ -212,7 +213,8 @@ def test_tiny_dag_through_slurm(cluster, tmp_path):
 
     table = pd.read_csv(workdir / "results" / "table1.csv")
     experiments = load_experiments(REPO / "config" / "experiments.yaml")
-    table1 = [e.name for e in experiments.group("table1")]
+    preset = load_preset("tiny", REPO / "config")
+    table1 = [e.name for e in table1_experiments(preset, experiments)]
     assert list(table["experiment"]) == table1
     assert set(table["preset"]) == {"tiny"} and set(table["status"]) == {"completed"}
 

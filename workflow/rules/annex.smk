@@ -5,7 +5,7 @@
 import hashlib
 import json
 
-from repro.annex.authors.audit import AuditError, check_workflow_keys
+from repro.annex.authors.audit_log import AuditError, check_workflow_keys
 
 # The authors' artefacts (config key authors_artefacts, authors.smk): the job of checkpoint
 # authors_runs finds which experiments their downloaded folders are; the functions below read what
