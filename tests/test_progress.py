@@ -1,6 +1,6 @@
 """The progress line training prints and appends to train.log every log interval."""
 
-from repro.runtime.progress import Progress, duration, progress_line
+from repro.rundir.metrics import Progress, duration, progress_line
 
 
 def rows(steps, eval_at=()):

@@ -10,11 +10,11 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from processes import alive, wait_for
 from workflow_helpers import NO_ACCOUNTING, REPO, copy_workflow, failure, snakemake
 
 from repro.analysis.results import table1_experiments
@@ -92,26 +92,6 @@ def client_wrappers(root: Path, conf: Path) -> Path:
         wrapper.write_text(f'#!/bin/sh\nSLURM_CONF={conf} exec {which(name)} "$@"\n')
         wrapper.chmod(0o755)
     return bin_dir
-
-
-def wait_for(condition, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.2)
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie (an exited child not yet reaped) counts as gone
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def stop(pids):

@@ -20,8 +20,8 @@ from repro.config import load_run
 from repro.data.tokens import read_manifest
 from repro.errors import ReproError
 from repro.files import WriteError, atomic_write, write_csv, write_json
+from repro.rundir import Progress
 from repro.runtime.lock import LockError, hold
-from repro.runtime.progress import Progress
 from repro.training.run import train
 
 

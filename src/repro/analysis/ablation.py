@@ -1,14 +1,9 @@
 """The query ablation (docs/ablation.md): which part of the nonlinear query makes its gain?
 
-The paper's query path q = (x + f(x))/2, f(x) = LN(GELU(RMSNorm(x) W1) W2), changes several
-things at once against q = x W_Q: a residual path, a bottleneck, two normalisations and a GELU.
-Group `query_ablation` of the experiments file trains ten arms (a query mode, with or without
-qk_norm, with or without a gate on the attention output: repro.attention.AttentionGate), each at
-the same settings of learning rate and weight decay. Each arm is represented by
-its best setting, chosen as the tuning comparison chooses (repro.analysis.tuning: the lowest mean
-validation loss at the table step among the settings every seed has and none diverged), and
-paired seed by seed with the best linear arm (results/ablation.csv). Four questions are answered
-from pairs of arms (CLAIMS), each with the 95% interval of its paired relative improvement.
+Group `query_ablation` trains ten arms (a query mode, with or without qk_norm and a gate on the
+attention output). Each arm is represented by its best setting, chosen as the tuning comparison
+chooses (repro.analysis.tuning), and paired seed by seed with the best linear arm; four questions
+(CLAIMS) are answered from pairs of arms.
 """
 
 from __future__ import annotations

@@ -19,26 +19,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from repro.analysis.tuning import Tuning, tuning
-from repro.config import Experiment, Preset, load_config, resolve_run
-from repro.config.schema import ConfigError
+from repro.config import Preset
 
 GROUP = "decay_to_zero"
 CLAIM = "beats the linear baseline under decay to zero"
-
-
-def last_evaluation(preset: Preset, members: list[Experiment], group: str = GROUP) -> int:
-    """The step of the last evaluation of the members' runs at `preset`, the same for all."""
-    steps = {}
-    for e in members:
-        t = resolve_run(preset, e).train
-        steps.setdefault(t.max_step // t.eval_interval * t.eval_interval, []).append(e.name)
-    if len(steps) > 1:
-        where = "; ".join(f"step {s}: {' '.join(names)}" for s, names in sorted(steps.items()))
-        raise ConfigError(
-            f"group {group}: its runs evaluate last at different steps at preset {preset.name} "
-            f"({where})"
-        )
-    return next(iter(steps))
 
 
 def decay_to_zero(
@@ -49,6 +33,4 @@ def decay_to_zero(
 ) -> Tuning:
     """Each setting of the group at its last evaluation over seeds 0..seeds-1, each model's best,
     and the best nonlinear setting paired with the best linear one (repro.analysis.tuning)."""
-    preset, experiments = load_config(preset, config_dir)
-    step = last_evaluation(preset, experiments.group(GROUP))
-    return tuning(runs_dir, preset, seeds, config_dir, group=GROUP, step=step)
+    return tuning(runs_dir, preset, seeds, config_dir, group=GROUP, last=True)

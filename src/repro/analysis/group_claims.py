@@ -184,11 +184,10 @@ def _against_decay_to_zero(result: v3.Version3, experiments: Experiments, ours, 
     if group not in experiments.groups:
         return (v3.D2Z_CLAIM, group, None, f"no group `{group}` {NOT_IN}")
     members = [e for e in experiments.group(group) if e.query_mode == "linear"]
-    step = decay_to_zero.last_evaluation(result.preset, members)
-    if step != result.step:
-        detail = f"not comparable: read at step {step}, not {result.step}"
+    d2z = tuning.settings(result.runs_dir, result.preset, result.seeds, config_dir, members, True)
+    if d2z.step != result.step:
+        detail = f"not comparable: read at step {d2z.step}, not {result.step}"
         return (v3.D2Z_CLAIM, group, None, detail)
-    d2z = tuning.settings(result.runs_dir, result.preset, result.seeds, config_dir, members, step)
     if d2z.missing:
         detail = f"not answered: {len(d2z.missing)} runs missing: " + ", ".join(d2z.missing)
         return (v3.D2Z_CLAIM, group, None, detail)

@@ -1,16 +1,10 @@
 """The tuning comparison (docs/tuning.md): is the nonlinear query's gain more than its tuning?
 
-The group `tuning` of the experiments file gives the linear models (the baseline and the wider
-control) the learning-rate and weight-decay settings the nonlinear query was tuned at. Each model
-(query mode and MLP width) is represented by its best setting: the lowest mean validation loss at
-the table step over seeds 0..N-1, among the settings that every seed has and none diverged. The
-best nonlinear setting is then paired with each linear model's best seed by seed (the runs of a
-seed share their batches, repro.analysis.seeds): the loss gap L_linear - L_nonlinear and the
-relative improvement (L_linear - L_nonlinear) / L_linear, positive where the nonlinear query is
-better, with their 95% intervals.
-
-Choosing the best of several settings from the same seeds favours each side a little (the
-winner's curse); both sides are chosen the same way, the linear models from one setting more.
+Group `tuning` gives the linear models the settings the nonlinear query was tuned at. Each model
+(query mode, MLP width) is represented by its best setting: the lowest mean validation loss over
+seeds 0..N-1 among the settings every seed has and none diverged. The best nonlinear setting is
+paired with each linear model's best seed by seed (repro.analysis.seeds). Both sides are chosen
+the same way, so the winner's curse favours neither much (the linear ones from one setting more).
 """
 
 from __future__ import annotations
@@ -31,7 +25,7 @@ from repro.analysis.seeds import (
     read_seed_runs,
     summarise,
 )
-from repro.config import Experiment, Preset, load_config, seed_dir
+from repro.config import ConfigError, Experiment, Preset, load_config, resolve_run, seed_dir
 
 GROUP = "tuning"
 TUNING_COLUMNS = [
@@ -78,13 +72,14 @@ def model_of(experiment: Experiment) -> str:
 @dataclass(frozen=True)
 class Settings:
     """The settings of a group at one preset: `table` (one row per setting, TUNING_COLUMNS, `best`
-    marking each model's), `losses` (the validation loss at the table step, one row per seed, one
-    column per setting; NaN where diverged or missing) and `missing` (the runs, as
-    seed<k>/<experiment>, that have neither a loss at the table step nor diverged)."""
+    marking each model's), `losses` (the validation loss at `step`, one row per seed, one column
+    per setting; NaN where diverged or missing) and `missing` (the runs, as seed<k>/<experiment>,
+    that have neither a loss at `step` nor diverged)."""
 
     table: pd.DataFrame
     losses: pd.DataFrame
     missing: list[str]
+    step: int  # where the runs were read
 
 
 @dataclass(frozen=True)
@@ -125,17 +120,32 @@ def _best(table: pd.DataFrame, seeds: int) -> pd.Series:
     return table.index.isin(best.values)
 
 
+def last_evaluation(preset: Preset, members: list[Experiment]) -> int:
+    """The step of the last evaluation of the members' runs at `preset`, the same for all."""
+    steps = {}
+    for e in members:
+        t = resolve_run(preset, e).train
+        steps.setdefault(t.max_step // t.eval_interval * t.eval_interval, []).append(e.name)
+    if len(steps) > 1:
+        where = "; ".join(f"step {s}: {' '.join(names)}" for s, names in sorted(steps.items()))
+        raise ConfigError(
+            f"runs evaluate last at different steps at preset {preset.name} ({where})"
+        )
+    return next(iter(steps))
+
+
 def settings(
     runs_dir: str | Path,
     preset: Preset,
     seeds: int,
     config_dir,
     members: list[Experiment],
-    step: int | None = None,
+    last: bool = False,
 ) -> Settings:
-    """Each setting's loss over seeds 0..seeds-1 at `step` (None: the table step), and each
+    """Each setting's loss over seeds 0..seeds-1 at the table step, or at the members' last
+    evaluation (`last`: a run that decays to zero is read where its decay ends), and each
     model's best."""
-    step = preset.report.table_step if step is None else step
+    step = last_evaluation(preset, members) if last else preset.report.table_step
     outcomes, differing = _outcomes(runs_dir, members, seeds, preset, step)
     by_experiment = outcomes.groupby("experiment", sort=False)
     table = summarise(by_experiment, "val_loss").join(
@@ -164,6 +174,7 @@ def settings(
             os.path.join(seed_dir("", k), name)
             for name, k in zip(missing["experiment"], missing["seed"])
         ],
+        step=step,
     )
 
 
@@ -173,12 +184,12 @@ def tuning(
     seeds: int = 1,
     config_dir: str | Path | None = None,
     group: str = GROUP,
-    step: int | None = None,
+    last: bool = False,
 ) -> Tuning:
     """The tuning comparison of `group` from the runs of seeds 0..seeds-1 under runs_dir, read at
-    `step` (None: the preset's table step)."""
+    the preset's table step or at their last evaluation (`last`)."""
     preset, experiments = load_config(preset, config_dir)
-    result = settings(runs_dir, preset, seeds, config_dir, experiments.group(group), step)
+    result = settings(runs_dir, preset, seeds, config_dir, experiments.group(group), last)
     best = result.table[result.table["best"]]
     linear = best[best["query_mode"] == "linear"]
     comparison = pd.DataFrame(
@@ -191,7 +202,7 @@ def tuning(
         columns=COMPARISON_COLUMNS,
     )
     comparison = comparison.assign(
-        step=result.table["step"].iloc[0],
+        step=result.step,
         preset=preset.name,
         caveat=scale_caveat(preset, config_dir),
     )

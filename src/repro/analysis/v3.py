@@ -1,14 +1,9 @@
 """Version 3 (docs/v3.md): the claim of the paper's third version, on the recipe behind it.
 
-Version 3's abstract reports a 2.40% lower validation log-loss (6.81% lower perplexity) than the
-linear baseline. The authors' later notebook (explore_losses.ipynb) names the runs behind it: the
-nonlinear query at weight decay 0.1 with the learning rate falling by cosine from 3.6e-3 to 2e-5,
-read at step 60,000, against the baseline at nanoGPT's 6e-4 -> 6e-5. Group `v3` trains those
-runs and the linear query on the same recipe, which the authors did not run. Each run is read at
-its last evaluation (60,000 at `paper`, where the notebook reads); each model (query mode and MLP
-width) is represented by its best setting, chosen as the tuning comparison chooses
-(repro.analysis.tuning), and every setting has its non-embedding parameters counted: the
-question "worth how many more parameters?" is read against the MLP-widened controls.
+Group `v3` trains the runs behind Version 3's abstract (the nonlinear query at weight decay 0.1,
+cosine from 3.6e-3 to 2e-5) and the linear query on that recipe, read at their last evaluation;
+each model is represented by its best setting (repro.analysis.tuning), with its non-embedding
+parameters counted against the MLP-widened controls.
 """
 
 from __future__ import annotations
@@ -18,7 +13,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from repro.analysis.decay import last_evaluation
 from repro.analysis.tuning import TUNING_COLUMNS, settings
 from repro.config import Experiment, Preset, load_config, resolve_run
 from repro.model import parameter_counts
@@ -86,11 +80,12 @@ def version3(
     non-embedding parameters and their excess over the baseline's, and each model's best."""
     preset, experiments = load_config(preset, config_dir)
     members = experiments.group(GROUP)
-    step = last_evaluation(preset, members, GROUP)
-    result = settings(runs_dir, preset, seeds, config_dir, members, step)
+    result = settings(runs_dir, preset, seeds, config_dir, members, last=True)
     params = [non_embedding(preset, e) for e in members]
     base = non_embedding(preset, experiments[experiments.baseline])
     table = result.table.assign(
         non_embedding_params=params, extra_params=[p / base - 1 for p in params]
     )
-    return Version3(table[V3_COLUMNS], result.losses, result.missing, preset, step, seeds, runs_dir)
+    return Version3(
+        table[V3_COLUMNS], result.losses, result.missing, preset, result.step, seeds, runs_dir
+    )

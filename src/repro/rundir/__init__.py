@@ -1,11 +1,15 @@
-"""A run directory: run.json (record.py: what was run, on what, how it ended) and metrics.csv
-(metrics.py: one row a step), the files training writes and the results read back."""
+"""A run directory: run.json (record.py: what was run, on what, how it ended), metrics.csv and
+train.log (metrics.py: one row a step, one line a log interval), the files training writes and
+the results read back."""
 
 from repro.rundir.metrics import (  # noqa: F401
     METRICS_BYTES,
     METRICS_COLUMNS,
     MetricsLog,
+    Progress,
     check_resume,
+    duration,
+    read_rows,
     rows_before,
     write_metrics,
 )
@@ -20,6 +24,7 @@ from repro.rundir.record import (  # noqa: F401
     RunRecord,
     code_version,
     files_dir,
+    has_run,
     identity_differences,
     publish,
     read_record,

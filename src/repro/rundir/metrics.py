@@ -1,14 +1,21 @@
 """metrics.csv: one row an optimiser step, written as TensorBoard events too
-(repro.runtime.tensorboard); and the check that a resume keeps exactly the rows before it.
+(repro.runtime.tensorboard); the check that a resume keeps exactly the rows before it; and
+train.log, the progress line printed every log interval, appended beside them.
 
 Training writes the rows through this module and the results read them back through it, so the
-columns are defined once.
+columns are defined once. train.log is a copy of what is printed: one that is a symbolic link is
+refused, and a line that cannot be appended (a full disk) is printed all the same, with a
+warning, while training goes on: metrics.csv and the checkpoints are the run's record.
 """
 
 from __future__ import annotations
 
 import csv
+import math
 import os
+import sys
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 from repro.files import WriteError, atomic_write, open_no_link, read_regular
@@ -112,15 +119,7 @@ def rows_before(path: Path, start: int) -> list[dict]:
         return []
     if not path.exists():
         raise RunError(f"{path}: no such file, but the checkpoint is at step {start}")
-    try:
-        lines = read_regular(path, METRICS_BYTES, RunError, "a metrics file").decode().split("\n")
-    except UnicodeDecodeError as e:
-        raise RunError(f"{path}: cannot be read ({e})") from None
-    if lines == [""]:
-        raise RunError(f"{path}: empty, but the checkpoint is at step {start}")
-    if lines[0].rstrip("\r") != ",".join(METRICS_COLUMNS):
-        raise RunError(f"{path}: not a metrics file (line 1 is {lines[0][:80]!r}, not its header)")
-    complete = lines[1:-1]  # the last piece is what follows the last newline
+    complete = _complete_lines(path, f"empty, but the checkpoint is at step {start}")
     rows = [_checked_row(path, step, line) for step, line in zip(range(start), complete)]
     if len(rows) < start:
         have = f"rows of steps 0..{len(rows) - 1}" if rows else "no row"
@@ -131,8 +130,33 @@ def rows_before(path: Path, start: int) -> list[dict]:
     return rows
 
 
-def _checked_row(path: Path, step: int, line: str) -> dict:
-    """The row of `step` (line step + 2 of metrics.csv), whole and numeric."""
+def read_rows(path: Path) -> list[dict]:
+    """Every complete row of metrics.csv, checked (steps 0, 1, ... in order, each value a
+    number), its values as floats (None where empty: evaluation columns between evaluations, the
+    timings of an imported run). A line cut by a run in progress is left out. Plain Python: what
+    `repro status` reads, which should start in a fraction of a second, without pandas."""
+    lines = _complete_lines(path, "empty, not a metrics file")
+    rows = [_checked_row(path, step, line, ("step",)) for step, line in enumerate(lines)]
+    return [{k: float(v) if v else None for k, v in row.items()} for row in rows]
+
+
+def _complete_lines(path: Path, empty: str) -> list[str]:
+    """The lines after metrics.csv's header that end in a newline (a crash or a run in progress
+    can cut the last line anywhere, even between digits); an empty file is `empty`."""
+    try:
+        lines = read_regular(path, METRICS_BYTES, RunError, "a metrics file").decode().split("\n")
+    except UnicodeDecodeError as e:
+        raise RunError(f"{path}: cannot be read ({e})") from None
+    if lines == [""]:
+        raise RunError(f"{path}: {empty}")
+    if lines[0].rstrip("\r") != ",".join(METRICS_COLUMNS):
+        raise RunError(f"{path}: not a metrics file (line 1 is {lines[0][:80]!r}, not its header)")
+    return lines[1:-1]  # the last piece is what follows the last newline
+
+
+def _checked_row(path: Path, step: int, line: str, required=None) -> dict:
+    """The row of `step` (line step + 2 of metrics.csv), whole and numeric, with a value for
+    each `required` column (default: all but the evaluations', which a resume rewrites)."""
     values = next(csv.reader([line.rstrip("\r")]), [])
     where = f"{path}, line {step + 2}"
     if len(values) != len(METRICS_COLUMNS):
@@ -143,10 +167,75 @@ def _checked_row(path: Path, step: int, line: str) -> dict:
     if row["step"] != str(step):
         raise RunError(f"{where}: step {row['step']!r}, expected {step} (rows missing or moved)")
     for key, value in row.items():
-        if value == "" and not key.startswith("eval_"):
+        if value == "" and (key in required if required else not key.startswith("eval_")):
             raise RunError(f"{where}: no {key}")
         try:
             float(value or 0)
         except ValueError:
             raise RunError(f"{where}: {key} {value[:40]!r} is not a number") from None
     return row
+
+
+PROGRESS_LOG = "train.log"
+
+
+def duration(seconds: float) -> str:
+    """1d 02:03:04, or 2:03:04 under a day."""
+    if not math.isfinite(seconds):
+        return "?"
+    days, rest = divmod(round(seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    text = f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
+    return f"{days}d {hours:02d}:{rest // 60:02d}:{rest % 60:02d}" if days else text
+
+
+def progress_line(rows: list[dict], max_step: int, elapsed: float, steps_done: int) -> str:
+    """The line for metrics rows just written (one per step, in order)."""
+    step = rows[-1]["step"]
+    loss = sum(r["train_loss"] for r in rows) / len(rows)
+    eta = elapsed / steps_done * (max_step - step) if steps_done else math.inf
+    parts = [
+        f"step {step}/{max_step}",
+        f"train loss {loss:.4f}",
+        f"{rows[-1]['tokens_per_s']:,.0f} tokens/s",
+        f"elapsed {duration(elapsed)}",
+        f"ETA {duration(eta)}",
+    ]
+    parts += [
+        f"eval at step {r['step']}: train {r['eval_train_loss']:.4f}, val {r['eval_val_loss']:.4f}"
+        for r in rows
+        if r.get("eval_val_loss") is not None
+    ]
+    return " | ".join(parts)
+
+
+class Progress:
+    """The progress of one training session of a run, from step `start` to `max_step`."""
+
+    def __init__(self, run_dir: Path, start: int, max_step: int):
+        self.path = Path(run_dir) / PROGRESS_LOG
+        self.start, self.max_step = start, max_step
+        self.began = time.perf_counter()
+        self.warned = False
+        self.say(f"{'resuming' if start else 'starting'} at step {start}/{max_step}")
+
+    def say(self, text: str) -> None:
+        print(text, flush=True)
+        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        try:
+            fd = open_no_link(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "a run's log")
+            with open(fd, "a") as f:
+                f.write(f"{stamp} {text}\n")
+        except OSError as e:
+            if not self.warned:
+                print(
+                    f"warning: {self.path}: cannot append ({e.strerror}); training goes on, "
+                    f"its progress printed only",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            self.warned = True
+
+    def report(self, rows: list[dict]) -> None:
+        steps_done = rows[-1]["step"] + 1 - self.start
+        self.say(progress_line(rows, self.max_step, time.perf_counter() - self.began, steps_done))

@@ -8,22 +8,12 @@ REQUEUE_EXIT (INTERRUPT_EXIT when Ctrl-C alone stopped it): the next attempt res
 checkpoint. More signals meanwhile (a second Ctrl-C, a scheduler's repeated SIGTERM) change
 nothing: the run is already stopping.
 
-TCMalloc for the commands that run the model (`repro train`, `repro evaluate`):
-
-glibc's malloc serves every allocation above 32 MiB (a micro-batch's logits, their gradients) with
-a fresh mmap and unmaps it on free, so each micro-batch faults those pages in again: on a CPU run
-with many micro-batches, up to a third of its CPU time goes to the kernel. Keeping glibc's freed
-memory instead (mallopt) fragments its heap without bound: gigabytes in one evaluation of many
-micro-batches. TCMalloc (gperftools) keeps freed pages in its page heap, reuses them for blocks of
-any size and returns them to the kernel gradually: a run keeps glibc's footprint at a fraction of
-its page faults (docs/performance.md, "CPU memory"; benchmarks/bench_allocator.py measures both).
-jemalloc, as Debian builds it, unmaps blocks above 8 MiB at once, as glibc does.
-
-An allocator is chosen before a process starts (LD_PRELOAD), so these commands start themselves
-again once, under TCMalloc, where the system has it (Debian: libtcmalloc-minimal4); where it has
-not, they run under glibc's malloc as it is, and training on the CPU says so in one line.
-REPRO_MALLOC=glibc keeps glibc's malloc. Nothing else (an import, a test, a notebook) changes the
-allocator.
+TCMalloc for the commands that run the model (`repro train`, `repro evaluate`): glibc's malloc
+maps and unmaps every block above 32 MiB afresh, faulting its pages in at every micro-batch (up
+to a third of a CPU run's time); TCMalloc reuses them (docs/performance.md, "CPU memory"). An
+allocator is chosen before a process starts (LD_PRELOAD), so these commands start themselves
+again once under TCMalloc where the system has it (Debian: libtcmalloc-minimal4); REPRO_MALLOC=glibc
+keeps glibc's malloc. Nothing else (an import, a test, a notebook) changes the allocator.
 """
 
 from __future__ import annotations

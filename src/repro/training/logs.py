@@ -12,8 +12,7 @@ from pathlib import Path
 import torch
 
 from repro.config import RunConfig
-from repro.rundir import METRICS_CSV, MetricsLog
-from repro.runtime.progress import Progress
+from repro.rundir import METRICS_CSV, MetricsLog, Progress
 
 
 @dataclass
