@@ -15,6 +15,7 @@ import os
 import platform
 import time
 from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -27,9 +28,15 @@ from repro.training.loop import build, train_step, with_train_micro_batch
 
 
 def device_name(device: torch.device) -> str:
+    """The GPU's name, or the CPU's model name as lscpu prints it."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return platform.processor() or "cpu"
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    model = (line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
+    return next(model, "") or platform.processor() or "cpu"
 
 
 def random_batches(run: RunConfig, rows: int, seed: int = 0) -> Batches:
@@ -227,14 +234,11 @@ def format_row(row: dict) -> str:
 
 
 def format_report(report: dict) -> str:
-    peak = (
-        f"{report['peak_flops'] / 1e12:.0f} TFLOP/s"
-        if report["peak_flops"]
-        else "unknown (give --peak-tflops)"
-    )
+    peak = report["peak_flops"] and f"{report['peak_flops'] / 1e12:.0f} TFLOP/s"
     lines = [
         f"{report['preset']} on {report['device']}, torch {report['torch_version']}, "
-        f"bf16 dense peak {peak}; {report['steps']} steps timed after {report['warmup']}",
+        f"bf16 dense peak {peak or 'unknown (give --peak-tflops)'}; {report['steps']} steps timed "
+        f"after {report['warmup']}",
         "fastest micro-batch of each experiment:",
     ]
     lines += ["  " + format_row(r) for r in report["fastest"]]
