@@ -152,11 +152,8 @@ def _audit_parsers(sub) -> None:
     )
     p.add_argument("folder", type=Path, help="the audit's neurreps_writeup/logs/ folder")
     p.add_argument("--out", type=Path, required=True, help="where to write the run directories")
-    p.add_argument(
-        "--stated",
-        metavar="JSON",
-        help='what you know of runs the logs hold none of: {"LOG.csv": {"steps": 180000, '
-        '"query_mode": "linear", ...}} (keys: docs/authors.md)',
+    _stated_option(
+        p, 'runs the logs hold none of: {"LOG.csv": {"steps": 180000, "query_mode": "linear", ...}}'
     )
     options.add_config_dir(p)
     p.set_defaults(func=cmd_import_audit_logs)
@@ -172,14 +169,15 @@ def _audit_parsers(sub) -> None:
         help="the experiment of ours it is (its configuration is recorded; Figure 1 draws it "
         "beside ours); default: the log's name, no configuration",
     )
-    p.add_argument(
-        "--stated",
-        metavar="JSON",
-        help='what you know of its run, e.g. {"steps": 180000, "schedule": "linear"} (keys: '
-        "docs/authors.md)",
-    )
+    _stated_option(p, 'its run, e.g. {"steps": 180000, "schedule": "linear"}')
     options.add_config_dir(p)
     p.set_defaults(func=cmd_import_audit_log)
+
+
+def _stated_option(p, example: str) -> None:
+    p.add_argument(
+        "--stated", metavar="JSON", help=f"what you know of {example} (keys: docs/authors.md)"
+    )
 
 
 def _evidence_parser(sub) -> None:
