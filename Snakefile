@@ -30,6 +30,7 @@ report: "workflow/report/workflow.rst"
 # checkout; a per-rule environment would not (Snakemake copies the environment file elsewhere,
 # where `-e .` names another folder). tests/test_workflow_lint.py allows that lint and no other.
 include: "workflow/rules/common.smk"
+include: "workflow/rules/annex.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/authors.smk"
@@ -52,7 +53,7 @@ rule main:
         rules.figure1.output,
         rules.explore.output,
         rules.table1_seeds.output if config["seeds"] > 1 else [],
-        run_files(TABLE1, seeds=SEEDS),
+        run_files(TABLE1_RUNS, seeds=SEEDS),
 
 
 # Everything: main, the Figure 2 sweep, the extra experiments of config.yaml, the authors'

@@ -7,9 +7,9 @@ from repro.config import ModelConfig
 from repro.model import GPT
 
 
-def small(mode, **kw):
-    """A seeded two-layer model of `mode` queries, width 32, with ModelConfig fields `kw`."""
-    torch.manual_seed(0)
+def small(mode, seed=0, **kw):
+    """A two-layer model of `mode` queries at width 32, seeded `seed`, with ModelConfig `kw`."""
+    torch.manual_seed(seed)
     return GPT(
         ModelConfig(
             n_layer=2,

@@ -4,12 +4,15 @@ evidence table; keys that cannot be had stop the DAG naming them."""
 
 import json
 import shlex
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from audit_helpers import curve, write_log
+from conftest import REPO
 
 from repro.analysis.runs import read_run
+from repro.config import load_experiments
 
 TUNED = "gpt3large_linear_qknorm_lr1p5e3_seed43.csv"
 TUNED_RUN = {"query_mode": "linear", "qk_norm": True, "peak_lr": 1.5e-3, "steps": 60002}
@@ -105,55 +108,71 @@ def test_the_import_jobs_write_the_runs(audit_workflow):
     assert ours.record.data["audit_log"] == str(logs / "gpt3large_resgelu_s0p5_seed43.csv")
 
 
+# The workflow stops on these keys through repro's check before any job (its message prefixed
+# "Invalid configuration: "): each key is checked here in-process, and one Snakemake dry run
+# below shows a bad key stopping the DAG.
 @pytest.mark.parametrize(
-    "config,message",
+    "keys,message",
     [
-        (["audit_runs={baseline: x.csv}"], "audit_runs names logs, but audit_logs no folder"),
-        (["audit_logs=LOGS", "audit_runs={nope: a.csv}"], "audit_runs: unknown experiment 'nope'"),
+        ({"runs": {"baseline": "x.csv"}}, "audit_runs names logs, but audit_logs no folder"),
+        ({"logs": "LOGS", "runs": {"nope": "a.csv"}}, "audit_runs: unknown experiment 'nope'"),
         (
-            ["audit_logs=LOGS", "audit_runs={baseline: gone.csv}"],
+            {"logs": "LOGS", "runs": {"baseline": "gone.csv"}},
             "audit_runs: baseline: no log 'gone.csv' in audit_logs",
         ),
-        (["audit_logs=LOGS/a.csv"], "audit_logs: 'LOGS/a.csv' is not a folder"),
+        ({"logs": "LOGS/a.csv"}, "audit_logs: 'LOGS/a.csv' is not a folder"),
         (
-            ["audit_logs=LOGS", "audit_runs={baseline: logit_x.csv}"],
+            {"logs": "LOGS", "runs": {"baseline": "logit_x.csv"}},
             "audit_runs: baseline: 'logit_x.csv' is an attention-logit probe, not a loss log",
         ),
         (
-            ["audit_logs=LOGS", "audit_configs={logit_x.csv: {steps: 12}}"],
+            {"logs": "LOGS", "stated": {"logit_x.csv": {"steps": 12}}},
             "audit_configs: 'logit_x.csv' is an attention-logit probe, not a loss log",
         ),
         (
-            ["audit_logs=LOGS", "audit_configs={a.csv: {query: linear}}"],
+            {"logs": "LOGS", "stated": {"a.csv": {"query": "linear"}}},
             "audit_configs: a.csv: (top level): unknown key 'query'",
         ),
         (
-            ["audit_logs=LOGS", "audit_configs={b.csv: {steps: 12}}"],
+            {"logs": "LOGS", "stated": {"b.csv": {"steps": 12}}},
             "audit_configs: no log 'b.csv' in audit_logs",
+        ),
+        ({"logs": "RESULTS"}, "audit_logs: 'RESULTS' holds or is within the workflow's output"),
+        (
+            {"logs": "RESULTS/audit/logs"},
+            "audit_logs: 'RESULTS/audit/logs' holds or is within the workflow's output",
         ),
     ],
 )
-def test_audit_keys_that_cannot_be_had_stop_the_dag_naming_them(tmp_path, config, message):
-    from workflow_helpers import copy_workflow, snakemake
+def test_audit_keys_that_cannot_be_had_are_named(tmp_path, keys, message):
+    from repro.annex.authors.audit import AuditError, check_workflow_keys
 
-    logs = tmp_path / "logs"
+    logs, results = tmp_path / "logs", tmp_path / "wf" / "results"
     write_log(logs / "a.csv", curve(12, interval=4))
     write_log(logs / "logit_x.csv", [(0, "4.3", "3.6", "3.5", "4.3")], header="step,L0,L12,L23,max")
-    workdir = copy_workflow(tmp_path / "wf")
-    message = message.replace("LOGS", str(logs))
-    config = [c.replace("LOGS", str(logs)) for c in config]
-    result = snakemake(workdir, "-n", "--cores", "1", "--config", "preset=tiny", *config)
-    output = result.stdout + result.stderr
-    assert result.returncode != 0 and f"Invalid configuration: {message}" in output, output
-    assert not (workdir / "results").exists()
+    write_log(results / "audit/logs/gpt3large_x.csv", curve(12, interval=4))
+
+    def placed(text: str) -> str:
+        return text.replace("LOGS", str(logs)).replace("RESULTS", str(results))
+
+    experiments = load_experiments(None, REPO / "config")
+    with pytest.raises(AuditError) as refused:
+        check_workflow_keys(
+            placed(keys.get("logs", "")),
+            keys.get("runs", {}),
+            keys.get("stated", {}),
+            experiments,
+            results,
+        )
+    assert placed(message) in str(refused.value), str(refused.value)
 
 
-@pytest.mark.parametrize("folder", ["results", "results/audit/logs"])
-def test_audit_logs_in_the_workflows_own_output_stop_the_dag(tmp_path, folder):
+def test_audit_logs_in_the_workflows_own_output_stop_the_dag(tmp_path):
     from workflow_helpers import copy_workflow, snakemake
 
     workdir = copy_workflow(tmp_path / "wf")
     write_log(workdir / "results/audit/logs/gpt3large_x.csv", curve(12, interval=4))
+    folder = "results/audit/logs"
     result = snakemake(
         workdir, "-n", "--cores", "1", "--config", "preset=tiny", f"audit_logs={folder}"
     )
@@ -164,3 +183,5 @@ def test_audit_logs_in_the_workflows_own_output_stop_the_dag(tmp_path, folder):
         in output
     )
     assert "CyclicGraphException" not in output
+    written = [p.relative_to(workdir) for p in (workdir / "results").rglob("*") if p.is_file()]
+    assert written == [Path("results/audit/logs/gpt3large_x.csv")], "a job ran"

@@ -178,8 +178,8 @@ def test_status_shows_each_run_against_the_authors(tmp_path, theirs, write_run, 
     table = status_table(runs, "tiny", tmp_path / "authors" / "runs")
     shown = format_status(table)
     assert "vs authors" in shown
-    by = dict(zip(table["experiment"], table["vs_authors"]))
-    assert by["baseline"] == "+0.0500 behind @12" and pd.isna(by["mlp4.75"])
+    by = {r["experiment"]: r["vs_authors"] for r in table}
+    assert by["baseline"] == "+0.0500 behind @12" and by["mlp4.75"] is None
 
 
 def test_figure1_marks_where_ours_leaves_the_authors_band(tiny_runs, tmp_path, write_run):

@@ -17,6 +17,8 @@ import json
 import re
 import shlex
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 
 import pytest
@@ -241,3 +243,29 @@ def test_command_runs_on_tiny(command, workdir, monkeypatch, tmp_path):
         assert main(args) == 0, command
     else:
         papermill.main(args, standalone_mode=False)
+
+
+# `jupyter nbconvert LINE`s of the pages, each converting what a papermill command there wrote.
+CONVERTS = [
+    line
+    for page_path in PAGES
+    for line in page_path.read_text().splitlines()
+    if line.startswith("jupyter nbconvert ")
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("line", CONVERTS)
+def test_nbconvert_command_prints_no_warning(line, workdir, monkeypatch):
+    from papermill.cli import papermill
+
+    notebook = shlex.split(line)[-1]
+    writer = next(c for c in of("papermill") if notebook in c.args)
+    monkeypatch.chdir(workdir)
+    papermill.main(list(writer.on_tiny()), standalone_mode=False)
+    argv = [sys.executable, "-m", "jupyter", *shlex.split(line)[1:]]
+    result = subprocess.run(argv, cwd=workdir, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    said = (result.stdout + result.stderr).splitlines()
+    assert [s for s in said if re.search(r"WARNING|ERROR", s)] == []
+    assert (workdir / notebook).with_suffix(".html").is_file()

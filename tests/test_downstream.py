@@ -10,34 +10,24 @@ import re
 import socket
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
-import torch.nn.functional as F
-from authors_helpers import write_authors_checkpoint
-from conftest import REPO, one_line_error, write_our_checkpoint
-from test_environment import tomllib
+from conftest import one_line_error, write_our_checkpoint
+from model_helpers import small
 
 from repro.cli import main
-from repro.config import ModelConfig, load_run
-from repro.data.tokenizer import EOT_TOKEN, gpt2_encoding
+from repro.config import ModelConfig
 from repro.model import GPT
 from repro.runtime import network
 
 # Not on a GPU node (no lm-eval there): `pytest -m gpu` still collects this module.
 pytest.importorskip("lm_eval")
-from lm_eval.api.instance import Instance  # noqa: E402 (after the skip above)
-from lm_eval.api.registry import Registry  # noqa: E402
 
 from repro.annex.downstream.compare import paired_bootstrap  # noqa: E402
 from repro.annex.downstream.model import DownstreamError, ReproLM  # noqa: E402
 
-CONFIG = ModelConfig(
-    n_layer=2, n_head=2, d_model=32, block_size=16, vocab_size=50304, mlp_hidden=64
-)
 CHOICE_TASK = """task: repro_choice
 dataset_path: json
 dataset_kwargs:
@@ -64,11 +54,6 @@ doc_to_target: "{{{{label}}}}"
 """
 
 
-def tiny_gpt(seed=0) -> GPT:
-    torch.manual_seed(seed)
-    return GPT(CONFIG).eval()
-
-
 @pytest.fixture(scope="module")
 def tasks_dir(tmp_path_factory):
     """A multiple-choice task of 8 items and a generative one, over a JSON-lines file."""
@@ -84,68 +69,6 @@ def tasks_dir(tmp_path_factory):
     return folder
 
 
-def direct_logprob(model: GPT, context: list[int], continuation: list[int]) -> float:
-    tokens = torch.tensor([context + continuation])
-    with torch.no_grad():
-        logprobs = F.log_softmax(model(tokens[:, :-1]).float(), dim=-1)[0]
-    targets = tokens[0, len(context) :]
-    return logprobs[len(context) - 1 :].gather(1, targets[:, None]).sum().item()
-
-
-def requests(kind, *args):
-    return [Instance(kind, {}, a, i) for i, a in enumerate(args)]
-
-
-def test_loglikelihood_is_the_models_own(tmp_path):
-    model, encode = tiny_gpt(), gpt2_encoding().encode_ordinary
-    pairs = [("The cat sat on the", " mat"), ("One, two,", " three, four"), ("", "Hello there")]
-    scores = ReproLM(model=model, batch_size=2).loglikelihood(requests("loglikelihood", *pairs))
-    for (context, continuation), (score, _) in zip(pairs, scores):
-        whole = encode(context + continuation)
-        context_tokens = encode(context) if context else [EOT_TOKEN]
-        expected = direct_logprob(model, context_tokens, whole[len(encode(context)) :])
-        assert score == pytest.approx(expected, abs=1e-4)
-    # one at a time (no padding) gives the same numbers as batches of two
-    alone = ReproLM(model=model, batch_size=1).loglikelihood(requests("loglikelihood", *pairs))
-    assert [s for s, _ in alone] == pytest.approx([s for s, _ in scores], abs=1e-4)
-
-
-def test_a_context_longer_than_the_block_keeps_its_last_tokens():
-    model, encode = tiny_gpt(), gpt2_encoding().encode_ordinary
-    context = " ".join(str(i) for i in range(40))  # far more than 16 tokens
-    ((score, _),) = ReproLM(model=model).loglikelihood(requests("loglikelihood", (context, " 40")))
-    tokens = encode(context + " 40")
-    kept = tokens[-(CONFIG.block_size + 1) :]
-    assert score == pytest.approx(direct_logprob(model, kept[:-1], kept[-1:]), abs=1e-4)
-
-
-def test_loglikelihood_rolling_predicts_every_token_once():
-    model, encode = tiny_gpt(), gpt2_encoding().encode_ordinary
-    short = "A short text."
-    long = "word " * 50  # several windows of 16 tokens
-    lm = ReproLM(model=model, batch_size=3)
-    short_score, long_score = lm.loglikelihood_rolling(
-        requests("loglikelihood_rolling", (short,), (long,))
-    )
-    assert short_score == pytest.approx(direct_logprob(model, [EOT_TOKEN], encode(short)), abs=1e-4)
-    # lm-eval's rolling windows: each token scored once, from the tokens before it in its block
-    # (the first block after the end-of-text token; the last block filled from the one before)
-    tokens = [EOT_TOKEN] + encode(long)
-    last = len(tokens) - 1 - CONFIG.block_size
-    full_blocks = (len(tokens) - 1) // CONFIG.block_size * CONFIG.block_size
-    expected = sum(
-        direct_logprob(
-            model,
-            tokens[
-                (i - 1) // CONFIG.block_size * CONFIG.block_size if i <= full_blocks else last : i
-            ],
-            [tokens[i]],
-        )
-        for i in range(1, len(tokens))
-    )
-    assert long_score == pytest.approx(expected, rel=1e-3)
-
-
 @pytest.fixture(scope="module")
 def scored(tasks_dir, tmp_path_factory):
     """`repro downstream` of two models (seeds 0 and 1, named baseline and resgelu) on the
@@ -154,7 +77,7 @@ def scored(tasks_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("scored")
     scores = {}
     for seed, name in enumerate(["baseline", "resgelu"]):
-        checkpoint = write_our_checkpoint(root / f"{name}.pt", tiny_gpt(seed))
+        checkpoint = write_our_checkpoint(root / f"{name}.pt", small("linear", seed).eval())
         out = root / "downstream" / name
         argv = ["downstream", "--checkpoint", str(checkpoint), "--task", "repro_choice"]
         with contextlib.redirect_stdout(io.StringIO()) as printed:
@@ -183,8 +106,7 @@ def test_lm_eval_s_hf_backend_on_an_export_scores_as_repro_downstream(
     pytest.importorskip("transformers")  # the `hf` extra
     from repro.annex.hub import save_model
 
-    torch.manual_seed(0)
-    model = GPT(replace(CONFIG, query_mode=query_mode)).eval()
+    model = small(query_mode).eval()
     checkpoint = write_our_checkpoint(tmp_path / "ckpt.pt", model)
     argv = ["downstream", "--checkpoint", str(checkpoint), "--task", "repro_choice"]
     with contextlib.redirect_stdout(io.StringIO()):
@@ -212,38 +134,15 @@ def test_lm_eval_s_hf_backend_on_an_export_scores_as_repro_downstream(
     assert [s["acc"] for s in samples] == items["acc"]
 
 
-def test_lm_eval_s_entry_point_for_models_names_repro_lm():
-    """pyproject.toml's lm_eval.models entry point, resolved as lm-eval's registry resolves one."""
-    target = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]
-    registry = Registry("model")
-    registry.register("repro", target=target["lm_eval.models"]["repro"])
-    assert registry.get("repro") is ReproLM
-
-
-def test_the_authors_checkpoint_through_the_same_path(tmp_path, tasks_dir, capsys):
-    run = load_run("tiny", "resgelu-lr3e-3")
-    torch.manual_seed(1)
-    model = GPT(run.model).eval()
-    write_authors_checkpoint(tmp_path / "ckpt.pt", model, run, iter_num=12)
-    lm = ReproLM(checkpoint=tmp_path / "ckpt.pt")
-    pair = ("Count: 3, then", " 4")
-    ((score, _),) = lm.loglikelihood(requests("loglikelihood", pair))
-    encode = gpt2_encoding().encode_ordinary
-    assert score == pytest.approx(
-        direct_logprob(model, encode(pair[0]), encode(pair[0] + pair[1])[len(encode(pair[0])) :]),
-        abs=1e-4,
-    )
-
-
 @pytest.mark.slow  # `repro downstream` end to end: lm-eval indexes its tasks, then scores
 def test_generation_and_unknown_tasks_are_one_line_errors(tmp_path, tasks_dir, capsys):
-    checkpoint = write_our_checkpoint(tmp_path / "ckpt.pt", tiny_gpt())
+    checkpoint = write_our_checkpoint(tmp_path / "ckpt.pt", small("linear").eval())
     for task, message in (("repro_generate", "generate_until"), ("no_such_task", "unknown")):
         argv = ["downstream", "--checkpoint", str(checkpoint), "--task", task]
         argv += ["--include-path", tasks_dir, "--out", tmp_path / "o"]
         one_line_error(capsys, argv, message, after_progress=True)
     with pytest.raises(DownstreamError, match="not supported"):
-        ReproLM(model=tiny_gpt()).generate_until([])
+        ReproLM(model=small("linear").eval()).generate_until([])
     with pytest.raises(DownstreamError, match="vocabulary"):
         ReproLM(model=GPT(ModelConfig(n_layer=1, n_head=1, d_model=8, vocab_size=64)))
 
@@ -274,7 +173,7 @@ def test_downstream_checks_its_options_and_files_before_any_task(tmp_path, capsy
         raise AssertionError("tasks loaded (their data perhaps from the hub) before the checks")
 
     monkeypatch.setattr("repro.annex.downstream.tasks.TaskManager", no_tasks)
-    checkpoint = write_our_checkpoint(tmp_path / "ckpt.pt", tiny_gpt())
+    checkpoint = write_our_checkpoint(tmp_path / "ckpt.pt", small("linear").eval())
     a_file = tmp_path / "a_file"
     a_file.write_text("mine")
     argv = ["downstream", "--task", "hellaswag", "--checkpoint", str(checkpoint)]
@@ -308,7 +207,7 @@ def test_task_data_that_cannot_be_had_are_one_line_naming_the_task(tmp_path, tas
     the cache; a task of one's own whose data file is gone."""
     (tasks_dir / "hub.yaml").write_text(HUB_TASK)
     (tasks_dir / "items.json").unlink()  # the data of repro_choice
-    checkpoint = write_our_checkpoint(tmp_path / "ckpt.pt", tiny_gpt())
+    checkpoint = write_our_checkpoint(tmp_path / "ckpt.pt", small("linear").eval())
     argv = ["downstream", "--checkpoint", str(checkpoint), "--include-path", str(tasks_dir)]
     errors = {}
     for task in ("repro_hub", "repro_choice"):

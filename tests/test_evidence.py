@@ -51,9 +51,10 @@ def sources(tiny_runs, tmp_path, write_run):
     return tiny_runs, audit
 
 
-def reading(table, experiment, quantity, source, read_at):
+def reading(table, experiment, quantity, source, read_at, version=evidence.V1):
     rows = table[
-        (table["experiment"] == experiment)
+        table["claim"].str.endswith(f"({version})")
+        & (table["experiment"] == experiment)
         & (table["quantity"] == quantity)
         & (table["source"] == source)
         & (table["read_at"] == read_at)
@@ -108,7 +109,7 @@ def test_each_claim_stands_beside_every_source(sources, tmp_path, capsys):
         in stated["config_differences"]
     )
     assert pd.isna(ours["config_differences"])  # recorded as the experiment is now
-    later = table[table["source"].str.startswith("paper v3")]
+    later = table[table["source"].str.startswith("paper v2")]
     assert set(later["value"]) == {0.024, 0.0681}
     assert set(later["status"]) == {"claimed; its table not seen"}
     assert "2603.13381v1" in (tmp_path / "evidence.html").read_text()
@@ -175,7 +176,8 @@ def test_a_log_stated_as_the_baseline_is_flagged_where_it_fits_the_widened_mlp_t
     assert main([*command, "--stated", json.dumps(stated)]) == 0
     table = evidence_table(tiny_runs, "tiny", audit_logs_dir=out.parent)
     rows = table[table["source"] == "audit: gpt3large_linear"]
-    assert set(rows["experiment"]) == {"baseline", "mlp4.75"}
+    table1 = rows[rows["claim"].str.endswith(f"({evidence.V1})")]
+    assert set(table1["experiment"]) == {"baseline", "mlp4.75"}
     for differences in rows["config_differences"]:
         assert re.search(
             r"ambiguous: its statement fits \d+ experiments alike \(baseline, mlp4", differences

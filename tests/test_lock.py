@@ -15,6 +15,7 @@ import pytest
 import yaml
 from conftest import REPO, train_args
 from hang_guard import run_watched, watch
+from processes import alive
 from test_train import read_metrics, without_timing
 
 from repro.config import load_preset, load_run
@@ -54,14 +55,6 @@ def wait_for_rows(out: Path, trainer: subprocess.Popen, rows: int = 3) -> None:
     logged = lambda: metrics.exists() and len(read_metrics(out)) >= rows
     code = watch(trainer, f"training into {out}", [metrics], until=logged)
     assert code is None, f"{out}: the trainer exited ({code}) before {rows} steps"
-
-
-def alive(pid: int) -> bool:
-    """pid is running (an exited orphan may stay a zombie where PID 1 does not reap)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def wait_gone(pid: int, timeout: float = 60) -> bool:

@@ -75,7 +75,7 @@ def test_the_test_command_shows_each_test_as_it_starts_and_ends(tmp_path):
         "no:cacheprovider",
     ]
     shown = subprocess.run(
-        [sys.executable, "-m", "pytest", *config, "-n", "2", str(tmp_path / "test_some.py")],
+        [sys.executable, "-m", "pytest", *config, "-n", "1", str(tmp_path / "test_some.py")],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -32,8 +32,8 @@ def test_a_device_as_a_runs_record_is_a_damaged_run_in_status(run_dir):
     (run_dir / "run.json").unlink()
     (run_dir / "run.json").symlink_to("/dev/zero")
     table = status_table(run_dir.parent.parent, "tiny")
-    assert table.at[0, "status"] == "damaged"
-    assert "run.json: not a regular file (a JSON file is expected)" in table.at[0, "problem"]
+    assert table[0]["status"] == "damaged"
+    assert "run.json: not a regular file (a JSON file is expected)" in table[0]["problem"]
 
 
 def test_a_file_past_its_limit_is_refused_unread(run_dir, monkeypatch):

@@ -25,7 +25,9 @@ def test_table_html_says_constant_columns_once_and_leaves_missing_values_empty(t
     assert "<th>caveat</th>" not in html  # said once above, not in every row
 
 
-def test_table1_on_the_page_has_no_empty_column_and_says_constant_ones_once(tiny_runs):
+def test_table1_on_the_page_has_no_empty_column_and_says_constant_ones_once(tiny_runs, write_run):
+    equal_rate = "baseline-wd3.125e-2-lr3e-3"  # tiny's Table 1 has it (report.equal_rate)
+    write_run(tiny_runs / equal_rate, equal_rate, {0: 10.0, 4: 7.7, 8: 5.9, 12: 4.94}, last_step=12)
     table = results.table1(tiny_runs, "tiny")
     assert (table["config_differences"].fillna("") == "").all()  # as the runs recorded them
     html = report.table_html(results.table_frame(table))
@@ -33,7 +35,7 @@ def test_table1_on_the_page_has_no_empty_column_and_says_constant_ones_once(tiny
     headers = [h.replace("<wbr>", "") for h in re.findall(r"<th>(.*?)</th>", head)]
     rows = re.findall(r"<tr>(.*?)</tr>", body, re.S)
     cells = [re.findall(r"<td>(.*?)</td>", row, re.S) for row in rows]
-    assert len(rows) == 5 and all(len(row) == len(headers) for row in cells)
+    assert len(rows) == 6 and all(len(row) == len(headers) for row in cells)
     for i, header in enumerate(headers):  # every column shown says something in some row
         assert any(row[i] for row in cells), header
     assert "config_differences" not in html

@@ -42,6 +42,7 @@ def test_table1(tiny_runs):
         "mlp4.75-scaled",
         "resgelu-lr2.6e-3",
         "resgelu-lr3e-3",
+        "baseline-wd3.125e-2-lr3e-3",  # report.equal_rate: the linear query at 3e-3
     ]
     row = table.set_index("experiment").loc["resgelu-lr3e-3"]
     assert row["val_loss"] == pytest.approx(4.93)

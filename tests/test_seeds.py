@@ -81,7 +81,8 @@ def seed_runs(tmp_path, write_run):
 
 def test_table1_seeds_by_hand(seed_runs):
     table = seeds.table1_seeds(seed_runs, "tiny", 3).set_index("experiment")
-    assert list(table.index) == list(GAINS)
+    assert list(table.index) == [*GAINS, "baseline-wd3.125e-2-lr3e-3"]  # report.equal_rate
+    assert table.at["baseline-wd3.125e-2-lr3e-3", "n_seeds"] == 0  # not trained here
     row = table.loc["resgelu-lr3e-3"]
     losses = [4.93, 5.12, 4.84]
     mean = sum(losses) / 3

@@ -10,14 +10,15 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from processes import alive, wait_for
 from workflow_helpers import NO_ACCOUNTING, REPO, copy_workflow, failure, snakemake
 
-from repro.config import load_experiments
+from repro.analysis.results import table1_experiments
+from repro.config import load_experiments, load_preset
 
 pytestmark = pytest.mark.slurm
 
@@ -91,26 +92,6 @@ def client_wrappers(root: Path, conf: Path) -> Path:
         wrapper.write_text(f'#!/bin/sh\nSLURM_CONF={conf} exec {which(name)} "$@"\n')
         wrapper.chmod(0o755)
     return bin_dir
-
-
-def wait_for(condition, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.2)
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie (an exited child not yet reaped) counts as gone
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def stop(pids):
@@ -232,7 +213,8 @@ def test_tiny_dag_through_slurm(cluster, tmp_path):
 
     table = pd.read_csv(workdir / "results" / "table1.csv")
     experiments = load_experiments(REPO / "config" / "experiments.yaml")
-    table1 = [e.name for e in experiments.group("table1")]
+    preset = load_preset("tiny", REPO / "config")
+    table1 = [e.name for e in table1_experiments(preset, experiments)]
     assert list(table["experiment"]) == table1
     assert set(table["preset"]) == {"tiny"} and set(table["status"]) == {"completed"}
 

@@ -6,7 +6,6 @@ import socket
 import subprocess
 import sys
 
-import pandas as pd
 import pytest
 from conftest import REPO, one_line_error
 
@@ -42,14 +41,14 @@ def test_status_lists_each_run(tmp_path, capsys, write_run, in_progress):
     in_progress(runs / "tiny", "baseline")
     write_run(runs / "tiny" / "mlp4.75", "mlp4.75", {0: 6.0, 12: 5.0}, last_step=12)
     with hold(runs / "tiny" / "baseline" / "live", "run"):  # as the trainer holds its run
-        table = status_table(runs, "tiny").set_index("experiment")
+        table = {r["experiment"]: r for r in status_table(runs, "tiny")}
         assert main(["status", "--runs-dir", str(runs)]) == 0
-    assert table.at["baseline", "last_step"] == 5 and table.at["baseline", "max_step"] == 12
-    assert table.at["baseline", "last_eval_val_loss"] == 5.5
-    assert table.at["baseline", "tokens_per_s"] == 128 / 0.5  # tokens a step over its time
-    assert table.at["baseline", "eta_s"] == 7 * 0.5  # 7 steps left at 0.5 s a step
-    assert table.at["baseline", "trainer"] == f"PID {os.getpid()}"
-    assert table.at["mlp4.75", "status"] == "completed" and pd.isna(table.at["mlp4.75", "trainer"])
+    assert table["baseline"]["last_step"] == 5 and table["baseline"]["max_step"] == 12
+    assert table["baseline"]["last_eval_val_loss"] == 5.5
+    assert table["baseline"]["tokens_per_s"] == 128 / 0.5  # tokens a step over its time
+    assert table["baseline"]["eta_s"] == 7 * 0.5  # 7 steps left at 0.5 s a step
+    assert table["baseline"]["trainer"] == f"PID {os.getpid()}"
+    assert table["mlp4.75"]["status"] == "completed" and table["mlp4.75"]["trainer"] is None
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == [
         "preset",
@@ -81,24 +80,24 @@ def test_status_lists_each_run(tmp_path, capsys, write_run, in_progress):
     ]
 
 
-def test_status_and_help_start_without_torch_or_scipy(tmp_path, in_progress):
+def test_status_and_help_start_without_torch_or_pandas(tmp_path, in_progress):
     # Commands that do not train start in a fraction of a second: torch and scipy.stats take
-    # seconds to import (benchmarks/bench_cli_start.py measures the start).
+    # seconds to import, pandas half a second (benchmarks/bench_cli_start.py measures the start).
     in_progress(tmp_path / "runs" / "tiny", "baseline")
     script = (
         "import sys\nfrom repro.cli import main\ntry:\n    main(sys.argv[1:])\n"
         "except SystemExit:\n    pass\n"  # --help exits
-        "print(' '.join(m for m in ('torch', 'scipy', 'numpy') if m in sys.modules))"
+        "print(' '.join(m for m in ('torch', 'scipy', 'pandas', 'numpy') if m in sys.modules))"
     )
     env = os.environ | {"PYTHONPATH": str(REPO / "src")}
     status = ["status", "--runs-dir", str(tmp_path / "runs")]
-    for argv, imported in ((status, "numpy"), (["--help"], "")):
+    for argv in (status, ["--help"]):
         result = subprocess.run(
             [sys.executable, "-c", script, *argv], env=env, capture_output=True, text=True
         )
         assert result.returncode == 0, result.stderr
         assert "baseline" in result.stdout or argv == ["--help"]
-        assert result.stdout.splitlines()[-1] == imported, argv
+        assert result.stdout.splitlines()[-1] == "", argv
 
 
 def test_a_dead_trainer_holds_nothing(tmp_path, in_progress):
@@ -129,10 +128,10 @@ def test_a_lock_from_another_host_is_unknown_not_running(tmp_path, in_progress, 
     done = write_run(runs / "tiny" / "mlp4.75", "mlp4.75", {0: 6.0, 12: 5.0}, last_step=12)
     (done / "live").mkdir()
     (done / "live" / ".lock").write_text("host elsewhere-node, PID 4243\n")
-    table = status_table(runs, "tiny").set_index("experiment")
-    assert table.at["baseline", "status"] == "unknown"
-    assert table.at["baseline", "trainer"] == "unknown (elsewhere-node PID 4242, another host)"
-    assert table.at["mlp4.75", "status"] == "completed" and pd.isna(table.at["mlp4.75", "trainer"])
+    table = {r["experiment"]: r for r in status_table(runs, "tiny")}
+    assert table["baseline"]["status"] == "unknown"
+    assert table["baseline"]["trainer"] == "unknown (elsewhere-node PID 4242, another host)"
+    assert table["mlp4.75"]["status"] == "completed" and table["mlp4.75"]["trainer"] is None
 
 
 @pytest.mark.parametrize("pid", ["²", str(2**64), "-5", "0"])
@@ -184,5 +183,4 @@ def test_status_finds_the_trainer_by_the_runs_folder(tmp_path, in_progress):
     (runs / "tiny" / "baseline").rename(runs / "tiny" / "my-baseline")
     with hold(runs / "tiny" / "my-baseline" / "live", "run"):
         table = status_table(runs, "tiny")
-    assert list(table["experiment"]) == ["baseline"]
-    assert list(table["trainer"]) == [f"PID {os.getpid()}"]
+    assert [(r["experiment"], r["trainer"]) for r in table] == [("baseline", f"PID {os.getpid()}")]

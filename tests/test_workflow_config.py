@@ -4,6 +4,7 @@ import re
 import shlex
 
 import pytest
+from conftest import random_token_files
 from workflow_helpers import copy_workflow, snakemake
 
 # A path as a careless or hostile user may name it: a space, and shell code.
@@ -46,8 +47,10 @@ def test_a_dry_run_creates_nothing(two_seeds):
 
 def test_the_console_points_to_repro_status_for_training_progress(tmp_path):
     # Said once as a workflow with jobs to run starts (a dry run runs nothing and says nothing).
+    # The job is drawing the indices of token files already there: a second, not a corpus.
     workdir = copy_workflow(tmp_path)
-    target = "data/python-docs/manifest.json"
+    random_token_files(workdir / "data" / "python-docs")
+    target = "data/python-docs/indices/tiny/indices.json"
     result = snakemake(workdir, "--cores", "1", "--config", "preset=tiny", "--", target)
     assert result.returncode == 0, result.stdout + result.stderr
     assert (

@@ -152,12 +152,28 @@ def write_json(path: str | os.PathLike, data, default=None) -> None:
         f.write(json.dumps(data, indent=2, default=default) + "\n")
 
 
+# Numbers in the result tables: 9 significant digits, which give back every float32 loss exactly
+# (training's own record, metrics.csv, keeps Python's full repr) and are far finer than a seed's
+# spread.
+CSV_FLOAT_FORMAT = "%.9g"
+
+
 def write_csv(table, path: str | os.PathLike) -> Path:
-    """A pandas DataFrame as CSV at `path` (its folder created), without its index."""
+    """A pandas DataFrame as CSV at `path` (its folder created), without its index: numbers to
+    CSV_FLOAT_FORMAT, and a column of whole numbers (a count, which pandas holds as floats beside
+    a missing value) as integers, 2 not 2.0."""
     path = Path(path)
     make_dir(path.parent)
+    whole = [
+        name
+        for name, column in table.items()
+        if column.dtype.kind == "f" and column.notna().any()
+        and column.dropna().map(float.is_integer).all()
+    ]  # fmt: skip
     with atomic_write(path, newline="") as f:
-        table.to_csv(f, index=False)
+        table.astype(dict.fromkeys(whole, "Int64")).to_csv(
+            f, index=False, float_format=CSV_FLOAT_FORMAT
+        )
     return path
 
 

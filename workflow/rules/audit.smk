@@ -5,7 +5,7 @@
 # preset (results/audit/as/<preset>/<experiment>/), which Figure 1 draws beside ours; with what
 # audit_configs states of each log's run (Figure 1 also draws each log imported at the configured
 # preset whose stated configuration is a Table 1 experiment's, and counts those nobody stated).
-# The functions these rules use are in common.smk.
+# The functions these rules use are in annex.smk.
 
 
 # Rerun when a log is added to or removed from the folder (the folder's mtime changes).
@@ -49,13 +49,15 @@ rule audit:
         audit_targets,
 
 
-# results/evidence.csv (part of `all`): each of the paper's claims (v1) beside our Table 1 runs
-# of every seed, the authors' imported runs and the audit's logs (those imported as our
+# results/evidence.csv (part of `all`): each of the paper's claims (v1's, version 3's) beside our
+# runs of every seed, the authors' imported runs and the audit's logs (those imported as our
 # experiments, and those audit_configs states to be one), at the paper's step and at each run's
-# end, every number read again from its file (`repro evidence`, docs/authors.md).
+# end, every number read again from its file; then every claim the package checks with its
+# verdict, redone as the groups' runs finish (`repro evidence`, docs/authors.md).
 rule evidence:
     input:
         runs=run_files(TABLE1, seeds=SEEDS),
+        groups=lambda wildcards: trained_tuning_runs(wildcards),
         authors=lambda wildcards: authors_run_files(TABLE1),
         audit=audit_run_files(TABLE1),
         logs=audit_logs_input,

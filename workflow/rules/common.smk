@@ -1,19 +1,17 @@
-# Configuration checks and the functions the rules share. The checks run when the workflow is
-# parsed, so a bad preset, experiment, value or corpus stops the DAG before any job starts; the
-# functions run while the job graph is built. None of it writes a file (`snakemake -n` leaves the
-# tree as it was) or reads the authors' artefacts (a job does: checkpoint authors_runs).
+# Configuration checks and the functions the rules share (those of the authors' and the audit's
+# rules: annex.smk). The checks run when the workflow is parsed, so a bad preset, experiment, value
+# or corpus stops the DAG before any job starts; the functions run while the job graph is built.
+# None of it writes a file (`snakemake -n` leaves the tree as it was).
 
 import functools
 import glob
-import hashlib
-import json
 import os
 import shlex
 from pathlib import Path
 
 from snakemake.logging import logger
 
-from repro.annex.authors.audit import AuditError, check_workflow_keys
+from repro.analysis.results import table1_experiments
 from repro.config import CORPORA, load_experiments, load_preset, resolve_run, seed_dir
 from repro.config.schema import ConfigError
 
@@ -34,6 +32,9 @@ EXPERIMENTS = checked(load_experiments, None, CONFIG_DIR)
 for _name in config["extra_experiments"]:
     checked(EXPERIMENTS.__getitem__, _name)
 TABLE1 = [e.name for e in checked(EXPERIMENTS.group, "table1")]
+# ... and the runs its table reads: at a preset with report.equal_rate also the linear query at the
+# nonlinear query's learning rate, which the rate's share of the gap needs (repro.analysis.results).
+TABLE1_RUNS = [e.name for e in table1_experiments(PRESET, EXPERIMENTS)]
 SWEEP = [e.name for e in checked(EXPERIMENTS.group, "figure2")]
 DATA = config["data_dir"]
 # Seed 0's runs and indices are at the preset's paths; seed k's in a seed<k>/ folder below them.
@@ -173,146 +174,6 @@ def seed_run_file(name):
     return os.path.join(seed_dir("results/runs/{preset}", "{seed}"), "{experiment}", name)
 
 
-# The authors' artefacts (config key authors_artefacts): the job of checkpoint authors_runs
-# (authors.smk) finds which experiments their downloaded folders are; the rules below read what
-# it found, so nothing is read from the artefacts while the workflow is parsed.
-AUTHORS_ARTEFACTS = config["authors_artefacts"]
-AUTHORS_TENSORS = ("tensor.pt", "eval_train_tensor.pt", "eval_val_tensor.pt")
-# What the job found, in a file named after the folder: another authors_artefacts is another
-# search (and one that names no folder stops the DAG, naming it). The rules that read the file
-# name it as an input too, so that the job is in the DAG.
-AUTHORS_FOUND = (
-    f"results/authors/found/{hashlib.sha256(str(AUTHORS_ARTEFACTS).encode()).hexdigest()[:16]}.json"
-)
-
-
-def authors_found():
-    """Experiment -> {"folder", "checkpoint"}: the authors' runs in the artefacts (none if unset)."""
-    if not AUTHORS_ARTEFACTS:
-        return {}
-    with open(checkpoints.authors_runs.get().output[0]) as f:  # AUTHORS_FOUND
-        return json.load(f)
-
-
-def authors_runs_dir(preset=None):
-    return f"results/authors/runs/{(preset or PRESET).name}"
-
-
-def authors_run_files(names):
-    """metrics.csv and run.json of the imported authors' runs among `names` (none if unset)."""
-    found = authors_found()
-    return [
-        f"{authors_runs_dir()}/{name}/{file}"
-        for name in names
-        if name in found
-        for file in ("metrics.csv", "run.json")
-    ]
-
-
-def authors_param(names):
-    """The notebooks' `-p authors_runs_dir` when any of `names` was imported."""
-    return (
-        f" -p authors_runs_dir {shlex.quote(authors_runs_dir())}"
-        if authors_run_files(names)
-        else ""
-    )
-
-
-def authors_folder(wildcards):
-    found = authors_found()
-    if wildcards.experiment not in found:
-        raise ValueError(
-            f"no folder of the authors' artefacts ({AUTHORS_ARTEFACTS}) is "
-            f"experiment {wildcards.experiment!r}"
-        )
-    return found[wildcards.experiment]["folder"]
-
-
-def authors_evaluations(names):
-    """The evaluations of the authors' checkpoints (ckpt.pt) among `names`."""
-    found = authors_found()
-    return [
-        f"results/authors/evaluations/{PRESET.name}/{name}.{at}-step.json"
-        for name in names
-        if found.get(name, {}).get("checkpoint")
-        for at in ("checkpoint", "table")
-    ]
-
-
-def authors_comparisons(wildcards):
-    """Our runs (Table 1, the sweep, the extra experiments) compared with the authors' runs of the
-    same configuration, where they were imported (compare.smk)."""
-    found = authors_found()
-    names = TABLE1 + SWEEP + config["extra_experiments"]
-    return [f"results/authors/compare/{PRESET.name}/{name}.csv" for name in names if name in found]
-
-
-def authors_targets(wildcards):
-    """Every imported run and the recomputed Table 1 (part of `all` when authors_artefacts is set)."""
-    if not AUTHORS_ARTEFACTS:
-        return []
-    return [AUTHORS_FOUND, "results/authors/table1.csv", *authors_run_files(list(authors_found()))]
-
-
-# The audit's logs (config keys audit_logs and audit_runs, audit.smk): checked here, read by jobs.
-AUDIT_LOGS = config["audit_logs"]
-AUDIT_RUNS = config["audit_runs"]
-AUDIT_IMPORTED = "results/audit/logs"  # every log, at <preset>/<log name>/
-AUDIT_STATED = config["audit_configs"]  # log file name -> what the user states of its run
-try:
-    check_workflow_keys(AUDIT_LOGS, AUDIT_RUNS, AUDIT_STATED, EXPERIMENTS, "results")
-except AuditError as e:
-    raise ValueError(f"Invalid configuration: {e}") from None
-
-
-def audit_runs_dir():
-    return f"results/audit/as/{PRESET.name}"
-
-
-def audit_run_files(names):
-    """metrics.csv and run.json of the audit's logs imported as experiments among `names`."""
-    return [
-        f"{audit_runs_dir()}/{name}/{file}"
-        for name in names
-        if name in AUDIT_RUNS
-        for file in ("metrics.csv", "run.json")
-    ]
-
-
-def audit_param(names):
-    """The notebooks' `-p audit_runs_dir` when any of `names` is an audit's log."""
-    return f" -p audit_runs_dir {shlex.quote(audit_runs_dir())}" if audit_run_files(names) else ""
-
-
-def audit_logs_dir():
-    """The logs imported at the configured preset (with what audit_configs states of each)."""
-    return f"{AUDIT_IMPORTED}/{PRESET.name}"
-
-
-def audit_logs_input(wildcards):
-    """The import of every log, when audit_logs is set: Figure 1 and the evidence read it."""
-    return [AUDIT_IMPORTED] if AUDIT_LOGS else []
-
-
-def audit_logs_param():
-    """The figure 1 notebook's `-p audit_logs_dir` when audit_logs is set: the logs whose stated
-    configuration is an experiment's are drawn, the others counted."""
-    return f" -p audit_logs_dir {shlex.quote(audit_logs_dir())}" if AUDIT_LOGS else ""
-
-
-def audit_comparisons(wildcards):
-    """Our runs compared with the audit's logs said to be the same experiments (compare.smk)."""
-    return [f"results/audit/compare/{PRESET.name}/{name}.csv" for name in AUDIT_RUNS]
-
-
-def audit_targets(wildcards):
-    """Every log imported, and those of audit_runs as our experiments (in `all` with audit_logs)."""
-    if not AUDIT_LOGS:
-        return []
-    return [AUDIT_IMPORTED, *audit_run_files(list(AUDIT_RUNS))]
-
-
-# The one papermill command of every notebook job (the package's engine,
 # repro.analysis.notebook_engine: a kernel whose log holds no false warning or error): the preset,
 # its runs and the config directory as parameters, plus that notebook's own (params.outputs: its
 # output paths, and the number of seeds where it reads them).
@@ -339,7 +200,7 @@ def trained_tuning_runs(wildcards):
     # Only the runs that `all` does not train: Table 1's are its inputs already, and a sweep run
     # (or an extra experiment) appearing during `all` would change the input set and rerun table1
     # on the next build. The notebook reads every run there is when it runs.
-    built_by_all = TABLE1 + SWEEP + config["extra_experiments"]
+    built_by_all = TABLE1_RUNS + SWEEP + config["extra_experiments"]
     groups = TUNING + ABLATION + DECAY_TO_ZERO + V3
     extra = [name for name in dict.fromkeys(groups) if name not in built_by_all]
     return [path for path in run_files(extra, seeds=SEEDS) if os.path.exists(path)]

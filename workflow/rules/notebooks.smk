@@ -15,7 +15,7 @@
 rule table1:
     input:
         notebook="notebooks/table1.ipynb",
-        runs=run_files(TABLE1, seeds=SEEDS),
+        runs=run_files(TABLE1_RUNS, seeds=SEEDS),
         authors=lambda wildcards: authors_run_files(TABLE1),
         tuning=lambda wildcards: trained_tuning_runs(wildcards),
     output:
@@ -72,7 +72,7 @@ use rule table1 as figure1 with:
 use rule table1 as table1_seeds with:
     input:
         notebook="notebooks/table1_seeds.ipynb",
-        runs=run_files(TABLE1, seeds=SEEDS),
+        runs=run_files(TABLE1_RUNS, seeds=SEEDS),
     output:
         table=report(
             "results/table1_seeds.csv",

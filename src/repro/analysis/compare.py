@@ -1,20 +1,11 @@
-"""Is a run on course? Its validation losses against a reference run's, step by step.
+"""Is a run on course? Its validation losses against a reference run's (another of ours, or one
+of the authors' imported: repro.annex.authors.runs), step by step.
 
-The reference is another run of ours or one of the authors' runs imported from their artefacts
-(repro.annex.authors.runs). At each evaluation step both have, the difference ours - reference is
-set
-against a tolerance:
-  - measured: where the preset has two or more seeds of the run's experiment (seed_dir), the 95%
-    prediction half-width of the difference of two single runs, t(0.975, n - 1) x sd x sqrt(2),
-    sd being the seeds' standard deviation at that step;
-  - else the fixed DEFAULT_TOLERANCE.
-A step is "within" when |difference| <= tolerance, else "behind" (our loss higher) or "ahead"
-(lower); step 0, where both models are untrained and differ only by their initialisation, is
-"untrained" and never counts. Only the common steps count: a run a few hours in is checked
-against the reference's first evaluations. There is no verdict without one after step 0.
-
-The two runs are meant to be of one configuration, a seed apart at most: whatever else their
-identities differ in is named, and a verdict across configurations says so.
+At each evaluation step both have, ours - reference is set against a tolerance: with two or more
+seeds of the run's experiment, the 95% prediction half-width of the difference of two single
+runs, t(0.975, n - 1) x sd x sqrt(2); else DEFAULT_TOLERANCE. A step is "within", "behind" (our
+loss higher) or "ahead"; step 0 (both untrained) is "untrained" and never counts, and there is no
+verdict without a common step after it. Whatever else the two runs' identities differ in is named.
 """
 
 from __future__ import annotations

@@ -194,3 +194,12 @@ def _against_decay_to_zero(result: v3.Version3, experiments: Experiments, ours, 
     reference = d2z.table.loc[d2z.table["best"], "experiment"]
     losses = result.losses.join(d2z.losses.drop(columns=result.losses.columns, errors="ignore"))
     return pair(v3.D2Z_CLAIM, losses, ours, reference.iloc[0] if len(reference) else None)
+
+
+# Each group trained beside Table 1 and the function that answers its claims, in the claims' order.
+GROUPS = {
+    tuning.GROUP: tuned,
+    decay_to_zero.GROUP: decay,
+    query_ablation.GROUP: ablation,
+    v3.GROUP: version3,
+}

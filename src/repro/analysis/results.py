@@ -13,7 +13,7 @@ import pandas as pd
 
 from repro.analysis.curves import relative_improvement
 from repro.analysis.runs import Run, read_runs
-from repro.config import Experiment, Preset, load_config, load_preset, resolve_run
+from repro.config import Experiment, Experiments, Preset, load_config, load_preset, resolve_run
 from repro.rundir import identity_differences
 
 TABLE1_COLUMNS = [
@@ -91,6 +91,55 @@ def scale_caveat(preset: Preset, config_dir: str | Path | None = None) -> str:
     )
 
 
+def equal_rate_arms(experiments: Experiments, names: list[str]) -> dict[str, str]:
+    """For each of `names` that differs from the baseline in its query alone and in its learning
+    rates, the linear query trained at its rates and weight decay where the experiments file has
+    one: its gap at equal learning rate, which a small preset cannot tell from the rate's gain."""
+    base = experiments[experiments.baseline]
+    linear = {}
+    for e in experiments.by_name.values():
+        if (e.query_mode, e.mlp_ratio, e.model, e.train) == (
+            base.query_mode, base.mlp_ratio, base.model, base.train
+        ):  # fmt: skip
+            linear.setdefault(e.optimizer, e.name)
+    return {
+        n: linear[experiments[n].optimizer]
+        for n in names
+        if experiments[n].query_mode != base.query_mode
+        and experiments[n].optimizer != base.optimizer
+        and experiments[n].optimizer in linear
+    }
+
+
+def table1_experiments(preset: Preset, experiments: Experiments, group: str = "table1") -> list:
+    """The experiments of a group's Table 1; where the preset asks (report.equal_rate: the small
+    presets), also the linear query at each nonlinear query's learning rate (equal_rate_arms):
+    there the rate alone can make the nonlinear query's gap. The paper preset's is the paper's."""
+    members = experiments.group(group)
+    if not preset.report.equal_rate:
+        return members
+    names = [e.name for e in members]
+    extra = dict.fromkeys(equal_rate_arms(experiments, names).values())
+    return members + [experiments[n] for n in extra if n not in names]
+
+
+def equal_rate_caveat(table: pd.DataFrame, experiments: Experiments) -> str:
+    """Words that set each nonlinear query's gap over the baseline beside its gap over the linear
+    query at its own learning rate, where Table 1 has both ("" where it has none)."""
+    losses = table.set_index("experiment")["val_loss"]
+    said, base = [], experiments.baseline
+    for name, linear in equal_rate_arms(experiments, list(losses.index)).items():
+        if {linear, base} <= set(losses.index) and not losses[[name, linear, base]].isna().any():
+            lr = experiments[name].optimizer.lr_max
+            ahead = [relative_improvement(losses[name], losses[o]) for o in (base, linear)]
+            said.append(
+                f"{name} is {ahead[0]:.2%} ahead of the baseline, {ahead[1]:.2%} ahead of "
+                f"{linear} (the linear query at its learning rate, {lr:g}): the difference is "
+                f"the learning rate's, not the query's"
+            )
+    return "; ".join(said)
+
+
 def table1_row(
     experiment: Experiment, run: Run | None, preset: Preset, baseline_loss: float
 ) -> dict:
@@ -139,13 +188,14 @@ def table1(
             table[f"authors_{column}"] = theirs[column]
         return table
     preset, experiments = load_config(preset, config_dir)
-    members = experiments.group(group)
+    members = table1_experiments(preset, experiments, group)
     runs = read_runs(runs_dir, [e.name for e in members])
     base = runs.get(experiments.baseline)
     baseline_loss = base.loss_at(preset.report.table_step) if base is not None else math.nan
     rows = [table1_row(e, runs.get(e.name), preset, baseline_loss) for e in members]
     table = pd.DataFrame(rows, columns=TABLE1_COLUMNS)
-    table["caveat"] = scale_caveat(preset, config_dir)
+    caveat = scale_caveat(preset, config_dir)
+    table["caveat"] = "; ".join(filter(None, [caveat, equal_rate_caveat(table, experiments)]))
     table["non_embedding_params"] = table["non_embedding_params"].astype("Int64")
     return table
 

@@ -16,16 +16,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from repro.errors import ReproError
+from repro.analysis import status
 from repro.files import read_regular
 from repro.rundir import (
     METRICS_BYTES,
     METRICS_COLUMNS,
     METRICS_CSV,
-    RUN_JSON,
     RunError,
     RunRecord,
     files_dir,
+    has_run,
     read_record,
 )
 
@@ -97,12 +97,6 @@ def read_metrics(path: Path) -> pd.DataFrame:
     return numbers
 
 
-def has_run(run_dir: str | Path) -> bool:
-    """Whether a run directory (or its live/ folder) holds a run to read."""
-    files = files_dir(run_dir)
-    return (files / RUN_JSON).exists() and (files / METRICS_CSV).exists()
-
-
 def read_runs(runs_dir: str | Path, names: list[str]) -> dict[str, Run]:
     """The runs of `names` under runs_dir (results/runs/<preset>/), those in progress too;
     missing ones are left out."""
@@ -134,58 +128,7 @@ def evals_table(runs: dict[str, Run]) -> pd.DataFrame:
     return pd.concat({label: run.evals() for label, run in runs.items()}, names=["run"])
 
 
-RUN_COLUMNS = [
-    "experiment",
-    "status",
-    "problem",
-    "last_step",
-    "max_step",
-    "last_eval_step",
-    "last_eval_val_loss",
-    "tokens_per_s",
-    "eta_s",
-    "folder",  # the run's folder, which may be named otherwise than its experiment
-]
-RECENT_STEPS = 50  # the steps whose median speed the ETA assumes
-
-
-def run_summary(run: Run) -> dict:
-    """Where a run stands: status, last step (of metrics.csv: run.json's is written only at the
-    start and end), its last evaluation, its recent speed and, while it runs, the time left."""
-    evals, recent = run.evals(), run.metrics.tail(RECENT_STEPS)
-    # The identity, not the config: read_record gives it in today's layout (repro.rundir.history).
-    max_step = run.record.identity.get("train", {}).get("max_step")
-    last_step = int(run.metrics["step"].iloc[-1]) if len(run.metrics) else None
-    left = (max_step - last_step) if None not in (max_step, last_step) else None
-    running = run.status == "running" and left is not None and len(recent)
-    return {
-        "experiment": run.name,
-        "status": run.status,
-        "problem": None,
-        "last_step": last_step,
-        "max_step": max_step,
-        "last_eval_step": evals.index.max() if len(evals) else None,
-        "last_eval_val_loss": evals["eval_val_loss"].iloc[-1] if len(evals) else None,
-        "tokens_per_s": recent["tokens_per_s"].median() if len(recent) else None,
-        "eta_s": left * recent["step_time_s"].median() if running else None,
-    }
-
-
 def list_runs(runs_dir: str | Path, names: list[str] | None = None) -> pd.DataFrame:
     """Every run under runs_dir (results/runs/<preset>/), or those of `names`, those in progress
-    too: one row of run_summary each."""
-    dirs = (
-        sorted(Path(runs_dir).iterdir()) if names is None else [Path(runs_dir) / n for n in names]
-    )
-    rows = [_summary_or_problem(d) for d in dirs if has_run(d)]
-    return pd.DataFrame(rows, columns=RUN_COLUMNS)
-
-
-def _summary_or_problem(run_dir: Path) -> dict:
-    """run_summary of a run, or, for a run whose files cannot be read, status "damaged" and
-    the reason: one damaged run never hides the others."""
-    try:
-        return run_summary(read_run(run_dir)) | {"folder": run_dir.name}
-    except ReproError as e:
-        return {"experiment": run_dir.name, "status": "damaged", "problem": str(e),
-                "folder": run_dir.name}  # fmt: skip
+    too: one row each of where it stands (repro.analysis.status.run_summary)."""
+    return pd.DataFrame(status.summaries(runs_dir, names), columns=status.RUN_COLUMNS)

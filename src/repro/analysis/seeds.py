@@ -25,7 +25,7 @@ import pandas as pd
 from scipy import stats
 
 from repro.analysis.curves import relative_improvement
-from repro.analysis.results import run_differences
+from repro.analysis.results import run_differences, table1_experiments
 from repro.analysis.runs import Run, read_runs
 from repro.config import Experiment, Preset, load_config, seed_dir
 from repro.config.schema import ConfigError
@@ -196,7 +196,7 @@ def table1_seeds(
     sd, 95% t-interval over the seeds that have it) and the relative improvement over the
     baseline of the same seed (the same over the seeds that have both), beside the paper's."""
     preset, experiments = load_config(preset, config_dir)
-    members = experiments.group("table1")
+    members = table1_experiments(preset, experiments)
     names = [e.name for e in members]
     by_seed, differing = checked_runs(read_seed_runs(runs_dir, names, seeds), members, preset)
     losses = losses_at(by_seed, names, preset.report.table_step)

@@ -1,18 +1,102 @@
-"""`repro status`: where each run of a preset stands, and whether a trainer is holding it."""
+"""`repro status`: where each run of a preset stands, and whether a trainer is holding it.
+
+Plain Python (no pandas, numpy or torch): `repro status` starts in a fraction of a second, and
+the notebooks' runs table (repro.analysis.runs.list_runs) is these summaries as a DataFrame."""
 
 from __future__ import annotations
 
 import math
 import socket
+import statistics
 from pathlib import Path
 
-import pandas as pd
-
-from repro.analysis import compare
-from repro.analysis.runs import has_run, list_runs, read_run
 from repro.errors import ReproError
-from repro.rundir import LIVE, duration
+from repro.rundir import (
+    LIVE,
+    METRICS_CSV,
+    RunError,
+    duration,
+    files_dir,
+    has_run,
+    read_record,
+    read_rows,
+)
 from repro.runtime.lock import held_here, holder
+
+RUN_COLUMNS = [
+    "experiment",
+    "status",
+    "problem",
+    "last_step",
+    "max_step",
+    "last_eval_step",
+    "last_eval_val_loss",
+    "tokens_per_s",
+    "eta_s",
+    "folder",  # the run's folder, which may be named otherwise than its experiment
+]
+RECENT_STEPS = 50  # the steps whose median speed the ETA assumes
+
+
+def run_summary(run_dir: Path) -> dict:
+    """Where a run stands: status, last step (of metrics.csv: run.json's is written only at the
+    start and end), its last evaluation, its recent speed and, while it runs, the time left."""
+    files = files_dir(run_dir)
+    record = read_record(files)
+    if not (files / METRICS_CSV).exists():
+        raise RunError(f"{files / METRICS_CSV}: no such file (has this run been trained?)")
+    rows = read_rows(files / METRICS_CSV)
+    evals = [r for r in rows if _number(r["eval_val_loss"])]  # a diverged (NaN) one is none
+    recent = rows[-RECENT_STEPS:]
+    # The identity, not the config: read_record gives it in today's layout (repro.rundir.history).
+    max_step = record.identity.get("train", {}).get("max_step")
+    last_step = int(rows[-1]["step"]) if rows else None
+    left = (max_step - last_step) if None not in (max_step, last_step) else None
+    step_time = _median(r["step_time_s"] for r in recent)
+    running = record.status == "running" and left is not None and step_time is not None
+    return {
+        "experiment": record.experiment,
+        "status": record.status,
+        "problem": None,
+        "last_step": last_step,
+        "max_step": max_step,
+        "last_eval_step": int(evals[-1]["step"]) if evals else None,
+        "last_eval_val_loss": evals[-1]["eval_val_loss"] if evals else None,
+        "tokens_per_s": _median(r["tokens_per_s"] for r in recent),
+        "eta_s": left * step_time if running else None,
+        "folder": Path(run_dir).name,
+    }
+
+
+def _number(value) -> bool:
+    return value is not None and not math.isnan(value)
+
+
+def _median(values) -> float | None:
+    """The median of the values that are numbers (None where none is)."""
+    numbers = [v for v in values if _number(v)]
+    return statistics.median(numbers) if numbers else None
+
+
+def summaries(runs_dir: str | Path, names: list[str] | None = None) -> list[dict]:
+    """run_summary of every run under runs_dir (results/runs/<preset>/), or of those of `names`,
+    those in progress too; a run whose files cannot be read is status "damaged" with the
+    reason: one damaged run never hides the others."""
+    dirs = (
+        sorted(Path(runs_dir).iterdir()) if names is None else [Path(runs_dir) / n for n in names]
+    )
+    return [_summary_or_problem(d) for d in dirs if has_run(d)]
+
+
+def _summary_or_problem(run_dir: Path) -> dict:
+    try:
+        return run_summary(run_dir)
+    except ReproError as e:
+        return dict.fromkeys(RUN_COLUMNS) | {
+            "experiment": run_dir.name, "status": "damaged", "problem": str(e),
+            "folder": run_dir.name,
+        }  # fmt: skip
+
 
 UNKNOWN = "unknown"
 
@@ -32,15 +116,16 @@ def trainer_holding(run_dir: Path) -> str | None:
     return f"PID {pid}" if held_here(live) else None
 
 
-def _unknown_elsewhere(runs: pd.DataFrame) -> pd.DataFrame:
+def _unknown_elsewhere(run: dict) -> dict:
     """A run in progress whose lock is another machine's may have stopped there (preempted,
     killed): its status is "unknown", not "running". A finished run's lock from another machine
     names the trainer that finished it: no trainer is shown."""
-    elsewhere = runs["trainer"].map(lambda t: isinstance(t, str) and t.startswith(UNKNOWN))
-    running = runs["status"] == "running"
-    runs.loc[elsewhere & running, "status"] = UNKNOWN
-    runs.loc[elsewhere & ~running, "trainer"] = None
-    return runs
+    if (run["trainer"] or "").startswith(UNKNOWN):
+        if run["status"] == "running":
+            run["status"] = UNKNOWN
+        else:
+            run["trainer"] = None
+    return run
 
 
 def against_authors(run_dir: Path, authors_dir: Path) -> str | None:
@@ -48,15 +133,19 @@ def against_authors(run_dir: Path, authors_dir: Path) -> str | None:
     (repro.analysis.compare), or None where there is none."""
     if not has_run(authors_dir):
         return None
+    from repro.analysis import compare  # pandas: only where there is a run of theirs to compare
+    from repro.analysis.runs import read_run
+
     table, _ = compare.compare_runs(read_run(run_dir), read_run(authors_dir))
     return compare.latest(table)
 
 
 def status_table(
     runs_dir: Path, preset: str | None = None, authors_runs_dir: Path | None = None
-) -> pd.DataFrame:
-    """One row per run of `preset` (default: every preset) under runs_dir; with
-    authors_runs_dir (their imported runs, <preset>/<experiment>), each against theirs."""
+) -> list[dict]:
+    """One summary per run of `preset` (default: every preset) under runs_dir, with its preset
+    and trainer; with authors_runs_dir (their imported runs, <preset>/<experiment>), each
+    against theirs."""
     folder = Path(runs_dir) / (preset or "")
     if not folder.is_dir():
         raise ReproError(
@@ -64,57 +153,41 @@ def status_table(
             f"--runs-dir names the folder of the presets' runs)"
         )
     presets = [preset] if preset else sorted(p.name for p in Path(runs_dir).iterdir() if p.is_dir())
-    frames = []
+    table = []
     for name in presets:
-        runs = list_runs(Path(runs_dir) / name)
-        runs.insert(0, "preset", name)
-        runs["trainer"] = [trainer_holding(Path(runs_dir) / name / f) for f in runs["folder"]]
-        runs = _unknown_elsewhere(runs)
-        runs["vs_authors"] = [
-            against_authors(Path(runs_dir) / name / f, Path(authors_runs_dir) / name / e)
-            if authors_runs_dir is not None
-            else None
-            for f, e in zip(runs["folder"], runs["experiment"])
-        ]
-        frames.append(runs)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        for run in summaries(Path(runs_dir) / name):
+            run_dir = Path(runs_dir) / name / run["folder"]
+            run |= {"preset": name, "trainer": trainer_holding(run_dir)}
+            theirs = None if authors_runs_dir is None else Path(authors_runs_dir) / name
+            run["vs_authors"] = theirs and against_authors(run_dir, theirs / run["experiment"])
+            table.append(_unknown_elsewhere(run))
+    return table
 
 
 def number(value, fmt: str) -> str:
     """A value as `fmt`, or "-" where there is none."""
-    return (
-        "-"
-        if value is None or (isinstance(value, float) and math.isnan(value))
-        else format(value, fmt)
-    )
+    return format(value, fmt) if _number(value) else "-"
 
 
-def format_status(table: pd.DataFrame) -> str:
-    """The table as `repro status` prints it."""
-    if table.empty:
+def format_status(table: list[dict]) -> str:
+    """The table as `repro status` prints it: one column a field, right-aligned."""
+    if not table:
         return "no runs"
-    shown = pd.DataFrame(
-        {
-            "preset": table["preset"],
-            "experiment": table["experiment"],
-            "status": table["status"],
-            "step": [
-                f"{number(s, '.0f')}/{number(m, '.0f')}"
-                for s, m in zip(table["last_step"], table["max_step"])
-            ],
-            "val loss": [number(v, ".4f") for v in table["last_eval_val_loss"]],
-            "at step": [number(v, ".0f") for v in table["last_eval_step"]],
-            "tokens/s": [number(v, ",.0f") for v in table["tokens_per_s"]],
-            "ETA": ["-" if pd.isna(v) else duration(v) for v in table["eta_s"]],
-            "trainer": [h if isinstance(h, str) else "-" for h in table["trainer"]],
-            "vs authors": [v if isinstance(v, str) else "-" for v in table["vs_authors"]],
-        }
+    columns = {
+        "preset": [r["preset"] for r in table],
+        "experiment": [r["experiment"] for r in table],
+        "status": [r["status"] for r in table],
+        "step": [f"{number(r['last_step'], '.0f')}/{number(r['max_step'], '.0f')}" for r in table],
+        "val loss": [number(r["last_eval_val_loss"], ".4f") for r in table],
+        "at step": [number(r["last_eval_step"], ".0f") for r in table],
+        "tokens/s": [number(r["tokens_per_s"], ",.0f") for r in table],
+        "ETA": ["-" if r["eta_s"] is None else duration(r["eta_s"]) for r in table],
+        "trainer": [r["trainer"] or "-" for r in table],
+        "vs authors": [r["vs_authors"] or "-" for r in table],
+    }
+    widths = [max(map(len, [head, *values])) for head, values in columns.items()]
+    lines = [list(columns), *zip(*columns.values())]
+    problems = [f"{r['preset']}/{r['experiment']}: {r['problem']}" for r in table if r["problem"]]
+    return "\n".join(
+        [*(" ".join(v.rjust(w) for v, w in zip(line, widths)) for line in lines), *problems]
     )
-    problems = [
-        f"{preset}/{experiment}: {problem}"
-        for preset, experiment, problem in zip(
-            table["preset"], table["experiment"], table["problem"]
-        )
-        if isinstance(problem, str)
-    ]
-    return "\n".join([shown.to_string(index=False), *problems])

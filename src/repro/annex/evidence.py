@@ -1,15 +1,14 @@
 """results/evidence.csv: each of the paper's claims beside every source of evidence there is.
 
-The package reproduces arXiv 2603.13381v1 (docs/specification.md); its claims are Table 1's
-validation losses at step 59,000 and relative improvements over the baseline, as the
-experiments file stores them (`paper:`). Beside each, one row per source the user has: the paper
-(v1); our runs (seeds 0..N-1, a 95% t-interval where there are two or more); the authors'
-imported runs; the audit's logs, those imported as our experiments (audit_runs) and those whose
-stated configuration is the experiment's. Each run is read at the paper's step (the preset's
-table step) and at its own end (its last evaluation: a schedule that decays to zero gains most
-at its end); a source without the run says "not available". The later versions of the paper
-(LATER_CLAIMS) changed the abstract's numbers; their table is not one the package has seen, so
-they stand as claims with no source beside them.
+The claims: Table 1's validation losses at step 59,000 and relative improvements (arXiv
+2603.13381v1, which the package reproduces; `paper:` in the experiments file), and version 3's
+(docs/specification.md §4.4: its losses derived from its abstract's two percentages). Beside
+each, one row per source the user has: our runs (seeds 0..N-1, a 95% t-interval from two on),
+the authors' imported runs, the audit's logs imported as our experiments (audit_runs) or stated
+to be one. Each run is read at the preset's table step and at its own end (a schedule that decays
+to zero gains most there); a source without the run says "not available". Version 2's abstract
+stands with nothing beside it. Then every claim the package checks (repro.analysis.claims) with
+its verdict on our runs and, beside a group's, the group's runs the authors or the audit have.
 
 Every row names the metrics.csv files its value comes from, and `verify_evidence` reads them
 again and asserts each number, as the audit's own verify_writeup.py does for its write-up.
@@ -23,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from repro.analysis.claims import check_claims
 from repro.analysis.curves import relative_improvement
 from repro.analysis.results import scale_caveat
 from repro.analysis.runs import Run, has_run, read_run
@@ -34,31 +34,28 @@ from repro.rundir import identity_differences
 
 V1 = "arXiv 2603.13381v1"  # the version of the paper the package reproduces
 PAPER = f"paper v1 ({V1})"
-# The revisions' abstracts (relative improvement of the best nonlinear query over the baseline);
-# v1's is Table 1's 1.40%. Their tables are not in the package: nothing is read beside them.
+# Version 2's abstract (relative improvement of the best nonlinear query over the baseline; v1's
+# is Table 1's 1.40%): its table is not in the package, nothing is read beside it.
 LATER_CLAIMS = [
     ("paper v2 (2026-04-24)", "validation log-loss", 0.0240),
     ("paper v2 (2026-04-24)", "perplexity", 0.0681),
-    ("paper v3 (2026-05-26)", "validation log-loss", 0.0240),
-    ("paper v3 (2026-05-26)", "perplexity", 0.0681),
 ]
+# Version 3's, read at step 60,000 on its recipe (docs/specification.md §4.4): the abstract's
+# 2.40%, and the two losses its 2.40% and 6.81% fix (gap -ln(1 - 0.0681) = 0.0705 nats).
+V3 = "paper v3 (2026-05-26)"
+DERIVED = f"{V3}, derived from its abstract's 2.40% and 6.81%"
+V3_CLAIMS = [  # (experiment, quantity, value, source)
+    ("baseline", "val_loss", 2.939, DERIVED),
+    ("v3-resgelu-wd0.1-lr3.6e-3", "val_loss", 2.868, DERIVED),
+    ("v3-resgelu-wd0.1-lr3.6e-3", "rel_improvement", 0.0240, f"{V3}, its abstract"),
+]
+VERDICTS = {True: "holds", False: "does not hold", None: "not answered"}
 NOT_AVAILABLE = "not available"
 SEEDS = ("train.init_seed", "train.index_seed")  # what seed k's runs differ in from seed 0's
-EVIDENCE_COLUMNS = [
-    "claim",
-    "experiment",
-    "quantity",
-    "source",
-    "read_at",
-    "step",
-    "value",
-    "ci_low",
-    "ci_high",
-    "n_seeds",
-    "status",
-    "config_differences",
-    "files",
-]  # then `caveat` (results.scale_caveat)
+EVIDENCE_COLUMNS = (
+    "claim experiment quantity source read_at step value ci_low "
+    "ci_high n_seeds status detail config_differences files"
+).split()  # then `caveat` (results.scale_caveat)
 # Where a run is read: the step its preset's Table 1 reads (report.table_step), which is the
 # paper's step, 59000, at the paper preset alone.
 TABLE_STEP = "the preset's table step"
@@ -203,40 +200,52 @@ def evidence_table(
     audit_runs_dir=None,
     audit_logs_dir=None,
 ) -> pd.DataFrame:
-    """The evidence table (EVIDENCE_COLUMNS) of Table 1's claims at `preset`."""
+    """The evidence table (EVIDENCE_COLUMNS) of the claims at `preset`, then their verdicts."""
     preset, experiments = load_config(preset, config_dir)
     check_seed_count(seeds)
     folders = [_folder(runs_dir, "--runs"), _folder(authors_runs_dir, "--authors-runs")]
     folders += [_folder(audit_runs_dir, "--audit-runs"), _folder(audit_logs_dir, "--audit-logs")]
     sources, flags = _sources(preset, experiments, seeds, *folders)
     baseline_now = resolve_run(preset, experiments[experiments.baseline]).identity()
-    paper_step = preset.report.table_step
+    published = [(e.name, q, getattr(e.paper, q) if e.paper else math.nan, PAPER, 59000, V1)
+                 for e in experiments.group("table1") for q in ("val_loss", "rel_improvement")
+                 if e.name != experiments.baseline or q == "val_loss"]  # fmt: skip
+    published += [(*c, 60000, V3) for c in V3_CLAIMS if c[0] in experiments.by_name]
+    read = (sources, flags, experiments.baseline, preset.report.table_step, baseline_now)
     rows = []
-    for e in experiments.group("table1"):
-        quantities = ["val_loss"] + (["rel_improvement"] if e.name != experiments.baseline else [])
-        for quantity in quantities:
-            paper = getattr(e.paper, quantity) if e.paper else math.nan
-            claim = {"claim": f"{e.name}: {quantity} {paper:g} at step 59000 ({V1})",
-                     "experiment": e.name, "quantity": quantity}  # fmt: skip
-            rows.append(claim | {"source": PAPER, "read_at": "the paper's step", "step": "59000",
-                                 "value": paper, "status": "published",
-                                 "files": str(experiments.source)})  # fmt: skip
-            now = resolve_run(preset, e).identity()
-            nows = (now, baseline_now)
-            rows += _readings(claim, sources, flags, experiments.baseline, paper_step, nows)
+    for name, quantity, value, source, step, version in published:
+        claim = {"claim": f"{name}: {quantity} {value:g} at step {step} ({version})",
+                 "experiment": name, "quantity": quantity}  # fmt: skip
+        rows.append(claim | {"source": source, "read_at": "the paper's step", "step": str(step),
+                             "value": value, "status": "published",
+                             "files": str(experiments.source)})  # fmt: skip
+        rows += _readings(claim, resolve_run(preset, experiments[name]).identity(), *read)
     for source, measure, value in LATER_CLAIMS:
         claim = {"claim": f"abstract: {value:.2%} lower {measure} ({source})",
                  "experiment": "", "quantity": f"rel_improvement ({measure})"}  # fmt: skip
         rows.append(
             claim | {"source": source, "value": value, "status": "claimed; its table not seen"}
         )
+    checked = check_claims(runs_dir, preset, config_dir, seeds=seeds)
+    read_above = {name for name, *_ in published}  # beside the published claims
+    others = ({s: runs for s, runs in sources.items() if s != "ours"}, *read[1:])
+    for group, verdicts in checked.groupby("group", sort=False):
+        rows += [{"claim": c.claim, "experiment": c.experiment, "quantity": "verdict",
+                  "source": "ours", "status": VERDICTS[c.holds], "detail": c.detail}
+                 for c in verdicts.itertuples()]  # fmt: skip
+        for e in [e for e in experiments.group(group) if e.name not in read_above]:
+            claim = {"claim": f"group {group}: {e.name}", "experiment": e.name,
+                     "quantity": "val_loss"}  # fmt: skip
+            readings = _readings(claim, resolve_run(preset, e).identity(), *others)
+            rows += [r for r in readings if r["status"] != NOT_AVAILABLE]
     table = pd.DataFrame(rows, columns=EVIDENCE_COLUMNS)
     table["caveat"] = scale_caveat(preset, config_dir)  # our runs at another scale test nothing
     return table
 
 
-def _readings(claim, sources, flags, baseline_name: str, paper_step: int, nows) -> list[dict]:
-    rows = []
+def _readings(claim, now, sources, flags, baseline_name, paper_step, baseline_now) -> list:
+    """A claim's readings from each source, at the preset's table step and at the run's end."""
+    rows, nows = [], (now, baseline_now)
     for source, by_name in sources.items():
         if source.startswith("audit: ") and claim["experiment"] not in by_name:
             continue  # a log stated to be another experiment
@@ -255,7 +264,7 @@ def verify_evidence(table: pd.DataFrame) -> list[str]:
     however many rows name it: a long run's metrics.csv is 100 MB): the mismatches."""
     failures, read = [], {}
     for row in table.itertuples():
-        if row.source == PAPER or not isinstance(row.files, str) or row.status == NOT_AVAILABLE:
+        if row.status in ("published", NOT_AVAILABLE) or not isinstance(row.files, str):
             continue
         files = [Path(f) for f in row.files.split(" | ")]
         n = len(files) // (2 if row.quantity == "rel_improvement" else 1)

@@ -123,6 +123,7 @@ class Report:
     """A preset's `report` section: what the tables read from the runs."""
 
     table_step: int
+    equal_rate: bool = False  # Table 1 also holds the linear query at each nonlinear query's rate
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from repro.rundir.metrics import (  # noqa: F401
     Progress,
     check_resume,
     duration,
+    read_rows,
     rows_before,
     write_metrics,
 )
@@ -23,6 +24,7 @@ from repro.rundir.record import (  # noqa: F401
     RunRecord,
     code_version,
     files_dir,
+    has_run,
     identity_differences,
     publish,
     read_record,

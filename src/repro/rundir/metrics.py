@@ -119,15 +119,7 @@ def rows_before(path: Path, start: int) -> list[dict]:
         return []
     if not path.exists():
         raise RunError(f"{path}: no such file, but the checkpoint is at step {start}")
-    try:
-        lines = read_regular(path, METRICS_BYTES, RunError, "a metrics file").decode().split("\n")
-    except UnicodeDecodeError as e:
-        raise RunError(f"{path}: cannot be read ({e})") from None
-    if lines == [""]:
-        raise RunError(f"{path}: empty, but the checkpoint is at step {start}")
-    if lines[0].rstrip("\r") != ",".join(METRICS_COLUMNS):
-        raise RunError(f"{path}: not a metrics file (line 1 is {lines[0][:80]!r}, not its header)")
-    complete = lines[1:-1]  # the last piece is what follows the last newline
+    complete = _complete_lines(path, f"empty, but the checkpoint is at step {start}")
     rows = [_checked_row(path, step, line) for step, line in zip(range(start), complete)]
     if len(rows) < start:
         have = f"rows of steps 0..{len(rows) - 1}" if rows else "no row"
@@ -138,8 +130,33 @@ def rows_before(path: Path, start: int) -> list[dict]:
     return rows
 
 
-def _checked_row(path: Path, step: int, line: str) -> dict:
-    """The row of `step` (line step + 2 of metrics.csv), whole and numeric."""
+def read_rows(path: Path) -> list[dict]:
+    """Every complete row of metrics.csv, checked (steps 0, 1, ... in order, each value a
+    number), its values as floats (None where empty: evaluation columns between evaluations, the
+    timings of an imported run). A line cut by a run in progress is left out. Plain Python: what
+    `repro status` reads, which should start in a fraction of a second, without pandas."""
+    lines = _complete_lines(path, "empty, not a metrics file")
+    rows = [_checked_row(path, step, line, ("step",)) for step, line in enumerate(lines)]
+    return [{k: float(v) if v else None for k, v in row.items()} for row in rows]
+
+
+def _complete_lines(path: Path, empty: str) -> list[str]:
+    """The lines after metrics.csv's header that end in a newline (a crash or a run in progress
+    can cut the last line anywhere, even between digits); an empty file is `empty`."""
+    try:
+        lines = read_regular(path, METRICS_BYTES, RunError, "a metrics file").decode().split("\n")
+    except UnicodeDecodeError as e:
+        raise RunError(f"{path}: cannot be read ({e})") from None
+    if lines == [""]:
+        raise RunError(f"{path}: {empty}")
+    if lines[0].rstrip("\r") != ",".join(METRICS_COLUMNS):
+        raise RunError(f"{path}: not a metrics file (line 1 is {lines[0][:80]!r}, not its header)")
+    return lines[1:-1]  # the last piece is what follows the last newline
+
+
+def _checked_row(path: Path, step: int, line: str, required=None) -> dict:
+    """The row of `step` (line step + 2 of metrics.csv), whole and numeric, with a value for
+    each `required` column (default: all but the evaluations', which a resume rewrites)."""
     values = next(csv.reader([line.rstrip("\r")]), [])
     where = f"{path}, line {step + 2}"
     if len(values) != len(METRICS_COLUMNS):
@@ -150,7 +167,7 @@ def _checked_row(path: Path, step: int, line: str) -> dict:
     if row["step"] != str(step):
         raise RunError(f"{where}: step {row['step']!r}, expected {step} (rows missing or moved)")
     for key, value in row.items():
-        if value == "" and not key.startswith("eval_"):
+        if value == "" and (key in required if required else not key.startswith("eval_")):
             raise RunError(f"{where}: no {key}")
         try:
             float(value or 0)

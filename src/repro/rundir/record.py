@@ -91,6 +91,12 @@ def files_dir(run_dir: str | Path) -> Path:
     return run_dir
 
 
+def has_run(run_dir: str | Path) -> bool:
+    """Whether a run directory (or its live/ folder) holds a run to read."""
+    files = files_dir(run_dir)
+    return (files / RUN_JSON).exists() and (files / METRICS_CSV).exists()
+
+
 def read_record(run_dir: str | Path) -> RunRecord:
     """run.json of a run directory, in today's layout (repro.rundir.history reads an older one)."""
     path = Path(run_dir) / RUN_JSON

@@ -1,16 +1,13 @@
 """What fits a device's memory: a model's training state at all, and the largest training
-micro-batch that fits this GPU (`runtime.train_micro_batch: auto`).
+micro-batch that fits this GPU (`runtime.train_micro_batch: auto`: fewer micro-steps, the same
+mathematics).
 
-A larger micro-batch means fewer micro-steps per optimiser step, so fewer of their fixed costs
-(weight casts, launches, gradient accumulation); the step's mathematics are the same. The probe
-compiles once: a run's start pays one cold compile. Memory is the model's fixed part (its weights
-and their gradients; AdamW's moments come later and are left room for) plus a part per sequence,
-which one uncompiled forward and backward pass measures in seconds; that predicts the largest size
-that fits, and one pass of the model the steps call (compiled where compile is on) checks it. The
-uncompiled pass keeps more activations than the compiled graph, so the prediction errs towards
-fitting; only where the compiled pass still runs out of memory is the next smaller size tried. Its
-passes take the inputs training takes (overlapping views of one window of tokens), so that the
-graph it compiled at the chosen size is training's own: training runs it without compiling again.
+Memory is the model's fixed part (weights and gradients; AdamW's moments are left room for) plus
+a part per sequence, which one uncompiled forward and backward pass measures; that predicts the
+largest size, and one pass of the model the steps call checks it (the uncompiled pass keeps more
+activations, so the prediction errs towards fitting; only where the check runs out of memory is
+the next smaller size tried). Its passes take training's inputs, so the graph compiled at the
+chosen size is training's own: a run's start pays one cold compile.
 """
 
 from __future__ import annotations

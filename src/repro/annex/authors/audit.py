@@ -199,38 +199,3 @@ def import_audit_logs(
         )
         for log, preset in plan
     ]
-
-
-def check_workflow_keys(logs, runs: dict, stated: dict, experiments: Experiments, results) -> None:
-    """The workflow's keys audit_logs (a folder outside its results), audit_runs (experiment ->
-    a loss log of it) and audit_configs (log -> a statement of its run), checked before any job;
-    an AuditError names the key."""
-    if (runs or stated) and not logs:
-        key = "audit_runs" if runs else "audit_configs"
-        raise AuditError(f"{key} names logs, but audit_logs no folder")
-    if not logs:
-        return
-    folder, results = Path(logs).resolve(), Path(results).resolve()
-    if not folder.is_dir():
-        raise AuditError(
-            f"audit_logs: {logs!r} is not a folder (the audit's neurreps_writeup/logs/)"
-        )
-    if folder.is_relative_to(results) or results.is_relative_to(folder):
-        raise AuditError(f"audit_logs: {logs!r} holds or is within the workflow's output {results}")
-    for name, log in runs.items():
-        if name not in experiments.by_name:
-            raise AuditError(
-                f"audit_runs: unknown experiment {name!r} (those of {experiments.source})"
-            )
-        _check_loss_log(folder, log, f"audit_runs: {name}", logs)
-    for log, statement in stated.items():
-        _check_loss_log(folder, log, "audit_configs", logs)
-        check_stated(statement, f"audit_configs: {log}")
-
-
-def _check_loss_log(folder: Path, log: str, key: str, logs) -> None:
-    """A log the workflow's `key` names: one of the folder's loss logs."""
-    if not (folder / log).exists():
-        raise AuditError(f"{key}: no log {log!r} in audit_logs ({logs})")
-    if is_probe(folder / log):
-        raise AuditError(f"{key}: {log!r} is an attention-logit probe, not a loss log")

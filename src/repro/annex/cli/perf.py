@@ -15,8 +15,6 @@ DECODE_TOKENS = 32  # `bench --inference`'s default, where the context holds twi
 
 
 def cmd_describe(args) -> None:
-    from repro.annex.perf import cost
-
     options.check_positive(args, "mfu", "peak_tflops", "tokens_per_s", "seeds")
     if args.mfu > 1:
         raise ReproError(f"--mfu: {args.mfu} is more than 1 (a fraction of the peak)")
@@ -28,6 +26,8 @@ def cmd_describe(args) -> None:
         )
     preset = config.load_preset(args.preset, args.config_dir)
     chosen = experiments.group(args.group) if args.group else [experiments[args.experiment]]
+    from repro.annex.perf import cost  # torch, to count the parameters: after the checks above
+
     report = read_json(args.bench, hint="a `repro bench --json` report") if args.bench else None
     if report is not None:
         cost.check_bench_report(report, args.bench)

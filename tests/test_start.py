@@ -1,0 +1,40 @@
+"""Commands that do not train start without the libraries they do not need: torch (seconds to
+import), TensorBoard, pandas. benchmarks/bench_cli_start.py measures the start; here, what a
+process has imported once the command is done (a process of its own, as a user starts it)."""
+
+import os
+import subprocess
+import sys
+
+from conftest import REPO
+from workflow_helpers import copy_workflow
+
+HEAVY = ("torch", "tensorboard", "pandas")
+
+
+def imported_after(code: str, cwd=REPO) -> list[str]:
+    """The HEAVY modules a fresh interpreter holds after running `code` (SystemExit caught:
+    a command that fails or prints its help exits)."""
+    script = (
+        f"import sys\ntry:\n    {code}\nexcept SystemExit:\n    pass\n"
+        f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
+    )
+    env = os.environ | {"PYTHONPATH": str(REPO / "src")}
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, cwd=cwd, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()[-1].split()
+
+
+def test_the_workflows_dry_run_imports_neither_torch_nor_tensorboard(tmp_path):
+    # pandas is Snakemake's own (its SLURM plugin imports it): not asked about here.
+    work = copy_workflow(tmp_path / "work")
+    argv = ["snakemake", "-n", "main", "--cores", "1", "--config", "preset=tiny"]
+    code = f"sys.argv = {argv!r}; import runpy; runpy.run_module('snakemake', run_name='__main__')"
+    assert set(imported_after(code, cwd=work)) <= {"pandas"}
+
+
+def test_describe_without_a_group_lists_the_groups_without_importing_torch():
+    code = "from repro.cli import main; main(['describe', '--preset', 'paper'])"
+    assert imported_after(code) == []
