@@ -145,7 +145,7 @@ def test_the_import_jobs_write_the_runs(audit_workflow):
     ],
 )
 def test_audit_keys_that_cannot_be_had_are_named(tmp_path, keys, message):
-    from repro.annex.authors.audit import AuditError, check_workflow_keys
+    from repro.annex.authors.audit_log import AuditError, check_workflow_keys
 
     logs, results = tmp_path / "logs", tmp_path / "wf" / "results"
     write_log(logs / "a.csv", curve(12, interval=4))
