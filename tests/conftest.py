@@ -122,6 +122,28 @@ def assert_stored_losses(metrics: Path) -> None:
 REPO = Path(__file__).resolve().parents[1]
 
 
+def read_metrics(run_dir):
+    """The rows of run_dir/metrics.csv as text, as the file holds them."""
+    with open(run_dir / "metrics.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def without_timing(rows):
+    """Metrics rows without their timings, which differ between runs of the same numbers."""
+    return [{k: v for k, v in r.items() if k not in ("step_time_s", "tokens_per_s")} for r in rows]
+
+
+def edited_tiny_preset(tmp_path, name: str = "edited.yaml", **sections) -> str:
+    """The tiny preset with keys of its sections replaced (`train={...}`, `report={...}`), as the
+    YAML file tmp_path/name, whose path `load_preset` and `repro --preset` take."""
+    data = yaml.safe_load((REPO / "config" / "presets" / "tiny.yaml").read_text())
+    for section, values in sections.items():
+        data[section].update(values)
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
 def run_checkout_notebook(name: str, folder: Path, **parameters) -> None:
     """notebooks/<name>.ipynb of this checkout, executed into folder/ at the tiny preset with this
     checkout's config/ and `parameters` (paths given as text)."""

@@ -185,12 +185,28 @@ def test_the_notebook_writes_the_table_and_its_html(tmp_path, write_runs):
         "out_csv": tmp_path / "ablation.csv",
         "out_html": tmp_path / "ablation.html",
         "out_settings": tmp_path / "settings.csv",
+        "out_figure": tmp_path / "ablation.png",
+        "out_figure_html": tmp_path / "ablation-figure.html",
     }
     run_checkout_notebook("ablation", tmp_path, runs_dir=runs, seeds=SEEDS, **out)
+    assert out["out_figure"].read_bytes().startswith(b"\x89PNG")  # every setting, its interval
+    assert (tmp_path / "ablation.pdf").exists() and "<img" in out["out_figure_html"].read_text()
     table = pd.read_csv(out["out_csv"])
     assert list(table["arm"]) == list(LOSSES)
     assert len(pd.read_csv(out["out_settings"])) == 30
     assert "resgelu-qknorm-lr1.5e-3" in out["out_html"].read_text()
+
+
+def test_the_figure_draws_every_setting_with_its_interval(tmp_path, write_runs):
+    from repro.analysis.final_losses import final_losses
+
+    settings = ablation(write_runs(tmp_path / "runs" / "tiny"), "tiny", SEEDS).settings
+    ax = final_losses(settings.table, settings.losses, "ablation").axes[0]
+    assert len(ax.containers) == 30  # one mean with its 95% interval per setting, three seeds
+    labels = [label.get_text() for label in ax.get_yticklabels()]
+    assert labels == list(settings.table["experiment"])
+    bold = [label.get_text() for label in ax.get_yticklabels() if label.get_fontweight() == "bold"]
+    assert bold == list(settings.table.loc[settings.table["best"].eq(True), "experiment"])
 
 
 def test_no_runs_yet_is_a_table_without_bests(tmp_path):

@@ -10,8 +10,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from conftest import edit_checkpoint, one_line_error, train_args
-from test_train import read_metrics, without_timing
+from conftest import edit_checkpoint, one_line_error, read_metrics, train_args, without_timing
 
 from repro.cli import main
 from repro.config import load_run

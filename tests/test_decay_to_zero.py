@@ -5,8 +5,7 @@ them at a tiny preset whose table step (8) comes before its last evaluation (12)
 from dataclasses import replace
 
 import pytest
-import yaml
-from conftest import REPO
+from conftest import edited_tiny_preset
 from workflow_helpers import assert_group_planned
 
 from repro.analysis.claims import check_claims
@@ -29,11 +28,7 @@ LOSSES = {  # at the last evaluation; the nonlinear query's best is its own rate
 @pytest.fixture
 def preset(tmp_path):
     """tiny, with its table step before the end of the decay."""
-    data = yaml.safe_load((REPO / "config" / "presets" / "tiny.yaml").read_text())
-    data["report"]["table_step"] = 8
-    path = tmp_path / "tiny-early.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return str(path)
+    return edited_tiny_preset(tmp_path, "tiny-early.yaml", report={"table_step": 8})
 
 
 @pytest.fixture

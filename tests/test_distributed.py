@@ -10,9 +10,8 @@ import sys
 import pytest
 import torch
 import torch.multiprocessing
-from conftest import train_args
+from conftest import read_metrics, train_args, without_timing
 from hang_guard import run_watched, tail
-from test_train import read_metrics, without_timing
 
 import repro.training.loop as loop_module
 from repro.config import load_run

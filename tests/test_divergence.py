@@ -11,8 +11,7 @@ from dataclasses import replace
 
 import pandas as pd
 import pytest
-import yaml
-from conftest import REPO, train_args, write_experiments
+from conftest import REPO, edited_tiny_preset, train_args, write_experiments
 
 import repro.training.loop as loop_module
 from repro.cli import main
@@ -22,15 +21,6 @@ from repro.rundir import read_record
 from repro.runtime import preemption
 from repro.training.logs import DivergenceStop
 from repro.training.run import train
-
-
-def tiny_preset(tmp_path, **train) -> str:
-    """The tiny preset with `train` settings changed, as a YAML file `repro train` reads."""
-    preset = yaml.safe_load((REPO / "config" / "presets" / "tiny.yaml").read_text())
-    preset["train"] |= train
-    path = tmp_path / "tiny-changed.yaml"
-    path.write_text(yaml.safe_dump(preset))
-    return str(path)
 
 
 def repro_train(tmp_path, token_dir, tiny_indices, preset: str, out: str, lr_max: float) -> int:
@@ -54,7 +44,9 @@ def repro_train(tmp_path, token_dir, tiny_indices, preset: str, out: str, lr_max
 def test_a_validation_loss_past_the_best_by_the_margin_ends_the_run(
     token_dir, tiny_indices, tmp_path, capsys
 ):
-    preset = tiny_preset(tmp_path, divergence_margin=0.1, divergence_evaluations=1)
+    preset = edited_tiny_preset(
+        tmp_path, train=dict(divergence_margin=0.1, divergence_evaluations=1)
+    )
     assert repro_train(tmp_path, token_dir, tiny_indices, preset, "run", 0.1) == 0
     out = capsys.readouterr().out
     # The losses as this machine's kernels computed them (their last bits differ between CPUs'
@@ -79,7 +71,9 @@ def test_a_validation_loss_past_the_best_by_the_margin_ends_the_run(
 
 
 def test_the_stop_counts_consecutive_evaluations(token_dir, tiny_indices, tmp_path, capsys):
-    preset = tiny_preset(tmp_path, divergence_margin=0.1, divergence_evaluations=2)
+    preset = edited_tiny_preset(
+        tmp_path, train=dict(divergence_margin=0.1, divergence_evaluations=2)
+    )
     assert repro_train(tmp_path, token_dir, tiny_indices, preset, "run", 0.1) == 0
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     assert (record["status"], record["diverged_step"]) == ("diverged", 12)  # steps 8 and 12
@@ -135,7 +129,7 @@ def test_the_stop_and_schedule_settings_are_validated(tmp_path, train, message):
     from repro.config import load_preset
 
     with pytest.raises(ConfigError, match=message):
-        load_preset(tiny_preset(tmp_path, **train))
+        load_preset(edited_tiny_preset(tmp_path, train=train))
 
 
 def test_a_divergence_in_the_steps_before_a_stop_signal_ends_the_run_and_is_logged(

@@ -4,7 +4,7 @@ settings for each session, so that a reader can tell whether that condition held
 
 import pytest
 import torch
-from test_train import read_metrics, without_timing
+from conftest import read_metrics, without_timing
 
 from repro.config import load_run
 from repro.rundir import read_record

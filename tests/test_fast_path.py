@@ -6,9 +6,8 @@ import math
 
 import pytest
 import torch
-from conftest import shortened
+from conftest import read_metrics, shortened, without_timing
 from test_config import write_preset
-from test_train import read_metrics, without_timing
 
 from repro.annex.perf.bench import random_batches
 from repro.config import ConfigError, load_preset, load_run

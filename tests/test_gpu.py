@@ -13,8 +13,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import COMPILED_ON_CPU, ON_GPU
-from test_train import read_metrics
+from conftest import COMPILED_ON_CPU, ON_GPU, read_metrics
 
 from repro.annex.perf.bench import random_batches
 from repro.cli import main

@@ -11,8 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, random_token_files
-from test_train import read_metrics, without_timing
+from conftest import REPO, random_token_files, read_metrics, without_timing
 
 from repro.config import load_run
 from repro.rundir import read_record

@@ -8,9 +8,8 @@ import math
 
 import pytest
 import torch
-from conftest import COMPILED_ON_CPU, ON_GPU, shortened, train_args
+from conftest import COMPILED_ON_CPU, ON_GPU, read_metrics, shortened, train_args
 from test_config import write_preset
-from test_train import read_metrics
 
 import repro.training.loop
 from repro.config import ConfigError, load_preset, load_run

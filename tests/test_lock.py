@@ -12,11 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
-from conftest import REPO, train_args
+from conftest import REPO, edited_tiny_preset, read_metrics, train_args, without_timing
 from hang_guard import run_watched, watch
 from processes import alive
-from test_train import read_metrics, without_timing
 
 from repro.config import load_preset, load_run
 from repro.data.indices import write_indices
@@ -34,13 +32,10 @@ ENV = dict(
 def long_run(token_dir, tmp_path_factory):
     """A tiny model with 20,001 steps: a trainer that is still running when the test acts."""
     tmp = tmp_path_factory.mktemp("long")
-    data = yaml.safe_load((REPO / "config" / "presets" / "tiny.yaml").read_text())
-    data["train"].update(max_step=20_000, decay_steps=20_000, eval_interval=1000)
-    data["report"]["table_step"] = 20_000
-    preset = tmp / "long.yaml"
-    preset.write_text(yaml.safe_dump(data))
-    write_indices(load_preset(str(preset)), token_dir, tmp / "indices")
-    return {"preset": str(preset), "data": str(token_dir), "indices": str(tmp / "indices")}
+    train = {"max_step": 20_000, "decay_steps": 20_000, "eval_interval": 1000}
+    preset = edited_tiny_preset(tmp, "long.yaml", train=train, report={"table_step": 20_000})
+    write_indices(load_preset(preset), token_dir, tmp / "indices")
+    return {"preset": preset, "data": str(token_dir), "indices": str(tmp / "indices")}
 
 
 def train_command(run, out, *extra):

@@ -11,9 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
-from conftest import REPO, train_args
+from conftest import REPO, read_metrics, train_args, without_timing
 from hang_guard import watch
-from test_train import read_metrics, without_timing
 
 import repro.training.loop as loop_module
 from repro.cli import main

@@ -2,8 +2,7 @@ import math
 
 import pandas as pd
 import pytest
-import yaml
-from conftest import REPO
+from conftest import edited_tiny_preset
 
 from repro.analysis import results
 from repro.analysis.claims import check_claims
@@ -129,20 +128,17 @@ def test_the_unstable_claim_is_not_answered_by_a_run_trained_with_the_stop(
     tiny_runs, tmp_path, write_run
 ):
     """The claim is about the authors' training, which had no divergence stop."""
-    preset = yaml.safe_load((REPO / "config" / "presets" / "tiny.yaml").read_text())
-    preset["train"]["divergence_margin"] = 0.5
-    path = tmp_path / "tiny-stop.yaml"
-    path.write_text(yaml.safe_dump(preset))
+    path = edited_tiny_preset(tmp_path, "tiny-stop.yaml", train={"divergence_margin": 0.5})
     write_run(
         tiny_runs / "baseline-wd0.05",
         "baseline-wd0.05",
         {0: 10},
         last_step=2,
-        preset=str(path),
+        preset=path,
         status="diverged",
         diverged_step=2,
     )
-    claims = check_claims(tiny_runs, str(path)).set_index("claim")
+    claims = check_claims(tiny_runs, path).set_index("claim")
     holds, detail = claims.loc["baseline diverges at weight decay 0.05", ["holds", "detail"]]
     assert holds is None and "trained with the divergence stop" in detail, detail
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 import yaml
-from conftest import REPO, one_line_error, train_args
+from conftest import REPO, edited_tiny_preset, one_line_error, train_args
 
 import repro.training.checkpoints as checkpoint_module
 from repro.analysis import results
@@ -78,14 +78,6 @@ def test_a_stale_partial_checkpoint_never_blocks_a_rerun(
 # ---- relations between values; the default loss ceiling ----------------------------------------
 
 
-def edited_preset(tmp_path, section, **values):
-    data = yaml.safe_load((REPO / "config" / "presets" / "tiny.yaml").read_text())
-    data[section].update(values)
-    path = tmp_path / "edited.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return str(path)
-
-
 @pytest.mark.parametrize(
     "section,values,named",
     [
@@ -101,7 +93,7 @@ def edited_preset(tmp_path, section, **values):
 )
 def test_preset_relations_are_checked_on_load(tmp_path, section, values, named):
     with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
-        load_preset(edited_preset(tmp_path, section, **values))
+        load_preset(edited_tiny_preset(tmp_path, **{section: values}))
 
 
 def test_lr_min_above_lr_max_is_refused(tmp_path):

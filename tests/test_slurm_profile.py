@@ -2,8 +2,8 @@
 preset's resources (a dry run), and a preset's resources are validated."""
 
 import pytest
-import yaml
-from workflow_helpers import NO_ACCOUNTING, REPO, copy_workflow, snakemake
+from conftest import edited_tiny_preset
+from workflow_helpers import NO_ACCOUNTING, copy_workflow, snakemake
 
 from repro.config import load_preset
 from repro.config.schema import ConfigError
@@ -37,9 +37,6 @@ def test_profile_asks_for_the_presets_resources(tmp_path):
 
 
 def test_preset_resources_are_validated(tmp_path):
-    preset = yaml.safe_load((REPO / "config" / "presets" / "tiny.yaml").read_text())
-    preset["resources"]["runtime"] = "a day"
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(preset))
+    path = edited_tiny_preset(tmp_path, resources={"runtime": "a day"})
     with pytest.raises(ConfigError, match="resources.runtime"):
-        load_preset(str(path))
+        load_preset(path)

@@ -5,9 +5,8 @@ import math
 
 import pytest
 from authors_helpers import authors_folder
-from conftest import PRECIOUS, one_line_error, precious, train_args
+from conftest import PRECIOUS, one_line_error, precious, read_metrics, train_args
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from test_train import read_metrics
 
 import repro.training.loop as loop_module
 from repro.cli import main

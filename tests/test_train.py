@@ -1,6 +1,5 @@
 """Optimiser, schedule, fixed indices and the training run (docs/specification.md §2, §6)."""
 
-import csv
 import json
 import math
 from dataclasses import replace
@@ -8,7 +7,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-from conftest import assert_stored_losses, random_token_files, shortened
+from conftest import (
+    assert_stored_losses,
+    random_token_files,
+    read_metrics,
+    shortened,
+    without_timing,
+)
 
 from repro.config import load_preset, load_run
 from repro.data.batches import Batches
@@ -103,18 +108,6 @@ def test_indices_for_other_token_files_are_refused(tmp_path, tiny_indices):
         IndicesError, match=r"indices\.json was drawn for a train\.bin .* but .*other/train\.bin"
     ):
         Batches.open(other, tiny_indices, load_preset("tiny"))
-
-
-def read_metrics(run_dir):
-    with open(run_dir / "metrics.csv") as f:
-        return list(csv.DictReader(f))
-
-
-TIMING = ("step_time_s", "tokens_per_s")
-
-
-def without_timing(rows):
-    return [{k: v for k, v in r.items() if k not in TIMING} for r in rows]
 
 
 def test_the_stored_losses_catch_a_change_of_one_bit(tiny_baseline_run, tmp_path):

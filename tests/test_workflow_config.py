@@ -31,11 +31,14 @@ def tree(root):
 
 @pytest.fixture(scope="module")
 def two_seeds(tmp_path_factory):
-    """The dry run of main at two seeds in a fresh copy, and the copy's tree before it: one
-    Snakemake process for the tests that read it."""
+    """The dry run of `all` at two seeds with its shell commands, its data folder a hostile path,
+    in a fresh copy, and the copy's tree before it: one Snakemake process for the tests that read
+    it."""
     workdir = copy_workflow(tmp_path_factory.mktemp("two-seeds"))
     before = tree(workdir)
-    result = snakemake(workdir, "-n", "--cores", "1", "main", "--config", "seeds=2")
+    result = snakemake(
+        workdir, "-n", "-p", "--cores", "1", "all", "--config", "seeds=2", f"data_dir={HOSTILE}"
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return workdir, before, result
 
@@ -59,12 +62,8 @@ def test_the_console_points_to_repro_status_for_training_progress(tmp_path):
     ) in result.stdout + result.stderr
 
 
-def test_configured_paths_reach_the_shell_quoted(tmp_path):
-    workdir = copy_workflow(tmp_path)
-    result = snakemake(
-        workdir, "-n", "-p", "--cores", "1", "all", "--config", "seeds=2", f"data_dir={HOSTILE}"
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+def test_configured_paths_reach_the_shell_quoted(two_seeds):
+    workdir, _, result = two_seeds
     commands = re.findall(r"^Shell command: (.+)$", result.stdout, re.M)
     assert {"prepare", "indices", "train"} <= set(re.findall(r"repro (\w+)", "".join(commands)))
     assert any(c.startswith("papermill") for c in commands), commands
@@ -73,7 +72,7 @@ def test_configured_paths_reach_the_shell_quoted(tmp_path):
         hostile = [w for w in words if "PWNED" in w]
         assert all(w.startswith(HOSTILE) for w in hostile), command
         assert command.count("PWNED") == len(hostile), command  # each one inside a word
-    assert not list(tmp_path.rglob("PWNED"))
+    assert not list(workdir.rglob("PWNED"))
 
 
 def test_dry_run_of_the_default_config(default_plan):
@@ -86,7 +85,7 @@ def test_dry_run_of_two_seeds(two_seeds):
         assert job in result.stdout
     assert "results/runs/smoke/seed1/resgelu-lr3e-3/metrics.csv" in result.stdout
     assert "--seed 1 " in result.stdout  # the seed's rule trains seed 1 on its own indices
-    assert "data/python-docs/indices/smoke/seed1/train.npy" in result.stdout
+    assert f"{HOSTILE}/python-docs/indices/smoke/seed1/train.npy" in result.stdout
 
 
 @pytest.mark.parametrize("preset", ["tiny", "screen"])

@@ -1,7 +1,7 @@
 """A group's settings side by side: each one's validation loss where its table reads it, with
 its 95% interval over seeds, or a point per seed where there are fewer than three (an interval
 from two seeds is too wide to read). The table and the per-seed losses are a group's as
-repro.analysis.tuning.settings gives them (tuning, decay to zero, version 3)."""
+repro.analysis.tuning.settings gives them (the ablation, decay to zero, version 3)."""
 
 from __future__ import annotations
 

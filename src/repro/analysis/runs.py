@@ -80,12 +80,15 @@ def read_metrics(path: Path) -> pd.DataFrame:
         raise RunError(f"{path}: not a metrics file (no header {METRICS_COLUMNS[0]},...)")
     metrics = pd.read_csv(io.StringIO(text[: text.rfind("\n") + 1]), dtype=str)
     numbers = metrics.apply(pd.to_numeric, errors="coerce")
-    written_nan = metrics.apply(lambda column: column.str.lower() == "nan")  # a diverged loss
-    bad = (numbers.isna() & metrics.notna() & ~written_nan).to_numpy().nonzero()
-    if len(bad[0]):
-        row, column = bad[0][0], metrics.columns[bad[1][0]]
+    # A value that parsed to NaN is bad unless it was written "nan" (a diverged loss): only those
+    # few cells are looked at, not every cell of every column.
+    suspect = zip(*(numbers.isna().to_numpy() & metrics.notna().to_numpy()).nonzero())
+    bad = [(row, col) for row, col in suspect if metrics.iat[row, col].lower() != "nan"]
+    if bad:
+        row, col = bad[0]
         raise RunError(
-            f"{path}, line {row + 2}: {column} {metrics.iat[row, bad[1][0]][:40]!r} is not a number"
+            f"{path}, line {row + 2}: {metrics.columns[col]} {metrics.iat[row, col][:40]!r} "
+            "is not a number"
         )
     wrong = (numbers["step"].to_numpy() != np.arange(len(numbers))).nonzero()[0]
     if len(wrong):

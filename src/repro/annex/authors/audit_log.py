@@ -13,14 +13,13 @@ the log: a user may state them (STATED_SCHEMA), else they are unknown.
 from __future__ import annotations
 
 import math
-import os
 import re
-import stat
 from pathlib import Path
 
 from repro.config import Experiments
 from repro.config.schema import ConfigError, validate
 from repro.errors import ReproError
+from repro.files import read_regular
 
 LOG_COLUMNS = ["step", "train_loss", "val_loss"]
 PROBE_COLUMN = re.compile(r"L[0-9]+|max")  # an attention-logit probe's columns, after `step`
@@ -36,31 +35,13 @@ class AuditError(ReproError):
     """An audit log that cannot be imported as asked; the message names the file and line."""
 
 
-def read_log_text(path: Path) -> str:
-    """The text of a log, only when it is a regular file (a FIFO would block the read, a device
-    never end it) and at most MAX_LOG_BYTES long."""
-    try:
-        kind = os.stat(path).st_mode
-        if not stat.S_ISREG(kind):
-            raise AuditError(f"{path}: not a regular file, so not one of the audit's logs")
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # replaced since the check
-                raise AuditError(f"{path}: not a regular file, so not one of the audit's logs")
-            data = f.read(MAX_LOG_BYTES + 1)
-    except OSError as e:
-        raise AuditError(f"{path}: cannot be read ({e.strerror or e})") from None
-    if len(data) > MAX_LOG_BYTES:
-        raise AuditError(f"{path}: over {MAX_LOG_BYTES:,} bytes, so not one of the audit's logs")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise AuditError(f"{path}: cannot be read ({e})") from None
-
-
 def log_rows(path: Path) -> list[list[str]]:
     """The comma-separated fields of each line (the audit quotes nothing: a quote is refused)."""
-    lines = read_log_text(path).split("\n")
+    data = read_regular(path, MAX_LOG_BYTES, AuditError, "one of the audit's logs")
+    try:
+        lines = data.decode("utf-8").split("\n")
+    except UnicodeDecodeError as e:
+        raise AuditError(f"{path}: cannot be read ({e})") from None
     if lines[-1] == "":
         lines.pop()
     return [line.removesuffix("\r").split(",") for line in lines]

@@ -43,18 +43,11 @@ AUTHORS = "authors"  # RunRecord.source of an imported run
 TRAIN_TENSOR = "tensor.pt"
 EVAL_TENSORS = {"train": "eval_train_tensor.pt", "val": "eval_val_tensor.pt"}
 CHECKPOINT = "ckpt.pt"
-CHECKPOINT_TABLE_COLUMNS = [
-    "experiment",
-    "authors_config",
-    "checkpoint_step",
-    "val_loss_at_checkpoint_step",
-    "logged_val_loss_at_checkpoint_step",
-    "table_step",
-    "val_loss_at_table_step",
-    "logged_val_loss_at_table_step",
-    "paper_val_loss",
-    "paper_rel_improvement",
-]
+CHECKPOINT_TABLE_COLUMNS = (
+    "experiment authors_config checkpoint_step val_loss_at_checkpoint_step "
+    "logged_val_loss_at_checkpoint_step table_step val_loss_at_table_step "
+    "logged_val_loss_at_table_step paper_val_loss paper_rel_improvement"
+).split()
 
 
 class AuthorsError(ReproError):

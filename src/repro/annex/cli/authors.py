@@ -6,7 +6,6 @@ subcommands."""
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -113,7 +112,11 @@ def cmd_authors_table(args) -> None:
     print(f"{args.out}: {len(table)} checkpoints of the authors evaluated")
 
 
-def _evaluate_parser(p: argparse.ArgumentParser) -> None:
+def _evaluate_parser(sub) -> None:
+    p = sub.add_parser(
+        "evaluate",
+        help="evaluation losses of a checkpoint (ours or the authors') as training computes them",
+    )
     options.add_config(p, experiment=False)
     options.add_checkpoint(p)
     p.add_argument("--data", type=Path, required=True, help="token files dir")
@@ -121,7 +124,6 @@ def _evaluate_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--step",
         type=int,
-        default=None,
         help="whose evaluation sequences (default: the checkpoint's last evaluation step: its "
         "own step when training evaluates there, else the evaluation step before it)",
     )
@@ -130,7 +132,10 @@ def _evaluate_parser(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_evaluate, tcmalloc=True)
 
 
-def _import_parser(p: argparse.ArgumentParser) -> None:
+def _import_parser(sub) -> None:
+    p = sub.add_parser(
+        "import-authors-run", help="the authors' loss tensors -> a run directory (never trained)"
+    )
     p.add_argument("folder", type=Path, help="one of the authors' out_config_* folders")
     p.add_argument("--out", type=Path, required=True, help="the run directory to write")
     p.add_argument("--preset", default="paper", help="the scale they ran at (default: paper)")
@@ -147,11 +152,8 @@ def _audit_parsers(sub) -> None:
     )
     p.add_argument("folder", type=Path, help="the audit's neurreps_writeup/logs/ folder")
     p.add_argument("--out", type=Path, required=True, help="where to write the run directories")
-    p.add_argument(
-        "--stated",
-        metavar="JSON",
-        help='what you know of runs the logs hold none of: {"LOG.csv": {"steps": 180000, '
-        '"query_mode": "linear", ...}} (keys: docs/authors.md)',
+    _stated_option(
+        p, 'runs the logs hold none of: {"LOG.csv": {"steps": 180000, "query_mode": "linear", ...}}'
     )
     options.add_config_dir(p)
     p.set_defaults(func=cmd_import_audit_logs)
@@ -167,17 +169,23 @@ def _audit_parsers(sub) -> None:
         help="the experiment of ours it is (its configuration is recorded; Figure 1 draws it "
         "beside ours); default: the log's name, no configuration",
     )
-    p.add_argument(
-        "--stated",
-        metavar="JSON",
-        help='what you know of its run, e.g. {"steps": 180000, "schedule": "linear"} (keys: '
-        "docs/authors.md)",
-    )
+    _stated_option(p, 'its run, e.g. {"steps": 180000, "schedule": "linear"}')
     options.add_config_dir(p)
     p.set_defaults(func=cmd_import_audit_log)
 
 
-def _evidence_parser(p: argparse.ArgumentParser) -> None:
+def _stated_option(p, example: str) -> None:
+    p.add_argument(
+        "--stated", metavar="JSON", help=f"what you know of {example} (keys: docs/authors.md)"
+    )
+
+
+def _evidence_parser(sub) -> None:
+    p = sub.add_parser(
+        "evidence",
+        help="each of the paper's (v1) claims beside our runs, the authors' and the audit's, "
+        "at the paper's step and at each run's end, every number checked against its file",
+    )
     options.add_config(p, experiment=False)
     p.add_argument("--runs", type=Path, help="our runs (default: results/runs/<preset>)")
     p.add_argument("--seeds", type=int, default=1, help="our seeds 0..N-1 to read (default 1)")
@@ -194,14 +202,20 @@ def _evidence_parser(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_evidence)
 
 
-def _authors_runs_parser(p: argparse.ArgumentParser) -> None:
+def _authors_runs_parser(sub) -> None:
+    p = sub.add_parser(
+        "authors-runs", help="which experiments the authors' downloaded run folders are (JSON)"
+    )
     p.add_argument("artefacts", type=Path, help="the downloaded folder of out_config_* folders")
     p.add_argument("--out", type=Path, required=True, help="the JSON file to write")
     options.add_config_dir(p)
     p.set_defaults(func=cmd_authors_runs)
 
 
-def _authors_table_parser(p: argparse.ArgumentParser) -> None:
+def _authors_table_parser(sub) -> None:
+    p = sub.add_parser(
+        "authors-table", help="Table 1 recomputed from the evaluations of the authors' checkpoints"
+    )
     p.add_argument(
         "--evaluations",
         type=Path,
@@ -217,36 +231,12 @@ def _authors_table_parser(p: argparse.ArgumentParser) -> None:
 
 def add_commands(sub) -> None:
     """Add the subcommands to the `repro` parser's subparsers."""
-    _evaluate_parser(
-        sub.add_parser(
-            "evaluate",
-            help="evaluation losses of a checkpoint (ours or the authors') as training "
-            "computes them",
-        )
-    )
-    _import_parser(
-        sub.add_parser(
-            "import-authors-run",
-            help="the authors' loss tensors -> a run directory (never trained)",
-        )
-    )
-    _authors_runs_parser(
-        sub.add_parser(
-            "authors-runs",
-            help="which experiments the authors' downloaded run folders are (JSON)",
-        )
-    )
-    _authors_table_parser(
-        sub.add_parser(
-            "authors-table",
-            help="Table 1 recomputed from the evaluations of the authors' checkpoints",
-        )
-    )
-    _evidence_parser(
-        sub.add_parser(
-            "evidence",
-            help="each of the paper's (v1) claims beside our runs, the authors' and the audit's, "
-            "at the paper's step and at each run's end, every number checked against its file",
-        )
-    )
-    _audit_parsers(sub)
+    for add in (
+        _evaluate_parser,
+        _import_parser,
+        _authors_runs_parser,
+        _authors_table_parser,
+        _evidence_parser,
+        _audit_parsers,
+    ):
+        add(sub)

@@ -69,10 +69,9 @@ def add_commands(sub) -> None:
     p.add_argument(
         "--tolerance",
         type=float,
-        default=None,
         help="nats, a positive number (default: measured from the seeds of the run's experiment "
         "at its preset, else 0.01)",
     )
-    p.add_argument("--csv", type=Path, default=None, help="also write the table here")
+    p.add_argument("--csv", type=Path, help="also write the table here")
     options.add_config_dir(p)
     p.set_defaults(func=cmd_compare)

@@ -4,7 +4,6 @@ repro.annex.export)."""
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 from pathlib import Path
@@ -41,7 +40,11 @@ def cmd_export(args) -> None:
     )
 
 
-def _generate_parser(p: argparse.ArgumentParser) -> None:
+def _generate_parser(sub) -> None:
+    p = sub.add_parser(
+        "generate",
+        help="sample text from a checkpoint (ours or the authors') with the key/value cache",
+    )
     options.add_checkpoint(p)
     p.add_argument(
         "--prompt", default="", help="the text to continue (default: none, <|endoftext|>)"
@@ -54,10 +57,7 @@ def _generate_parser(p: argparse.ArgumentParser) -> None:
         help="softmax temperature (default 1; 0: always the most likely token)",
     )
     p.add_argument(
-        "--top-k",
-        type=int,
-        default=None,
-        help="sample among the K most likely tokens only (default: all)",
+        "--top-k", type=int, help="sample among the K most likely tokens only (default: all)"
     )
     p.add_argument("--seed", type=int, default=0, help="the sampler's seed (default 0)")
     options.add_device(p)
@@ -67,7 +67,11 @@ def _generate_parser(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_generate)
 
 
-def _export_parser(p: argparse.ArgumentParser) -> None:
+def _export_parser(sub) -> None:
+    p = sub.add_parser(
+        "export",
+        help="a run's checkpoint as a transformers model folder, with its tokenizer and card",
+    )
     p.add_argument("run_dir", type=Path, help="a run directory (results/runs/<preset>/<name>)")
     p.add_argument("--out", type=Path, required=True, help="the folder to write")
     p.set_defaults(func=cmd_export)
@@ -75,15 +79,5 @@ def _export_parser(p: argparse.ArgumentParser) -> None:
 
 def add_commands(sub) -> None:
     """Add `generate` and `export` to the `repro` parser's subparsers."""
-    _generate_parser(
-        sub.add_parser(
-            "generate",
-            help="sample text from a checkpoint (ours or the authors') with the key/value cache",
-        )
-    )
-    _export_parser(
-        sub.add_parser(
-            "export",
-            help="a run's checkpoint as a transformers model folder, with its tokenizer and card",
-        )
-    )
+    for add in (_generate_parser, _export_parser):
+        add(sub)

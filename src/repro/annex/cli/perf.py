@@ -3,7 +3,6 @@ a group) and `repro bench` (training or inference steps timed on this device).""
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -128,7 +127,8 @@ def _bench_inference(args, preset, experiments, chosen, device) -> dict:
     return report
 
 
-def _describe_parser(p: argparse.ArgumentParser) -> None:
+def _describe_parser(sub) -> None:
+    p = sub.add_parser("describe", help="parameters, FLOPs and GPU-hours of a run or a group")
     options.add_config(p)
     p.add_argument("--group", help="a group of the experiments file (table1, figure2, ...)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -145,26 +145,27 @@ def _describe_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--peak-tflops",
         type=float,
-        default=None,
         help="the GPU's dense bf16 peak (default: H100/H200 SXM's, 989)",
     )
     p.add_argument(
         "--tokens-per-s",
         type=float,
-        default=None,
         help="measured throughput (e.g. from `repro bench`); overrides --mfu",
     )
     p.add_argument(
         "--bench",
         type=Path,
-        default=None,
         help="a `repro bench --json` report: each experiment's measured throughput",
     )
     p.set_defaults(func=cmd_describe)
 
 
-def _bench_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--preset", default=None, help="default: paper on CUDA, smoke on CPU")
+def _bench_parser(sub) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="time training steps of each experiment on this device: ms/step, tokens/s, MFU",
+    )
+    p.add_argument("--preset", help="default: paper on CUDA, smoke on CPU")
     p.add_argument("--group", default="table1", help="experiments to time (default: table1)")
     p.add_argument(
         "--experiment", action="append", help="time this experiment instead (repeatable)"
@@ -177,7 +178,6 @@ def _bench_parser(p: argparse.ArgumentParser) -> None:
         "--train-micro-batch",
         type=int,
         nargs="+",
-        default=None,
         help="micro-batch sizes to try, each dividing the batch "
         "(default: the preset's); "
         "the fastest of each experiment is its result",
@@ -187,15 +187,12 @@ def _bench_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--peak-tflops",
         type=float,
-        default=None,
         help="the device's dense bf16 peak (default: from the known-GPU table)",
     )
     p.add_argument(
         "--breakdown", action="store_true", help="profile one step: time by kernel category"
     )
-    p.add_argument(
-        "--json", type=Path, default=None, help="also write the report here (for describe --bench)"
-    )
+    p.add_argument("--json", type=Path, help="also write the report here (for describe --bench)")
     p.add_argument(
         "--inference",
         action="store_true",
@@ -205,13 +202,11 @@ def _bench_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--context",
         type=int,
-        default=None,
         help="with --inference: prefill tokens (default: the preset's block size)",
     )
     p.add_argument(
         "--decode-tokens",
         type=int,
-        default=None,
         help=f"with --inference: tokens decoded one at a time, ending at the context "
         f"(default {DECODE_TOKENS}, or half the context where that is fewer)",
     )
@@ -227,12 +222,5 @@ def _bench_parser(p: argparse.ArgumentParser) -> None:
 
 def add_commands(sub) -> None:
     """Add `describe` and `bench` to the `repro` parser's subparsers."""
-    _bench_parser(
-        sub.add_parser(
-            "bench",
-            help="time training steps of each experiment on this device: ms/step, tokens/s, MFU",
-        )
-    )
-    _describe_parser(
-        sub.add_parser("describe", help="parameters, FLOPs and GPU-hours of a run or a group")
-    )
+    for add in (_bench_parser, _describe_parser):
+        add(sub)

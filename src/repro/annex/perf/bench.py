@@ -15,6 +15,7 @@ import os
 import platform
 import time
 from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -27,9 +28,15 @@ from repro.training.loop import build, train_step, with_train_micro_batch
 
 
 def device_name(device: torch.device) -> str:
+    """The GPU's name, or the CPU's model name as lscpu prints it."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return platform.processor() or "cpu"
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    model = (line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
+    return next(model, "") or platform.processor() or "cpu"
 
 
 def random_batches(run: RunConfig, rows: int, seed: int = 0) -> Batches:
@@ -67,10 +74,6 @@ def time_steps(
     the run's runtime settings (the levers among them: attention kernel, compile mode, fused
     loss)."""
     _fresh_start(device)
-    return _time_steps(run, device, steps, warmup, breakdown)
-
-
-def _time_steps(run, device, steps, warmup, breakdown) -> dict:
     built = build(run, device)
     run = with_train_micro_batch(run, built)  # training's own choice
     model, step_model, optimizer, autocast = built
@@ -114,39 +117,23 @@ def _time_steps(run, device, steps, warmup, breakdown) -> dict:
 # Where a step's time goes, by the names of the kernels (CUDA) or operators (CPU) that take it.
 # The first category whose fragment occurs in the (lower-cased) name wins.
 CATEGORIES = (
-    ("attention", ("flash", "fmha", "sdpa", "attention")),
-    ("matmul", ("gemm", "nvjet", "cutlass", "xmma", "aten::mm", "aten::addmm", "aten::bmm")),
-    (
-        "optimizer and clipping",
-        ("adam", "foreach", "multi_tensor", "vector_norm", "lerp", "addcdiv", "addcmul"),
-    ),
-    ("embedding and loss", ("embedding", "nll_loss", "log_softmax", "cross_entropy")),
-    ("fused elementwise and norms (triton)", ("triton",)),
+    ("attention", "flash fmha sdpa attention"),
+    ("matmul", "gemm nvjet cutlass xmma aten::mm aten::addmm aten::bmm"),
+    ("optimizer and clipping", "adam foreach multi_tensor vector_norm lerp addcdiv addcmul"),
+    ("embedding and loss", "embedding nll_loss log_softmax cross_entropy"),
+    ("fused elementwise and norms (triton)", "triton"),
     (
         "elementwise and norms (eager)",
-        (
-            "elementwise",
-            "layer_norm",
-            "rms_norm",
-            "gelu",
-            "fill",
-            "aten::mul",
-            "aten::add",
-            "aten::div",
-            "aten::sqrt",
-            "aten::rsqrt",
-            "aten::pow",
-            "aten::mean",
-            "aten::sum",
-        ),
+        "elementwise layer_norm rms_norm gelu fill aten::mul aten::add aten::div aten::sqrt "
+        "aten::rsqrt aten::pow aten::mean aten::sum",
     ),
-    ("copies", ("memcpy", "memset", "copy_")),
+    ("copies", "memcpy memset copy_"),
 )
 
 
 def _category(name: str) -> str:
     name = name.lower()
-    return next((c for c, fragments in CATEGORIES if any(f in name for f in fragments)), "other")
+    return next((c for c, words in CATEGORIES if any(f in name for f in words.split())), "other")
 
 
 def profile_step(run_step, device: torch.device) -> dict[str, float]:
@@ -247,14 +234,11 @@ def format_row(row: dict) -> str:
 
 
 def format_report(report: dict) -> str:
-    peak = (
-        f"{report['peak_flops'] / 1e12:.0f} TFLOP/s"
-        if report["peak_flops"]
-        else "unknown (give --peak-tflops)"
-    )
+    peak = report["peak_flops"] and f"{report['peak_flops'] / 1e12:.0f} TFLOP/s"
     lines = [
         f"{report['preset']} on {report['device']}, torch {report['torch_version']}, "
-        f"bf16 dense peak {peak}; {report['steps']} steps timed after {report['warmup']}",
+        f"bf16 dense peak {peak or 'unknown (give --peak-tflops)'}; {report['steps']} steps timed "
+        f"after {report['warmup']}",
         "fastest micro-batch of each experiment:",
     ]
     lines += ["  " + format_row(r) for r in report["fastest"]]

@@ -9,7 +9,6 @@ import statistics
 import time
 from contextlib import nullcontext
 from dataclasses import replace
-from pathlib import Path
 
 import torch
 
@@ -19,17 +18,6 @@ from repro.model import GPT, KVCache
 from repro.runtime.device import check_memory
 from repro.runtime.fit import weight_bytes
 from repro.training.loop import make_model
-
-
-def cpu_model() -> str:
-    """The CPU's model name as lscpu prints it ("" where /proc/cpuinfo has none)."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return ""
-    return next(
-        (line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), ""
-    )
 
 
 def default_experiments(experiments: Experiments, group: str = "table1") -> list:
@@ -158,10 +146,9 @@ def _report(runs, models, times, device, baseline, context, decode_tokens, repea
         for key in TIMES if base is not None else ():  # > 1: slower than the baseline
             row[key.replace("_s", "_time_ratio")] = _ratios(t[key], times[base][key])
         rows.append(row)
-    name = device_name(device) if device.type == "cuda" else cpu_model() or device_name(device)
     return {
         "preset": runs[0].preset_name,
-        "device": name,
+        "device": device_name(device),
         "device_type": device.type,
         "torch_version": torch.__version__,
         "threads": torch.get_num_threads(),
