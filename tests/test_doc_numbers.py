@@ -69,3 +69,16 @@ def test_the_gpu_presets_and_the_venue_the_pages_name_are_the_configurations():
     venue = " ".join(cff["references"][0]["conference"]["name"].split())
     bibtex = page("README.md").split("```bibtex", 1)[1].split("```", 1)[0]
     assert f"booktitle = {{{venue}}}" in " ".join(bibtex.split())
+
+
+def test_each_groups_cpu_time_at_tiny_names_the_groups_run_count():
+    from repro.config import load_experiments
+
+    groups = load_experiments(REPO / "config" / "experiments.yaml")
+    stated = {  # the page, the group, how the page counts the runs it timed
+        "README.md": {"figure2": "(`results/figures/figure2.png`, its {} runs) 322 s of CPU"},
+        "docs/tuning.md": {"tuning": "the group's {} runs and the notebook took 181 s of CPU"},
+    }
+    for name, phrases in stated.items():
+        for group, phrase in phrases.items():
+            assert phrase.format(len(groups.group(group))) in page(name), (name, group)
