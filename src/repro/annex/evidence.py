@@ -1,6 +1,4 @@
-"""results/evidence.csv: each of the paper's claims beside every source of evidence there is
-(docs/authors.md, "The evidence table"). Every row names its metrics.csv files, and
-`verify_evidence` reads each number again, as the audit's verify_writeup.py does."""
+"""results/evidence.csv: each of the paper's claims beside every source (docs/authors.md)."""
 
 from __future__ import annotations
 
@@ -22,8 +20,7 @@ from repro.rundir import identity_differences
 
 V1 = "arXiv 2603.13381v1"  # the version of the paper the package reproduces
 PAPER = f"paper v1 ({V1})"
-# Version 2's abstract (best nonlinear query over the baseline; v1's is 1.40%): nothing is read
-# beside it.
+# Version 2's abstract (v1's is 1.40%): nothing is read beside it.
 LATER_CLAIMS = [
     ("paper v2 (2026-04-24)", "validation log-loss", 0.0240),
     ("paper v2 (2026-04-24)", "perplexity", 0.0681),
@@ -70,8 +67,7 @@ def _folder(path, option: str) -> Path | None:
 def _sources(
     preset: Preset, experiments, seeds: int, runs_dir, authors_dir, audit_as_dir, audit_logs_dir
 ) -> tuple[dict[str, dict[str, dict[int, Run]]], dict]:
-    """source -> experiment -> {seed: run}, and what was left out: copies of another seed's run
-    (an interval over copies is no interval), logs whose statement fits several experiments."""
+    """source -> experiment -> {seed: run}, and what was left out (copies, ambiguous logs)."""
     names, flags = list(experiments.by_name), {}
     ours = {n: {} for n in names}
     for k in range(seeds):
@@ -124,8 +120,7 @@ def _values(runs: dict[int, Run], baseline: dict[int, Run], quantity: str, step)
 
 
 def _differences(run: Run, now: dict) -> list[str]:
-    """What a run's recorded configuration differs in from its experiment's now (or from its
-    user's statement, for an audit log)."""
+    """What a run differs in from its experiment now (an audit log: from its user's statement)."""
     if not run.record.identity:
         return stated_differences(run.record.data.get("stated", {}), now)
     recorded = identity_differences(run.record.identity, now)
@@ -133,8 +128,7 @@ def _differences(run: Run, now: dict) -> list[str]:
 
 
 def _row(claim: dict, source: str, read_at: str, values: dict, runs, baseline, nows, notes):
-    """One reading, with what its runs and its baseline's differ in from their experiments now,
-    then `notes`."""
+    """One reading, with what its runs and its baseline's differ in, then `notes`."""
     found = {k: v for k, v in values.items() if not math.isnan(v[1])}
     files = [runs[k].path / "metrics.csv" for k in found]
     if claim["quantity"] == "rel_improvement":
@@ -163,7 +157,6 @@ def _row(claim: dict, source: str, read_at: str, values: dict, runs, baseline, n
 
 
 def _all_differences(claim: dict, found: dict, runs, baseline, nows) -> list[str]:
-    """What the runs read, and a relative improvement's baseline runs, differ in."""
     differences = sorted({d for k in found for d in _differences(runs[k], nows[0])})
     if claim["quantity"] != "rel_improvement":
         return differences
@@ -241,8 +234,7 @@ def _readings(claim, now, sources, flags, baseline_name, paper_step, baseline_no
 
 
 def verify_evidence(table: pd.DataFrame) -> list[str]:
-    """The mismatches of each number read again from its files (each file once: a long run's
-    metrics.csv is 100 MB)."""
+    """Each number re-read from its files (each once: a metrics.csv can be 100 MB): mismatches."""
     failures, read = [], {}
     for row in table.itertuples():
         if row.status in ("published", NOT_AVAILABLE) or not isinstance(row.files, str):

@@ -1,5 +1,4 @@
-"""A trained run as a model others can load: `repro export RUN_DIR --out DIR` (docs/models.md,
-"Export and loading")."""
+"""A trained run as a model others can load (docs/models.md, "Export and loading")."""
 
 from __future__ import annotations
 
@@ -39,8 +38,7 @@ LICENSE = "mit"  # the package's (pyproject.toml, LICENSE); the weights are trai
 
 
 def checkpoint_of(run_dir: Path) -> Path:
-    """A run's ckpt.pt: in the run directory, or in live/ once the workflow published its
-    metrics."""
+    """A run's ckpt.pt: in the run directory, or in live/ once its metrics were published."""
     for path in (run_dir / CHECKPOINT, run_dir / LIVE / CHECKPOINT):
         if path.exists():
             return path
@@ -51,8 +49,7 @@ def checkpoint_of(run_dir: Path) -> Path:
 
 
 def export(run_dir: str | Path, out: str | Path) -> Path:
-    """Write the run's latest checkpoint as a model with its card into `out`; built beside it and
-    moved in whole, so a failed export leaves an earlier one intact."""
+    """Export the run's latest checkpoint into `out`, whole or not at all."""
     run_dir, out = Path(run_dir), Path(out)
     run = read_run(run_dir)
     checkpoint = checkpoint_of(run_dir)
@@ -74,8 +71,7 @@ def export(run_dir: str | Path, out: str | Path) -> Path:
 
 
 def is_export(folder: Path) -> bool:
-    """Whether repro export wrote `folder` (its config.json says so), so that an export may
-    replace it."""
+    """Whether repro export wrote `folder`, so that an export may replace it."""
     try:
         config = json.loads((folder / CONFIG_JSON).read_text())
     except (OSError, ValueError):  # none, a folder of that name, not JSON
@@ -84,8 +80,7 @@ def is_export(folder: Path) -> bool:
 
 
 def shareable(value):
-    """`value` with every absolute path made repository-relative: an export names no folder of
-    its machine."""
+    """`value` with repository-relative paths: an export names no folder of its machine."""
     if isinstance(value, dict):
         return {k: shareable(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -96,8 +91,7 @@ def shareable(value):
 
 
 def repository_relative(path: Path) -> str:
-    """`path` relative to the nearest folder above with a pyproject.toml or .git; its name
-    outside any."""
+    """`path` relative to the nearest pyproject.toml or .git above it, else its name."""
     for root in path.parents:
         if (root / "pyproject.toml").exists() or (root / ".git").exists():
             return str(path.relative_to(root))
@@ -105,8 +99,7 @@ def repository_relative(path: Path) -> str:
 
 
 def last_evaluation(run: Run, steps: int) -> str:
-    """The run's last evaluation no later than the exported model, and how it relates to those
-    weights."""
+    """The run's last evaluation no later than the exported weights, and how it relates to them."""
     evals = run.evals()
     evals = evals[evals.index <= steps]
     if not len(evals):
@@ -122,7 +115,6 @@ def last_evaluation(run: Run, steps: int) -> str:
 
 
 def final_train_loss(trained) -> str:
-    """The training loss of the last step these weights were updated with."""
     if not len(trained):
         return "none logged"
     last = trained.iloc[-1]
@@ -130,8 +122,7 @@ def final_train_loss(trained) -> str:
 
 
 def scale_warning(identity: dict, corpus: str) -> str:
-    """The card's warning for a model below the paper's scale, else "": a card is read without
-    the report's caveats."""
+    """Below the paper's scale, the card's warning (it is read without the report's caveats)."""
     paper = load_preset("paper")
     model, train = identity["model"], identity["train"]
     shape = ("n_layer", "n_head", "d_model", "block_size", "vocab_size")  # what a preset sets
@@ -221,7 +212,6 @@ next-token logits; ids from 50,257 up pad the embedding and are never generated.
 
 
 def hub_metadata(config, source: dict) -> dict:
-    """The Hub's metadata: library, license, training data set if on the Hub, tags."""
     metadata = {
         "library_name": "transformers",
         "license": LICENSE,

@@ -1,5 +1,4 @@
-"""`repro generate`: text sampled from a checkpoint, ours or the authors', with the key/value
-cache (docs/models.md, "Sampling text"). The same seed gives the same text."""
+"""`repro generate`: text sampled from a checkpoint (docs/models.md, "Sampling text")."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ from repro.data.tokenizer import EOT_TOKEN, gpt2_encoding
 from repro.errors import ReproError
 from repro.runtime.device import resolve_device
 
-# Past the block size each token sees only the last block_size tokens: a longer text shows nothing
-# more.
+# Past the block size a longer text shows nothing more of the model.
 MAX_NEW_TOKENS = 100_000
 
 

@@ -1,6 +1,4 @@
-"""A model as a transformers model folder, and back (docs/models.md, "Export and loading"):
-GPT-2's own configuration as a plain GPT2LMHeadModel, any other as repro.modeling_repro's
-ReproForCausalLM. load_model reads every format back without transformers."""
+"""A model as a transformers model folder, and back (docs/models.md, "Export and loading")."""
 
 from __future__ import annotations
 
@@ -35,7 +33,6 @@ def is_gpt2(config: ModelConfig) -> bool:
 
 
 def to_transformers(model: GPT):
-    """The transformers model computing what `model` computes."""
     config = model.config
     if not is_gpt2(config):
         from repro.modeling_repro import ReproConfig, ReproForCausalLM
@@ -75,8 +72,7 @@ def to_transformers(model: GPT):
 
 
 def generation_config(config: ModelConfig):
-    """Greedy or sampled; the embedding's padding rows (ids from 50,257) are never drawn, as in
-    `repro generate`."""
+    """Sampling never draws the embedding's padding rows (ids from 50,257), as `repro generate`."""
     from transformers import GenerationConfig
 
     return GenerationConfig(
@@ -103,7 +99,6 @@ def save_tokenizer(folder: Path, block_size: int) -> None:
 
 
 def write_model(model: GPT, folder: Path) -> None:
-    """The transformers model, its tokenizer and generation configuration, into a new `folder`."""
     hf = to_transformers(model)
     setattr(hf.config, MARKER, FORMAT)
     hf.generation_config = generation_config(model.config)
@@ -156,7 +151,6 @@ def load_model(directory: str | os.PathLike) -> GPT:
 
 
 def from_gpt2(directory: Path, config: dict, weights: dict) -> tuple[dict, dict]:
-    """(ModelConfig's fields, our weights) of a written GPT2LMHeadModel."""
     for name, tensor in weights.items():
         if name.endswith(".bias") and tensor.any():
             raise ReproError(

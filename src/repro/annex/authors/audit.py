@@ -1,5 +1,4 @@
-"""An independent audit's loss logs as read-only run directories of ours (docs/authors.md). A log
-is "completed" only where its horizon is known and reached."""
+"""An independent audit's loss logs as read-only run directories of ours (docs/authors.md)."""
 
 from __future__ import annotations
 
@@ -32,8 +31,7 @@ __all__ = ["AUDIT", "AuditError", "import_audit_log", "import_audit_logs", "pres
 
 
 def horizon(path: Path, preset: Preset, stated: dict, experiment: str | None):
-    """The run's schedule steps and who says so (experiment, user or log name), or (None, None).
-    Past MAX_HORIZON is refused: metrics by the hundred million rows."""
+    """The run's schedule steps and who says so, or (None, None); past MAX_HORIZON is refused."""
     if experiment:
         return preset.train.max_step, f"experiment {experiment} at preset {preset.name}"
     steps, said_by = (stated["steps"], "stated") if "steps" in stated else (None, None)
@@ -48,14 +46,12 @@ def horizon(path: Path, preset: Preset, stated: dict, experiment: str | None):
 
 
 def last_step(preset: Preset, steps: int | None) -> int:
-    """A log's last possible step: its horizon's (a log past it is no run of that horizon), else
-    its preset's."""
+    """A log's last possible step: its horizon's where known, else its preset's."""
     return preset.train.max_step if steps is None else steps
 
 
 def _status(evaluations: list[dict], preset: Preset, steps: int | None) -> tuple[str, str]:
-    """diverged (ends non-finite or AUDIT_GUARD_MARGIN above its best), completed (reaches a
-    known horizon) or stopped; and why."""
+    """diverged (as the audit's guard judges), completed (a known horizon reached) or stopped."""
     last = evaluations[-1]
     losses = (last["eval_train_loss"], last["eval_val_loss"])
     if not all(map(math.isfinite, losses)):
@@ -75,7 +71,6 @@ def _status(evaluations: list[dict], preset: Preset, steps: int | None) -> tuple
 
 
 def metric_rows(evaluations: list[dict], tokens_per_step: int) -> list[dict]:
-    """metrics.csv rows, one per step up to the log's last."""
     by_step = {e["step"]: e for e in evaluations}
     return [
         {"step": step, "tokens_seen": (step + 1) * tokens_per_step}
@@ -85,8 +80,7 @@ def metric_rows(evaluations: list[dict], tokens_per_step: int) -> list[dict]:
 
 
 def _refuse_foreign(out: Path) -> None:
-    """An import lands only in a new or empty folder or over an earlier import, never beside a
-    training run's files."""
+    """Refuse to import beside a training run's files: only into a new, empty or imported folder."""
     entries = {p.name for p in out.iterdir()} - {IMPORT_LOG}
     if not entries:
         return
@@ -108,8 +102,7 @@ def import_audit_log(
     experiment: str | None = None,
     stated: dict | None = None,
 ) -> RunRecord:
-    """One loss log -> out/metrics.csv and out/run.json (source "audit"), named as `experiment`
-    or the log's file name; the record."""
+    """One loss log -> out/metrics.csv and run.json (source "audit"); the record."""
     path, out = Path(path), Path(out)
     stated = check_stated(dict(stated or {}), f"the stated configuration of {path.name}")
     run = resolve_run(preset, experiments[experiment]) if experiment else None
@@ -156,7 +149,7 @@ def import_audit_log(
 
 
 def audit_logs(folder: str | Path) -> list[Path]:
-    """The loss logs of the audit's logs folder (attention-logit probes left out)."""
+    """The loss logs of the audit's logs folder, probes left out."""
     folder = Path(folder)
     if not folder.is_dir():
         raise AuditError(f"{folder}: no such folder (the audit's neurreps_writeup/logs/)")

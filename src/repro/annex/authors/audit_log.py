@@ -1,6 +1,4 @@
-"""One of the audit's loss logs (25simsa1/1beyond_query_linearity, neurreps_writeup/logs/), read
-and checked; its format and naming are in docs/authors.md. Its settings are in the audit's code,
-not the log: a user may state them (STATED_SCHEMA)."""
+"""One of the audit's loss logs (docs/authors.md), read and checked; what its user states of it."""
 
 from __future__ import annotations
 
@@ -40,7 +38,6 @@ def log_rows(path: Path) -> list[list[str]]:
 
 
 def is_probe(path: Path) -> bool:
-    """Whether a CSV of the logs folder is an attention-logit probe."""
     rows = log_rows(path)
     header = rows[0] if rows else []
     return header[:1] == ["step"] and all(PROBE_COLUMN.fullmatch(c) for c in header[1:])
@@ -57,8 +54,7 @@ def _loss(value: str, where: str, last: bool) -> float:
 
 
 def read_audit_log(path: str | Path, last_step: int) -> list[dict]:
-    """The checked evaluations of one loss log, {step, eval_train_loss, eval_val_loss} each. NaN
-    or infinity only in the last row (where a guard stopped a diverged run)."""
+    """A log's checked evaluations; non-finite only in the last row (a guard's stop)."""
     path = Path(path)
     rows = log_rows(path)
     if not rows or rows[0] != LOG_COLUMNS:
@@ -97,7 +93,6 @@ def read_audit_log(path: str | Path, last_step: int) -> list[dict]:
 
 
 def preset_of(log: Path) -> str:
-    """The preset of a log's scale, from its name's first word."""
     scale = log.stem.split("_")[0]
     if scale not in SCALES:
         known = ", ".join(f"{k}_* ({v})" for k, v in SCALES.items())
@@ -106,13 +101,11 @@ def preset_of(log: Path) -> str:
 
 
 def horizon_in_name(log: Path) -> int | None:
-    """The run's schedule steps where its name says them (`_180k`)."""
     words = [w for w in log.stem.split("_")[1:] if HORIZON.fullmatch(w)]
     return int(words[-1][:-1]) * 1000 if words else None
 
 
 def check_stated(stated, source: str) -> dict:
-    """A user's statement of a run's configuration, checked."""
     try:
         return validate(stated, STATED_SCHEMA, source)
     except ConfigError as e:
@@ -120,9 +113,7 @@ def check_stated(stated, source: str) -> dict:
 
 
 def check_workflow_keys(logs, runs: dict, stated: dict, experiments: Experiments, results) -> None:
-    """The workflow's keys audit_logs, audit_runs and audit_configs, checked before any job.
-    Here, not beside the import: the workflow calls this while parsing, which must not import
-    torch or TensorBoard."""
+    """The workflow's audit keys, checked while it parses: so, no torch or TensorBoard here."""
     if (runs or stated) and not logs:
         key = "audit_runs" if runs else "audit_configs"
         raise AuditError(f"{key} names logs, but audit_logs no folder")
@@ -147,7 +138,6 @@ def check_workflow_keys(logs, runs: dict, stated: dict, experiments: Experiments
 
 
 def _check_loss_log(folder: Path, log: str, key: str, logs) -> None:
-    """A log the workflow's `key` names: one of the folder's loss logs."""
     if not (folder / log).exists():
         raise AuditError(f"{key}: no log {log!r} in audit_logs ({logs})")
     if is_probe(folder / log):

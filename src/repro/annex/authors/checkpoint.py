@@ -29,8 +29,7 @@ AUTHORS_SIZES = ("n_layer", "num_heads", "n_embd", "mlp_hidden_size")  # model_a
 
 
 def authors_model_config(model_args: dict, path: Path) -> ModelConfig:
-    """The authors' `model_args` as ours. Their residual modes fold q = x + f(x)'s 1/2 into the
-    attention scale; ours scales q, so query_scale = scale * sqrt(head_size)."""
+    """Their `model_args` as ours: they fold x + f(x)'s 1/2 into `scale`, we scale q by it."""
     if not isinstance(model_args, Mapping):
         raise CheckpointError(f"{path}: model_args is a {type(model_args).__name__}, not a mapping")
     missing = [k for k in ("query_mode", *AUTHORS_SIZES) if k not in model_args]
@@ -90,7 +89,6 @@ def load_any_checkpoint(path: Path) -> tuple[GPT, int, str]:
 
 
 def authors_model(state: dict, path: Path) -> GPT:
-    """The model of an authors' checkpoint state read from `path`."""
     config, weights = authors_model_config(state["model_args"], path), state.get("model")
     if isinstance(weights, Mapping):
         weights = {
@@ -100,7 +98,6 @@ def authors_model(state: dict, path: Path) -> GPT:
 
 
 def authors_step(state: dict, path: Path) -> int:
-    """The step (`iter_num`) of an authors' checkpoint."""
     step = state.get("iter_num")
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise CheckpointError(f"{path}: iter_num is {step!r}, not a step (an integer from 0)")

@@ -1,5 +1,4 @@
-"""The authors' released runs (docs/specification.md §8, their layout) as run directories of
-ours, never trained."""
+"""The authors' released runs (docs/specification.md §8) as run directories of ours."""
 
 from __future__ import annotations
 
@@ -116,7 +115,6 @@ def _comparable(run: RunConfig, model_args: dict | None, path: Path) -> tuple[di
 
 
 def check_configuration(folder: Path, run: RunConfig, model_args: dict | None) -> None:
-    """Refuse an experiment that is not what their ckpt.pt says they trained."""
     ours, theirs = _comparable(run, model_args, folder / CHECKPOINT)
     differences = [d for d in identity_differences(theirs, ours) if not _close(d, theirs, ours)]
     if differences:
@@ -134,7 +132,6 @@ def _close(difference: str, theirs: dict, ours: dict) -> bool:
 
 
 def metric_rows(train_losses: torch.Tensor, evals: dict, run: RunConfig) -> list[dict]:
-    """metrics.csv rows, one per step up to the last logged or evaluated."""
     t, schedule, per_step = run.train, Schedule.of(run), run.tokens_per_step
     logged = [s for s, loss in enumerate(train_losses[:, 0].tolist()) if loss != 0]
     evaluated = {e * t.eval_interval for e in range(len(evals["val"])) if evals["val"][e, 0] > 0}
@@ -235,9 +232,7 @@ def checkpoint_table(
     experiments: Experiments,
     group: str = "table1",
 ) -> pd.DataFrame:
-    """Table 1 from the authors' checkpoints evaluated on our data (docs/authors.md): at each
-    one's own step and on the table step's sequences (their ckpt.pt is the step-60,000 model),
-    beside their logged and the paper's losses."""
+    """Table 1 from the authors' checkpoints evaluated on our data (docs/authors.md)."""
     rows = []
     for e in experiments.group(group):
         paths = {

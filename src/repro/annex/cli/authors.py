@@ -1,5 +1,4 @@
-"""The command line of the authors' artefacts, the audit's logs and `repro evidence`
-(docs/authors.md)."""
+"""The command line of the authors' artefacts and the audit's logs (docs/authors.md)."""
 
 from __future__ import annotations
 
@@ -67,7 +66,6 @@ def cmd_import_audit_log(args) -> None:
 
 
 def _stated(text: str | None, what: str) -> dict:
-    """--stated: a JSON object."""
     from repro.annex.authors.audit_log import AuditError
 
     stated = parse_json(text or "{}", "--stated", AuditError)

@@ -11,8 +11,7 @@ from repro.files import write_csv
 
 
 def reference_run(reference: Path, run, config_dir):
-    """REF as a run: a run directory as it is; an authors' out_config_* folder or an audit's .csv
-    log imported into a temporary folder."""
+    """REF as a run: a run directory, or an authors' folder or audit log imported to a temp one."""
     from repro.analysis.runs import read_run
     from repro.annex.authors import audit
     from repro.annex.authors import runs as authors

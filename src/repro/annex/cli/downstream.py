@@ -1,5 +1,4 @@
-"""`repro downstream` and `repro downstream-table`; lm-eval (the optional `downstream` extra) is
-imported only when one runs."""
+"""`repro downstream` and `downstream-table`; lm-eval (an extra) is imported only when used."""
 
 from __future__ import annotations
 

@@ -1,2 +1,1 @@
-"""Downstream tasks through lm-evaluation-harness (docs/downstream.md). Needs the `downstream`
-extra; nothing else in repro imports it."""
+"""Downstream tasks through lm-evaluation-harness (docs/downstream.md): the `downstream` extra."""

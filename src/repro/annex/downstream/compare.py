@@ -1,6 +1,4 @@
-"""The Table 1 configurations side by side on downstream tasks: results/downstream.csv
-(docs/downstream.md). The difference from the baseline is paired over the items both answered,
-which removes the items' own difficulty."""
+"""The Table 1 configurations on downstream tasks, paired item by item (docs/downstream.md)."""
 
 from __future__ import annotations
 
@@ -41,13 +39,11 @@ def paired_bootstrap(ours, base, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0
 
 
 def read_scores(result_dir: str | Path) -> tuple[dict, dict]:
-    """(lm-eval's results, per-item scores) that repro downstream wrote."""
     result_dir = Path(result_dir)
     return read_json(result_dir / RESULTS_JSON), read_json(result_dir / ITEMS_JSON)
 
 
 def compare(result_dirs: dict[str, str | Path], baseline: str) -> pd.DataFrame:
-    """The table from each experiment's result folder."""
     read = {name: read_scores(path) for name, path in result_dirs.items()}
     base_items = read[baseline][1] if baseline in read else {}
     rows = []

@@ -1,5 +1,4 @@
-"""Our GPT as an lm-evaluation-harness model, registered as "repro" (docs/downstream.md). An
-empty context is the end-of-text token, as in GPT-2's evaluations."""
+"""Our GPT as an lm-evaluation-harness model, registered as "repro" (docs/downstream.md)."""
 
 from __future__ import annotations
 
@@ -68,8 +67,7 @@ class ReproLM(TemplateLM):
         return self.encoding.decode(tokens)
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs):
-        """(log P(continuation | context), is it greedy) per request, in request order. Too-long
-        inputs keep their last tokens; longest first, so that a batch pads little."""
+        """(log P(continuation | context), is greedy) per request; longest first: less padding."""
         order = sorted(range(len(requests)), key=lambda i: -len(requests[i][1] + requests[i][2]))
         answers = [None] * len(requests)
         for start in range(0, len(order), self.batch_size):

@@ -1,5 +1,4 @@
-"""Running lm-eval tasks on a ReproLM: its result JSON, per-item scores and one line per task.
-Hub tasks need a network on first use; an --include-path YAML task works offline."""
+"""Running lm-eval tasks on a ReproLM: its result JSON, per-item scores, one line per task."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ SCORED_OUTPUT_TYPES = ("multiple_choice", "loglikelihood", "loglikelihood_rollin
 
 
 def load_tasks(names: list[str], include_path: str | Path | None = None) -> TaskManager:
-    """lm-eval's tasks and include_path's, each named one checked: it exists, is scored by
-    log-likelihood, and its data load."""
+    """lm-eval's and include_path's tasks, each checked: it exists, is log-likelihood, loads."""
     manager = TaskManager(include_path=str(include_path) if include_path else None)
     unknown = [name for name in names if name not in manager.all_tasks]
     if unknown:
@@ -67,8 +65,7 @@ def run_tasks(
     limit: int | None = None,
     num_fewshot: int | None = None,
 ) -> dict:
-    """Evaluate `lm` on the tasks; write out_dir/results.json and items.json; the results without
-    the samples."""
+    """Evaluate `lm` on the tasks into out_dir/results.json and items.json."""
     out_dir = make_dir(out_dir)  # before the evaluation, which a folder that cannot be made loses
     results = simple_evaluate(
         model=lm,
@@ -86,8 +83,7 @@ def run_tasks(
 
 
 def item_scores(samples: dict) -> dict:
-    """task -> metric -> each item's score (by doc_id), for per-item metrics (not perplexity,
-    whose items hold tuples)."""
+    """task -> metric -> each item's score, for per-item metrics (acc, acc_norm)."""
     scores = {}
     for task, logged in samples.items():
         logged = sorted(logged, key=lambda s: s["doc_id"])
@@ -103,8 +99,6 @@ def _is_number(value) -> bool:
 
 
 def task_metrics(metrics: dict) -> list[tuple[str, float, float | None]]:
-    """(metric, value, standard error or None) of a task's numeric metrics, without lm-eval's
-    bookkeeping."""
     scored = []
     for key, value in metrics.items():
         metric, _, filter_name = key.partition(",")
@@ -117,7 +111,6 @@ def task_metrics(metrics: dict) -> list[tuple[str, float, float | None]]:
 
 
 def summary_lines(results: dict) -> list[str]:
-    """One line per task: metrics with standard errors, item count and anchor."""
     lines = []
     for task, metrics in results["results"].items():
         shown = [

@@ -1,6 +1,4 @@
-"""`repro bench`: training-step time, throughput and MFU of each experiment on this device
-(docs/performance.md). The steps are the training loop's own on random tokens, so no data files
-are needed; a configuration out of device memory is reported and skipped."""
+"""`repro bench`: training-step time, throughput and MFU per experiment (docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -33,8 +31,7 @@ def device_name(device: torch.device) -> str:
 
 
 def random_batches(run: RunConfig, rows: int, seed: int = 0) -> Batches:
-    """Random-token batches with the preset's shapes at the run's training micro-batch, one row
-    per step."""
+    """Random-token batches of the preset's shapes at the run's training micro-batch."""
     rng = np.random.default_rng(seed)
     tokens = rng.integers(0, 50257, 1 << 20, dtype=np.uint16)
     starts = rng.integers(0, tokens.size - run.model.block_size - 1, (rows, run.train.batch_size))
@@ -127,13 +124,11 @@ def _category(name: str) -> str:
 
 
 def profile_step(run_step, device: torch.device) -> dict[str, float]:
-    """Seconds of one optimiser step by category."""
     cuda = device.type == "cuda"
     activities = [torch.profiler.ProfilerActivity.CPU]
     activities += [torch.profiler.ProfilerActivity.CUDA] if cuda else []
     if not torch.cuda.is_available():
-        # A CUDA build's profiler logs a false gpuGetDeviceCount error on a CPU; a user's level is
-        # kept.
+        # A CUDA profiler logs a false gpuGetDeviceCount error on a CPU; a user's level is kept.
         os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # above kineto's ERROR (4)
     # acc_events: one cycle, without the warning that a second would drop the events.
     with torch.profiler.profile(activities=activities, acc_events=True) as prof:
@@ -160,8 +155,7 @@ def bench(
     peak: float | None = None,
     breakdown: bool = False,
 ) -> dict:
-    """Time every run at every micro-batch (default: training's); each run's fastest is its
-    result."""
+    """Time every run at every micro-batch; each run's fastest is its result."""
     peak = peak or (known_peak_flops(device_name(device)) if device.type == "cuda" else None)
     rows = []
     for run in runs:
@@ -201,7 +195,6 @@ def bench(
 
 
 def step_time_ratios(fastest: list[dict], baseline: str) -> dict[str, float]:
-    """Each residual_gelu experiment's step time over the baseline's."""
     base = next((r for r in fastest if r["experiment"] == baseline), None)
     if base is None:
         return {}

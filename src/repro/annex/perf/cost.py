@@ -32,8 +32,6 @@ def model_size(config: ModelConfig) -> dict:
 
 
 def check_bench_report(report, source) -> None:
-    """Refuse what is not a `repro bench --json` report, naming `source` and what is wrong."""
-
     def refuse(why: str):
         raise ConfigError(f"{source}: not a `repro bench --json` report ({why})")
 
@@ -56,8 +54,7 @@ def check_bench_report(report, source) -> None:
 
 
 def bench_throughput(report: dict, run: RunConfig) -> tuple[float, str]:
-    """Tokens/s of run's model from a bench report, and its origin: the fastest timing of the
-    same model, or else the FLOP rate of the model with another MLP width."""
+    """Tokens/s of run's model from a bench report (else its FLOP rate at another width); origin."""
     config = asdict(run.model)
     fastest = lambda rows: max(rows, key=lambda r: r["tokens_per_s"])
     # An older report timed a newer model option at its default.
@@ -90,8 +87,7 @@ def describe(
     bench: dict | None = None,
     seeds: int = 1,
 ) -> dict:
-    """Sizes and costs of one run and of `seeds` seeds; GPU-hours from a bench report or
-    throughput, else MFU."""
+    """Sizes and costs of a run and of `seeds` seeds; GPU-hours from a bench report, else MFU."""
     if seeds < 1:
         raise ConfigError(f"seeds {seeds}: at least 1")
     size = model_size(run.model)

@@ -18,8 +18,6 @@ from repro.training.loop import make_model
 
 
 def default_experiments(experiments: Experiments, group: str = "table1") -> list:
-    """The baseline, then the first experiment of each other query mode; an untrained mode gets
-    the baseline's (optimiser settings play no part in inference)."""
     base = experiments[experiments.baseline]
     chosen = {base.query_mode: base}
     for e in experiments.group(group) + [experiments["identity"]]:
@@ -49,8 +47,7 @@ def _time_round(model: GPT, idx: torch.Tensor, decode_tokens: int, device: torch
     cache = KVCache(model.config.n_layer, model.config.block_size)
     model(idx, cache=cache, last_only=True)  # the prefill: the last position's logits only
     prefilled = _clocks(device)
-    # Rewound keys and values are exactly the shorter prompt's prefill (causality). Greedy argmax
-    # stays on the device: no sync.
+    # Rewound keys and values equal the shorter prompt's prefill; argmax stays on device: no sync.
     cache.length = start = idx.shape[1] - decode_tokens
     model.generate(idx[:, start : start + 1], decode_tokens, temperature=0, cache=cache)
     decoded = _clocks(device)
@@ -77,9 +74,7 @@ def inference_bench(
     repeats: int = 3,
     batch: int = 1,
 ) -> dict:
-    """Per run: prefill of `context` tokens, decode of its last `decode_tokens`. Rounds
-    interleave the models so that the machine's drift falls on all alike; ratios are the median
-    of round-paired ones."""
+    """Prefill and decode per run, in interleaved rounds so drift falls on all; median ratios."""
     block = runs[0].model.block_size
     context = context or block
     if not decode_tokens < context <= block:
