@@ -1,11 +1,4 @@
-"""The package's model as a transformers model: what an export of any query mode but GPT-2's
-linear one carries beside its weights (config.json's auto_map names it), for
-AutoModelForCausalLM.from_pretrained(FOLDER, trust_remote_code=True) without repro installed.
-
-The network is the package's own GPT (model.py, copied beside this file with the modules it
-imports: repro.sizes); this file adds what transformers expects around it: a configuration class,
-the embeddings' accessors, the tied weights, and outputs with logits and a loss.
-"""
+"""The package's model as a transformers model (trust_remote_code), for exports (docs/models.md)."""
 
 import torch.nn.functional as F
 from transformers import GenerationMixin, PreTrainedConfig, PreTrainedModel
@@ -16,7 +9,7 @@ from .sizes import ModelSizes
 
 
 class ReproConfig(ModelSizes, PreTrainedConfig):
-    """repro.config.ModelConfig's fields (the same defaults), as a transformers configuration."""
+    """repro.config.ModelConfig's fields and defaults, as a transformers configuration."""
 
     model_type = "repro"
     # The names other tools read (lm-eval's context length, transformers' generation).
@@ -76,8 +69,7 @@ class ReproForCausalLM(PreTrainedModel, GenerationMixin):
         return self.model.lm_head
 
     def forward(self, input_ids, attention_mask=None, labels=None, **kwargs):
-        """Logits (B, T, vocab); with labels (B, T), also their mean cross-entropy, each position
-        predicting the next one's label (-100: not scored), as transformers' causal LMs do."""
+        """Logits; with labels, also the mean next-token cross-entropy (-100: not scored)."""
         if attention_mask is not None and not bool(attention_mask.all()):
             raise ValueError(
                 "attention_mask masks tokens: the model attends to every earlier position, so "
@@ -92,6 +84,5 @@ class ReproForCausalLM(PreTrainedModel, GenerationMixin):
         return CausalLMOutput(loss=loss, logits=logits)
 
     def prepare_inputs_for_generation(self, input_ids, **kwargs):
-        # No key/value cache through transformers: each new token's forward reads the whole
-        # sequence (the package's own GPT.generate keeps one).
+        # No key/value cache through transformers: each new token reads the whole sequence.
         return {"input_ids": input_ids}

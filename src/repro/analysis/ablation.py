@@ -1,10 +1,4 @@
-"""The query ablation (docs/ablation.md): which part of the nonlinear query makes its gain?
-
-Group `query_ablation` trains ten arms (a query mode, with or without qk_norm and a gate on the
-attention output). Each arm is represented by its best setting, chosen as the tuning comparison
-chooses (repro.analysis.tuning), and paired seed by seed with the best linear arm; four questions
-(CLAIMS) are answered from pairs of arms.
-"""
+"""The query ablation (docs/ablation.md): which part of the nonlinear query makes its gain?"""
 
 from __future__ import annotations
 
@@ -18,12 +12,11 @@ from repro.analysis.tuning import Settings, settings
 from repro.config import Experiment, Preset, load_config
 
 GROUP = "query_ablation"
-# An arm: a query mode, with (True) or without the model option qk_norm, and its attention_gate.
+# An arm: a query mode, with (True) or without qk_norm, and its attention_gate.
 Arm = tuple[str, bool, str | None]
 REFERENCE: Arm = ("linear", False, None)  # what every arm of the table is paired with
 # (claim, the arm that should be ahead, the arm it is compared with)
 CLAIMS: list[tuple[str, Arm, Arm]] = [
-    # the same residual bottleneck with both norms, without its GELU
     (
         "the gain needs the nonlinearity",
         ("residual_gelu", False, None),
@@ -36,8 +29,7 @@ CLAIMS: list[tuple[str, Arm, Arm]] = [
         ("residual_gelu", False, None),
         ("linear", True, None),
     ),
-    # W_Q's d^2 parameters a layer moved to a gate on the attention output (gated attention, Qiu
-    # et al. 2025): the same parameters, another nonlinearity
+    # W_Q's d^2 parameters moved to an attention-output gate (Qiu et al. 2025): another nonlinearity
     (
         "the nonlinear query beats the parameter-matched gate",
         ("residual_gelu", False, None),
@@ -80,10 +72,7 @@ def arm_name(arm: Arm) -> str:
 
 @dataclass(frozen=True)
 class Ablation:
-    """The ablation at one preset: `table` (one row per arm, its best setting paired with the
-    best linear arm's), `settings` (every setting of the group, as repro.analysis.tuning's table),
-    `members` (arm -> its experiments) and `missing` (runs, as seed<k>/<experiment>, with neither
-    a loss at the table step nor a divergence)."""
+    """The ablation at one preset; `missing`: runs with no table-step loss and no divergence."""
 
     table: pd.DataFrame
     settings: Settings
@@ -92,16 +81,14 @@ class Ablation:
     preset: Preset
 
     def best(self, arm: Arm) -> str | None:
-        """The arm's best setting (None while no setting of it is complete)."""
+        """The arm's best setting (None while none is complete)."""
         row = self.table[self.table["arm"] == arm_name(arm)]
         return None if row.empty or pd.isna(row["best"].iloc[0]) else row["best"].iloc[0]
 
     def compare(self, ours: Arm, reference: Arm) -> pd.Series:
-        """The best of `ours` paired with the best of `reference` (repro.analysis.seeds)."""
         return paired_difference(self.settings.losses, self.best(ours), self.best(reference))
 
     def missing_of(self, *arms: Arm) -> list[str]:
-        """The missing runs among the arms' settings."""
         names = {name for arm in arms for name in self.members.get(arm, [])}
         return [run for run in self.missing if run.rsplit("/", 1)[-1] in names]
 
@@ -112,7 +99,6 @@ def ablation(
     seeds: int = 1,
     config_dir: str | Path | None = None,
 ) -> Ablation:
-    """The query ablation from the runs of seeds 0..seeds-1 under runs_dir."""
     preset, experiments = load_config(preset, config_dir)
     members = experiments.group(GROUP)
     result = settings(runs_dir, preset, seeds, config_dir, members)

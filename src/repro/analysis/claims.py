@@ -1,11 +1,4 @@
-"""The text's claims (docs/specification.md §4), checked against the runs that exist.
-
-Which experiments play which role (the baseline, the larger linear control, the unstable baseline)
-is data: `baseline` and `claims` in the experiments file. Over several seeds
-(repro.analysis.seeds) one configuration beats another only where the 95% interval of the
-paired relative improvement lies above zero; where it spans zero the claim is "not
-distinguishable at N seeds".
-"""
+"""The text's claims (docs/specification.md §4.3), checked against the runs that exist."""
 
 from __future__ import annotations
 
@@ -32,8 +25,7 @@ CLAIM_COLUMNS = ["claim", "experiment", "holds", "detail", "group"]  # group: wh
 
 
 def verdicts_caveat(preset: Preset, config_dir: str | Path | None = None) -> str:
-    """The preset's scale caveat (repro.analysis.results.scale_caveat) and what it means for a
-    verdict: below the paper's scale a claim that holds is no evidence for the paper's."""
+    """The scale caveat: below the paper's scale, a claim that holds is no evidence for it."""
     caveat = scale_caveat(preset, config_dir)
     return caveat and (
         f"{caveat}; so these verdicts are not evidence for or against the paper's claims: at "
@@ -43,8 +35,7 @@ def verdicts_caveat(preset: Preset, config_dir: str | Path | None = None) -> str
 
 
 def _early_limit(preset: Preset) -> int:
-    """The last step that counts as 'early': the end of warm-up, or the first evaluation after
-    step 0 if warm-up ends before it (the smoke preset evaluates every 20 steps, warms up 10)."""
+    """The last 'early' step: warm-up's end, or the first evaluation if later (smoke's case)."""
     return max(preset.train.warmup_steps, preset.train.eval_interval)
 
 
@@ -83,8 +74,7 @@ def _beats_control(name: str, control: str, by_seed: BySeed, step: int) -> tuple
 
 
 def _equal_rate_claim(name: str, linear: str, by_seed: BySeed, step: int) -> tuple:
-    """(claim, holds, detail): the nonlinear query against the linear query at its own learning
-    rate and weight decay, the comparison its gap over the baseline mixes with the rate's."""
+    """(claim, holds, detail) against the linear query at the same rate and weight decay."""
     claim = f"beats the linear query at its learning rate ({linear})"
     pairs = paired(by_seed, name, linear)
     if not pairs:
@@ -95,8 +85,7 @@ def _equal_rate_claim(name: str, linear: str, by_seed: BySeed, step: int) -> tup
 def _nonlinear_claims(
     name: str, by_seed: BySeed, experiments: Experiments, preset: Preset
 ) -> list[tuple]:
-    """(claim, holds, detail) for one nonlinear experiment of Table 1, over the seeds that have
-    both it and the baseline (or the control, or the linear query at its learning rate)."""
+    """(claim, holds, detail) for one nonlinear Table 1 experiment, over seeds with both."""
     base, control = experiments.baseline, experiments.claims["larger_control"]
     beats, beats_control, early = (
         "beats baseline at every evaluation",
@@ -154,31 +143,8 @@ def check_claims(
     divergence_step: int | None = None,
     seeds: int = 1,
 ) -> pd.DataFrame:
-    """One row per (claim, experiment): holds (True/False, or None when the runs needed are
-    missing or, over several seeds, when the paired 95% interval includes zero: "not
-    distinguishable at N seeds") and a detail line. Over seeds 0..seeds-1 a comparison holds only
-    where the interval of its paired relative improvement excludes zero; with one seed, where the
-    improvement is positive (the paper's single run). The claims, for each residual_gelu
-    experiment of Table 1:
-      - it beats the baseline at every evaluation from the first after step 0 to the table step;
-      - it beats the larger linear control at the table step;
-      - it beats the linear query at its own learning rate and weight decay, where the
-        experiments file has one (repro.analysis.results.equal_rate_arms), at the table step;
-      - its largest relative gain over the baseline (mean over seeds) comes early (by the end of
-        warm-up).
-    And, if it was trained: the unstable baseline diverges before `divergence_step`
-    (20k on the paper preset; default: a third of the preset's max_step). And, from the tuning
-    comparison (repro.analysis.tuning): the best nonlinear setting beats the best-tuned baseline
-    and the best-tuned larger control; while a run of group `tuning` is missing, the detail lists
-    the missing runs instead. And, from the query ablation (repro.analysis.ablation): the gain
-    needs the nonlinearity, survives QK-norm, beats the best-tuned stabilised baseline and the
-    parameter-matched gate; each names the missing runs of its two arms while any is missing.
-    And, from decay to zero (repro.analysis.decay): the best nonlinear rate beats the best linear
-    baseline's, both decaying to zero and read at their last evaluation. And, from version 3's
-    recipe (repro.analysis.v3): its best nonlinear setting beats the baseline, the linear query on
-    the same recipe and the best decay-to-zero baseline, and is worth more than 30% more
-    non-embedding parameters (not testable while the widest control is narrower and behind it).
-    """
+    """One row per (claim, experiment), holding where the paired 95% interval excludes zero (one
+    seed: the gain is positive); the claims: docs/specification.md §4.3."""
     preset, experiments = load_config(preset, config_dir)
     nonlinear = [e.name for e in experiments.group("table1") if e.query_mode == "residual_gelu"]
     unstable = experiments.claims["unstable"]

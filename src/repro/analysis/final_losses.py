@@ -1,7 +1,4 @@
-"""A group's settings side by side: each one's validation loss where its table reads it, with
-its 95% interval over seeds, or a point per seed where there are fewer than three (an interval
-from two seeds is too wide to read). The table and the per-seed losses are a group's as
-repro.analysis.tuning.settings gives them (the ablation, decay to zero, version 3)."""
+"""A group's settings' validation losses: 95% intervals, or points per seed below three."""
 
 from __future__ import annotations
 
@@ -12,9 +9,7 @@ MIN_SEEDS_FOR_INTERVAL = 3
 
 
 def final_losses(table: pd.DataFrame, losses: pd.DataFrame, title: str):
-    """One row per setting of `table` (experiment, val_loss_mean, _ci_low, _ci_high, n_seeds,
-    step, best; each model's best in bold) against the loss of each seed in `losses` (one column
-    per experiment); a setting with no loss has an empty row."""
+    """One row per setting of `table` (each model's best in bold) against each seed's loss."""
     fig, ax = plt.subplots(figsize=(8, 0.32 * len(table) + 1.4))
     for i, row in enumerate(table.itertuples()):
         if row.n_seeds >= MIN_SEEDS_FOR_INTERVAL:

@@ -1,11 +1,4 @@
-"""The figures (docs/specification.md §4), drawn from runs read by repro.analysis.runs; what
-they draw is computed in repro.analysis.figure_data, how it looks is repro.analysis.styles.
-
-The notebooks call these.
-
-Every figure titles its preset: a smoke figure and a paper figure are never mistaken for each other.
-Solid lines are validation, dashed lines training (the periodic evaluation losses), as in the paper.
-"""
+"""The figures (docs/specification.md §4); each titles its preset, never mistaken for another's."""
 
 from __future__ import annotations
 
@@ -41,9 +34,7 @@ from repro.config import Preset, load_config
 def _draw_authors(
     top, bottom, runs: dict, baseline: str, colors: dict, window, whose: str = "authors' run"
 ) -> None:
-    """Imported runs in Figure 1 (the authors', or the audit's: `whose`): their losses on top,
-    improvements over their baseline below (where they have it), in wide pale lines of our
-    colours, labelled "(authors' run)", "(audit's run)" or figure_data.STATED."""
+    """Imported runs (`whose`: the authors' or the audit's) in Figure 1, wide and pale."""
     if not runs:
         return
     losses = loss_curves(runs, first_step=window[0], last_step=window[1])
@@ -71,8 +62,6 @@ def _draw_authors(
 
 
 def _mark_off_course(top, off: dict[str, pd.DataFrame], whose: str = "authors'") -> None:
-    """A red cross on our validation curve at each step where it leaves a reference run's band
-    (figure_data.off_course)."""
     marked = False
     for steps in off.values():
         top.plot(
@@ -97,16 +86,7 @@ def figure1(
     audit_runs_dir: str | Path | None = None,
     audit_logs_dir: str | Path | None = None,
 ):
-    """Figure 1: training dynamics of the Table 1 runs. Top: evaluation losses (solid val, dashed
-    train). Bottom: relative improvement over the baseline per evaluation step. Over several
-    seeds: mean curves, with a band around validation's (and the relative improvement paired
-    with the baseline seed by seed, repro.analysis.seeds): the 95% t-interval over seeds, the
-    seeds' range below INTERVAL_SEEDS seeds (repro.analysis.styles); the title says which.
-    Runs imported from the authors' artefacts (authors_runs_dir), if any, are drawn beside ours,
-    and a red cross marks each step where our validation loss leaves their band; so are the
-    audit's logs imported as our experiments (audit_runs_dir, repro.annex.authors.audit). The logs
-    imported at the preset (audit_logs_dir) whose stated configuration is an experiment's are
-    drawn beside it (losses only, labelled figure_data.STATED); the legend counts the unknown."""
+    """Figure 1: Table 1's losses above, relative improvement below; imported runs beside ours."""
     apply_theme()
     preset, experiments = load_config(preset, config_dir)
     names = [e.name for e in experiments.group("table1")]
@@ -174,9 +154,7 @@ def figure1(
 
 
 def _state_caveat(fig, preset: Preset, config_dir: str | Path | None) -> None:
-    """On the image itself, above everything, where the preset is not at the paper's scale: a
-    figure copied out of the report (a slide, a chat) still says its numbers cannot test the
-    paper."""
+    """The scale caveat on the image itself: a copied figure keeps it."""
     caveat = scale_caveat(preset, config_dir)
     if caveat:
         fig.suptitle(caveat[0].upper() + caveat[1:], color="#B00000", fontsize="medium")
@@ -188,9 +166,7 @@ def figure2(
     config_dir: str | Path | None = None,
     authors_runs_dir: str | Path | None = None,
 ):
-    """Figure 2: relative validation improvement over the baseline of the sweep (group figure2):
-    nonlinear configurations one colour each (in order of learning rate), MLP-widened linear
-    controls in grey dashes; the authors' imported runs, if any, in wide pale lines beside."""
+    """Figure 2: the sweep's relative improvement; MLP-widened controls in grey dashes."""
     apply_theme()
     preset, experiments = load_config(preset, config_dir)
     members = experiments.group("figure2")
@@ -261,9 +237,7 @@ def figure2(
 
 
 def run_curves(runs: Run | dict[str, Run], title: str | None = None):
-    """Runs overlaid (one, or a dict label -> Run as read by runs.read_run_list): per-step
-    training loss (thin, pale), evaluation losses (solid validation, dashed training) and the
-    learning rate, one colour per run; the legend beside the axes, never over a curve."""
+    """Runs overlaid: training, evaluation losses and learning rate; the legend beside the axes."""
     apply_theme()
     runs = {runs.name: runs} if isinstance(runs, Run) else runs
     fig, (loss_ax, lr_ax) = plt.subplots(

@@ -1,7 +1,4 @@
-"""Table 1 (docs/specification.md §3) from the runs of a preset: each experiment's loss at the
-table step, its relative improvement over the baseline, the paper's numbers beside them, and the
-words that say when a preset's numbers cannot test the paper.
-"""
+"""Table 1 (docs/specification.md §3) from a preset's runs, beside the paper's numbers."""
 
 from __future__ import annotations
 
@@ -39,8 +36,7 @@ TABLE1_COLUMNS = [
 def recorded_configuration(
     experiment: Experiment, run: Run | None, preset: Preset
 ) -> tuple[dict, str]:
-    """The experiment's settings as the run recorded them (as the experiments file has them where
-    there is no run), and the keys in which the run differs from the files now ("" if none)."""
+    """The experiment's settings as its run recorded them, and where the files now differ."""
     current = {
         "query_mode": experiment.query_mode,
         "mlp_ratio": experiment.mlp_ratio,
@@ -58,9 +54,7 @@ def recorded_configuration(
 
 
 def run_differences(run: Run, experiment: Experiment, preset: Preset) -> list[str]:
-    """What the run recorded that `experiment` at `preset` (the files as they are now) is not:
-    another experiment's run.json in its folder, or settings edited since it was trained. Empty
-    where the run stands for the experiment; every table that reads runs checks this."""
+    """What the run recorded that `experiment` now is not; every table reading runs checks this."""
     named = run.record.experiment
     other = [] if named == experiment.name else [f"experiment: {named!r} -> {experiment.name!r}"]
     now = resolve_run(preset, experiment).identity()
@@ -68,8 +62,7 @@ def run_differences(run: Run, experiment: Experiment, preset: Preset) -> list[st
 
 
 def scale_caveat(preset: Preset, config_dir: str | Path | None = None) -> str:
-    """Empty for a preset at the paper's scale (its model and training as the `paper` preset's),
-    else the words that say its numbers cannot test the paper, to print next to them."""
+    """ "" at the paper's scale, else the words that say the numbers cannot test the paper."""
     paper = load_preset("paper", config_dir)
     if (preset.model, preset.train) == (paper.model, paper.train):
         return ""
@@ -92,9 +85,7 @@ def scale_caveat(preset: Preset, config_dir: str | Path | None = None) -> str:
 
 
 def equal_rate_arms(experiments: Experiments, names: list[str]) -> dict[str, str]:
-    """For each of `names` that differs from the baseline in its query alone and in its learning
-    rates, the linear query trained at its rates and weight decay where the experiments file has
-    one: its gap at equal learning rate, which a small preset cannot tell from the rate's gain."""
+    """The linear query at each nonlinear one's rates: a small preset confounds query and rate."""
     base = experiments[experiments.baseline]
     linear = {}
     for e in experiments.by_name.values():
@@ -112,9 +103,7 @@ def equal_rate_arms(experiments: Experiments, names: list[str]) -> dict[str, str
 
 
 def table1_experiments(preset: Preset, experiments: Experiments, group: str = "table1") -> list:
-    """The experiments of a group's Table 1; where the preset asks (report.equal_rate: the small
-    presets), also the linear query at each nonlinear query's learning rate (equal_rate_arms):
-    there the rate alone can make the nonlinear query's gap. The paper preset's is the paper's."""
+    """A group's Table 1 experiments, plus equal_rate_arms where report.equal_rate asks."""
     members = experiments.group(group)
     if not preset.report.equal_rate:
         return members
@@ -124,8 +113,7 @@ def table1_experiments(preset: Preset, experiments: Experiments, group: str = "t
 
 
 def equal_rate_caveat(table: pd.DataFrame, experiments: Experiments) -> str:
-    """Words that set each nonlinear query's gap over the baseline beside its gap over the linear
-    query at its own learning rate, where Table 1 has both ("" where it has none)."""
+    """Each nonlinear query's gap over the baseline beside its gap at equal learning rate."""
     losses = table.set_index("experiment")["val_loss"]
     said, base = [], experiments.baseline
     for name, linear in equal_rate_arms(experiments, list(losses.index)).items():
@@ -143,9 +131,7 @@ def equal_rate_caveat(table: pd.DataFrame, experiments: Experiments) -> str:
 def table1_row(
     experiment: Experiment, run: Run | None, preset: Preset, baseline_loss: float
 ) -> dict:
-    """One row of Table 1: the configuration the run was trained with, its loss at the table
-    step, the paper's numbers; config_differences names what the configuration files now say
-    otherwise (the run was trained before an edit: retrain it to report the new setting)."""
+    """One row of Table 1; config_differences: what the files now say otherwise (retrain)."""
     step = preset.report.table_step
     loss = run.loss_at(step) if run is not None else math.nan
     params = run.record.params if run is not None else {}
@@ -173,14 +159,7 @@ def table1(
     config_dir: str | Path | None = None,
     authors_runs_dir: str | Path | None = None,
 ) -> pd.DataFrame:
-    """Table 1 (§3) from the runs under runs_dir: one row per experiment of the group.
-
-    The loss is the validation evaluation at the preset's report.table_step (59,000 on the paper
-    preset, the last evaluation on smoke); NaN where the run has no evaluation there
-    (missing, or diverged before it). With authors_runs_dir (runs imported from the authors'
-    artefacts, repro.annex.authors.runs), their loss and relative improvement stand in authors_*
-    columns.
-    """
+    """Table 1, one row per experiment: the validation loss at report.table_step."""
     if authors_runs_dir is not None:
         table = table1(runs_dir, preset, group, config_dir)
         theirs = table1(authors_runs_dir, preset, group, config_dir)
@@ -201,7 +180,7 @@ def table1(
 
 
 def table_frame(table: pd.DataFrame) -> pd.DataFrame:
-    """Table 1 formatted for reading: percentages, 4-decimal losses, exact parameter counts."""
+    """Table 1 for reading: percentages, 4-decimal losses, exact parameter counts."""
     out = table.copy()
     for col in ("rel_improvement", "paper_rel_improvement"):
         out[col] = out[col].map(lambda v: "" if pd.isna(v) else f"{v:.2%}")

@@ -1,10 +1,4 @@
-"""Run directories, read: a run's metrics and record (Run), the runs of a folder, and where each
-stands.
-
-A run directory (results/runs/<preset>/<experiment>/, repro.rundir) holds metrics.csv, one row per
-optimiser step whose eval_* columns are filled at evaluation steps only, and run.json, what was run
-and how it ended. Everything here reads those two files; nothing trains or plots.
-"""
+"""Run directories (repro.rundir), read; nothing here trains or plots."""
 
 from __future__ import annotations
 
@@ -47,20 +41,19 @@ class Run:
         return self.record.status
 
     def evals(self) -> pd.DataFrame:
-        """The evaluation rows only (step, eval_train_loss, eval_val_loss, ...), indexed by step."""
         evals = self.metrics.dropna(subset=["eval_val_loss"])
         return evals.set_index("step")[
             ["eval_train_loss", "eval_train_std", "eval_val_loss", "eval_val_std"]
         ]
 
     def loss_at(self, step: int, split: str = "val") -> float:
-        """The evaluation loss at `step` (NaN if the run has no evaluation there)."""
+        """The evaluation loss at `step` (NaN where there is none)."""
         evals = self.evals()
         return float(evals.at[step, f"eval_{split}_loss"]) if step in evals.index else math.nan
 
 
 def read_run(run_dir: str | Path) -> Run:
-    """Read metrics.csv and run.json of a run directory (its live/ folder while it trains)."""
+    """Read a run directory (its live/ folder while it trains)."""
     run_dir = files_dir(run_dir)
     record = read_record(run_dir)
     if not (run_dir / METRICS_CSV).exists():
@@ -69,9 +62,7 @@ def read_run(run_dir: str | Path) -> Run:
 
 
 def read_metrics(path: Path) -> pd.DataFrame:
-    """metrics.csv, checked: its header, then one row per step from 0, each value a number.
-
-    A last line without its newline is one being written (a run in progress): left out."""
+    """metrics.csv, checked; a last line without its newline is being written: left out."""
     try:
         text = read_regular(path, METRICS_BYTES, RunError, "a metrics file").decode("utf-8")
     except UnicodeDecodeError as e:
@@ -80,8 +71,7 @@ def read_metrics(path: Path) -> pd.DataFrame:
         raise RunError(f"{path}: not a metrics file (no header {METRICS_COLUMNS[0]},...)")
     metrics = pd.read_csv(io.StringIO(text[: text.rfind("\n") + 1]), dtype=str)
     numbers = metrics.apply(pd.to_numeric, errors="coerce")
-    # A value that parsed to NaN is bad unless it was written "nan" (a diverged loss): only those
-    # few cells are looked at, not every cell of every column.
+    # NaN is bad unless written "nan" (a diverged loss): only those few cells are looked at.
     suspect = zip(*(numbers.isna().to_numpy() & metrics.notna().to_numpy()).nonzero())
     bad = [(row, col) for row, col in suspect if metrics.iat[row, col].lower() != "nan"]
     if bad:
@@ -101,17 +91,14 @@ def read_metrics(path: Path) -> pd.DataFrame:
 
 
 def read_runs(runs_dir: str | Path, names: list[str]) -> dict[str, Run]:
-    """The runs of `names` under runs_dir (results/runs/<preset>/), those in progress too;
-    missing ones are left out."""
+    """The runs of `names` under runs_dir, those in progress too; missing ones left out."""
     return {
         name: read_run(Path(runs_dir) / name) for name in names if has_run(Path(runs_dir) / name)
     }
 
 
 def read_run_list(runs_dir: str | Path, runs: str | Path | list) -> dict[str, Run]:
-    """The runs a user lists (one, or a list), keyed by what was written: each a folder under
-    runs_dir (`baseline`, `seed1/baseline`) or else the path of any run folder (the authors'
-    imported runs, another preset's). A run that is in neither place is an error."""
+    """The runs a user lists: folders under runs_dir or any run folder's path, else an error."""
     listed = [runs] if isinstance(runs, (str, Path)) else list(runs)
     picked = {}
     for entry in listed:
@@ -127,11 +114,8 @@ def read_run_list(runs_dir: str | Path, runs: str | Path | list) -> dict[str, Ru
 
 
 def evals_table(runs: dict[str, Run]) -> pd.DataFrame:
-    """The evaluations of several runs, one row per run and evaluation step."""
     return pd.concat({label: run.evals() for label, run in runs.items()}, names=["run"])
 
 
 def list_runs(runs_dir: str | Path, names: list[str] | None = None) -> pd.DataFrame:
-    """Every run under runs_dir (results/runs/<preset>/), or those of `names`, those in progress
-    too: one row each of where it stands (repro.analysis.status.run_summary)."""
     return pd.DataFrame(status.summaries(runs_dir, names), columns=status.RUN_COLUMNS)

@@ -1,7 +1,4 @@
-"""`repro status`: where each run of a preset stands, and whether a trainer is holding it.
-
-Plain Python (no pandas, numpy or torch): `repro status` starts in a fraction of a second, and
-the notebooks' runs table (repro.analysis.runs.list_runs) is these summaries as a DataFrame."""
+"""`repro status`, in plain Python (no pandas, numpy or torch) so that it starts at once."""
 
 from __future__ import annotations
 
@@ -39,8 +36,7 @@ RECENT_STEPS = 50  # the steps whose median speed the ETA assumes
 
 
 def run_summary(run_dir: Path) -> dict:
-    """Where a run stands: status, last step (of metrics.csv: run.json's is written only at the
-    start and end), its last evaluation, its recent speed and, while it runs, the time left."""
+    """A run's status, last step (metrics.csv's: run.json's is written at start and end), speed."""
     files = files_dir(run_dir)
     record = read_record(files)
     if not (files / METRICS_CSV).exists():
@@ -48,7 +44,7 @@ def run_summary(run_dir: Path) -> dict:
     rows = read_rows(files / METRICS_CSV)
     evals = [r for r in rows if _number(r["eval_val_loss"])]  # a diverged (NaN) one is none
     recent = rows[-RECENT_STEPS:]
-    # The identity, not the config: read_record gives it in today's layout (repro.rundir.history).
+    # The identity, not the config: read_record gives it in today's layout.
     max_step = record.identity.get("train", {}).get("max_step")
     last_step = int(rows[-1]["step"]) if rows else None
     left = (max_step - last_step) if None not in (max_step, last_step) else None
@@ -73,15 +69,12 @@ def _number(value) -> bool:
 
 
 def _median(values) -> float | None:
-    """The median of the values that are numbers (None where none is)."""
     numbers = [v for v in values if _number(v)]
     return statistics.median(numbers) if numbers else None
 
 
 def summaries(runs_dir: str | Path, names: list[str] | None = None) -> list[dict]:
-    """run_summary of every run under runs_dir (results/runs/<preset>/), or of those of `names`,
-    those in progress too; a run whose files cannot be read is status "damaged" with the
-    reason: one damaged run never hides the others."""
+    """run_summary of each run under runs_dir; an unreadable one is "damaged", hiding no other."""
     dirs = (
         sorted(Path(runs_dir).iterdir()) if names is None else [Path(runs_dir) / n for n in names]
     )
@@ -102,10 +95,7 @@ UNKNOWN = "unknown"
 
 
 def trainer_holding(run_dir: Path) -> str | None:
-    """The trainer holding a run ("PID N"), from the lock file of its live/ folder (the one
-    repro.runtime.lock writes), where a process of this machine holds that lock now; None where
-    none does (a stale lock: its trainer has ended). A lock from another machine cannot be
-    checked from here: "unknown (HOST PID N, another host)"."""
+    """ "PID N" of a trainer of this machine holding the run's lock; another host's is "unknown"."""
     live = Path(run_dir) / LIVE
     held = holder(live)
     if held is None:
@@ -117,9 +107,7 @@ def trainer_holding(run_dir: Path) -> str | None:
 
 
 def _unknown_elsewhere(run: dict) -> dict:
-    """A run in progress whose lock is another machine's may have stopped there (preempted,
-    killed): its status is "unknown", not "running". A finished run's lock from another machine
-    names the trainer that finished it: no trainer is shown."""
+    """A run under another machine's lock may have stopped: "unknown", not "running"."""
     if (run["trainer"] or "").startswith(UNKNOWN):
         if run["status"] == "running":
             run["status"] = UNKNOWN
@@ -129,8 +117,6 @@ def _unknown_elsewhere(run: dict) -> dict:
 
 
 def against_authors(run_dir: Path, authors_dir: Path) -> str | None:
-    """The run's last common evaluation against the authors' imported run of its experiment
-    (repro.analysis.compare), or None where there is none."""
     if not has_run(authors_dir):
         return None
     from repro.analysis import compare  # pandas: only where there is a run of theirs to compare
@@ -143,9 +129,7 @@ def against_authors(run_dir: Path, authors_dir: Path) -> str | None:
 def status_table(
     runs_dir: Path, preset: str | None = None, authors_runs_dir: Path | None = None
 ) -> list[dict]:
-    """One summary per run of `preset` (default: every preset) under runs_dir, with its preset
-    and trainer; with authors_runs_dir (their imported runs, <preset>/<experiment>), each
-    against theirs."""
+    """One summary per run of `preset` (default: all), with its trainer and against the authors'."""
     folder = Path(runs_dir) / (preset or "")
     if not folder.is_dir():
         raise ReproError(
@@ -170,7 +154,6 @@ def number(value, fmt: str) -> str:
 
 
 def format_status(table: list[dict]) -> str:
-    """The table as `repro status` prints it: one column a field, right-aligned."""
     if not table:
         return "no runs"
     columns = {

@@ -1,18 +1,4 @@
-"""results/evidence.csv: each of the paper's claims beside every source of evidence there is.
-
-The claims: Table 1's validation losses at step 59,000 and relative improvements (arXiv
-2603.13381v1, which the package reproduces; `paper:` in the experiments file), and version 3's
-(docs/specification.md §4.4: its losses derived from its abstract's two percentages). Beside
-each, one row per source the user has: our runs (seeds 0..N-1, a 95% t-interval from two on),
-the authors' imported runs, the audit's logs imported as our experiments (audit_runs) or stated
-to be one. Each run is read at the preset's table step and at its own end (a schedule that decays
-to zero gains most there); a source without the run says "not available". Version 2's abstract
-stands with nothing beside it. Then every claim the package checks (repro.analysis.claims) with
-its verdict on our runs and, beside a group's, the group's runs the authors or the audit have.
-
-Every row names the metrics.csv files its value comes from, and `verify_evidence` reads them
-again and asserts each number, as the audit's own verify_writeup.py does for its write-up.
-"""
+"""results/evidence.csv: each of the paper's claims beside every source (docs/authors.md)."""
 
 from __future__ import annotations
 
@@ -34,14 +20,12 @@ from repro.rundir import identity_differences
 
 V1 = "arXiv 2603.13381v1"  # the version of the paper the package reproduces
 PAPER = f"paper v1 ({V1})"
-# Version 2's abstract (relative improvement of the best nonlinear query over the baseline; v1's
-# is Table 1's 1.40%): its table is not in the package, nothing is read beside it.
+# Version 2's abstract (v1's is 1.40%): nothing is read beside it.
 LATER_CLAIMS = [
     ("paper v2 (2026-04-24)", "validation log-loss", 0.0240),
     ("paper v2 (2026-04-24)", "perplexity", 0.0681),
 ]
-# Version 3's, read at step 60,000 on its recipe (docs/specification.md §4.4): the abstract's
-# 2.40%, and the two losses its 2.40% and 6.81% fix (gap -ln(1 - 0.0681) = 0.0705 nats).
+# Version 3's at step 60,000 (docs/specification.md §4.4): gap -ln(1 - 0.0681) = 0.0705 nats.
 V3 = "paper v3 (2026-05-26)"
 DERIVED = f"{V3}, derived from its abstract's 2.40% and 6.81%"
 V3_CLAIMS = [  # (experiment, quantity, value, source)
@@ -56,14 +40,12 @@ EVIDENCE_COLUMNS = (
     "claim experiment quantity source read_at step value ci_low "
     "ci_high n_seeds status detail config_differences files"
 ).split()  # then `caveat` (results.scale_caveat)
-# Where a run is read: the step its preset's Table 1 reads (report.table_step), which is the
-# paper's step, 59000, at the paper preset alone.
+# A run is read at its preset's table step (report.table_step): 59000 at the paper preset alone.
 TABLE_STEP = "the preset's table step"
 
 
 def _read(path: Path, source: str = "repro") -> Run | None:
-    """The run at `path` if there is one; a run of another source than `source` (our own runs
-    given as the authors') is refused."""
+    """The run at `path` if any; one of another source than `source` is refused."""
     if not has_run(path):
         return None
     run = read_run(path)
@@ -76,7 +58,7 @@ def _read(path: Path, source: str = "repro") -> Run | None:
 
 
 def _folder(path, option: str) -> Path | None:
-    """A folder an option names (None: not given); a file or a missing folder is an error."""
+    """A folder an option names (None: not given); a file or missing folder is an error."""
     if path is not None and not Path(path).is_dir():
         raise ReproError(f"{option}: {path} is not a folder")
     return path and Path(path)
@@ -85,9 +67,7 @@ def _folder(path, option: str) -> Path | None:
 def _sources(
     preset: Preset, experiments, seeds: int, runs_dir, authors_dir, audit_as_dir, audit_logs_dir
 ) -> tuple[dict[str, dict[str, dict[int, Run]]], dict]:
-    """source -> experiment -> {seed: run} of the runs there are; and (source, experiment) ->
-    what was left out: runs of ours in seed k's folder recorded at another seed (a copy: an
-    interval over copies is no interval), logs whose statement fits several experiments."""
+    """source -> experiment -> {seed: run}, and what was left out (copies, ambiguous logs)."""
     names, flags = list(experiments.by_name), {}
     ours = {n: {} for n in names}
     for k in range(seeds):
@@ -113,8 +93,7 @@ def _sources(
 
 
 def _other_seed(run: Run, preset: Preset, k: int) -> list[str]:
-    """The seeds a run in seed k's folder records where they are not seed k's (a copy of another
-    seed's run: Table 1 over seeds leaves it out too), "key: recorded -> seed k's"."""
+    """Where a run in seed k's folder records another seed (a copy), "key: recorded -> seed k's"."""
     recorded, seeded = run.record.identity.get("train", {}), preset.with_seed(k).train
     return [
         f"{key}: {recorded.get(key.split('.')[1])} -> {getattr(seeded, key.split('.')[1])}"
@@ -124,7 +103,7 @@ def _other_seed(run: Run, preset: Preset, k: int) -> list[str]:
 
 
 def _values(runs: dict[int, Run], baseline: dict[int, Run], quantity: str, step) -> dict:
-    """Per seed, the value of `quantity` at `step` (None: each run's last finite evaluation)."""
+    """Per seed, `quantity` at `step` (None: each run's last finite evaluation)."""
     values = {}
     for k, run in runs.items():
         evaluated = run.evals().index
@@ -141,8 +120,7 @@ def _values(runs: dict[int, Run], baseline: dict[int, Run], quantity: str, step)
 
 
 def _differences(run: Run, now: dict) -> list[str]:
-    """What a run's recorded configuration differs in from its experiment's now (its seeds
-    aside); for an audit log, from what its user stated, and what nobody stated."""
+    """What a run differs in from its experiment now (an audit log: from its user's statement)."""
     if not run.record.identity:
         return stated_differences(run.record.data.get("stated", {}), now)
     recorded = identity_differences(run.record.identity, now)
@@ -150,9 +128,7 @@ def _differences(run: Run, now: dict) -> list[str]:
 
 
 def _row(claim: dict, source: str, read_at: str, values: dict, runs, baseline, nows, notes):
-    """One reading; its config_differences: what its runs (and the baseline's a relative
-    improvement divides by) differ in from their experiments' identities now (`nows`: the
-    experiment's, the baseline's), then `notes` (what was left out)."""
+    """One reading, with what its runs and its baseline's differ in, then `notes`."""
     found = {k: v for k, v in values.items() if not math.isnan(v[1])}
     files = [runs[k].path / "metrics.csv" for k in found]
     if claim["quantity"] == "rel_improvement":
@@ -181,8 +157,6 @@ def _row(claim: dict, source: str, read_at: str, values: dict, runs, baseline, n
 
 
 def _all_differences(claim: dict, found: dict, runs, baseline, nows) -> list[str]:
-    """What the runs read differ in; for a relative improvement, the baseline it divides by and
-    what the baseline's runs differ in."""
     differences = sorted({d for k in found for d in _differences(runs[k], nows[0])})
     if claim["quantity"] != "rel_improvement":
         return differences
@@ -244,7 +218,7 @@ def evidence_table(
 
 
 def _readings(claim, now, sources, flags, baseline_name, paper_step, baseline_now) -> list:
-    """A claim's readings from each source, at the preset's table step and at the run's end."""
+    """A claim's readings from each source, at the table step and at the run's end."""
     rows, nows = [], (now, baseline_now)
     for source, by_name in sources.items():
         if source.startswith("audit: ") and claim["experiment"] not in by_name:
@@ -260,8 +234,7 @@ def _readings(claim, now, sources, flags, baseline_name, paper_step, baseline_no
 
 
 def verify_evidence(table: pd.DataFrame) -> list[str]:
-    """Each number of an evidence table read again from the files it names (each file once,
-    however many rows name it: a long run's metrics.csv is 100 MB): the mismatches."""
+    """Each number re-read from its files (each once: a metrics.csv can be 100 MB): mismatches."""
     failures, read = [], {}
     for row in table.itertuples():
         if row.status in ("published", NOT_AVAILABLE) or not isinstance(row.files, str):

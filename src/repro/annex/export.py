@@ -1,11 +1,4 @@
-"""A trained run as a model others can load: `repro export RUN_DIR --out DIR`.
-
-DIR gets the checkpoint's model as a transformers model (repro.annex.hub: a plain GPT-2 for
-GPT-2's own query, else the package's model code beside the weights), the GPT-2 tokenizer and a
-generation configuration; the run's record (run.json: data and index hashes, code version) and a
-model card, README.md, which is what the Hugging Face Hub shows: `hf upload USER/NAME DIR .`
-publishes the folder as it is. repro.annex.hub.load_model(DIR) loads the model back bit for bit.
-"""
+"""A trained run as a model others can load (docs/models.md, "Export and loading")."""
 
 from __future__ import annotations
 
@@ -45,8 +38,7 @@ LICENSE = "mit"  # the package's (pyproject.toml, LICENSE); the weights are trai
 
 
 def checkpoint_of(run_dir: Path) -> Path:
-    """A run's ckpt.pt: in the run directory, or in its live/ folder once the workflow published
-    the run's metrics one level up."""
+    """A run's ckpt.pt: in the run directory, or in live/ once its metrics were published."""
     for path in (run_dir / CHECKPOINT, run_dir / LIVE / CHECKPOINT):
         if path.exists():
             return path
@@ -57,9 +49,7 @@ def checkpoint_of(run_dir: Path) -> Path:
 
 
 def export(run_dir: str | Path, out: str | Path) -> Path:
-    """Write the run's latest checkpoint as a loadable model into `out`; its model card. The
-    folder is written beside `out` and moved into place when complete: a failed export (a full
-    disk) leaves nothing behind, and an earlier export in `out` whole."""
+    """Export the run's latest checkpoint into `out`, whole or not at all."""
     run_dir, out = Path(run_dir), Path(out)
     run = read_run(run_dir)
     checkpoint = checkpoint_of(run_dir)
@@ -81,8 +71,7 @@ def export(run_dir: str | Path, out: str | Path) -> Path:
 
 
 def is_export(folder: Path) -> bool:
-    """Whether `folder` is one repro export wrote (its config.json says so), and so one whose
-    files an export may replace."""
+    """Whether repro export wrote `folder`, so that an export may replace it."""
     try:
         config = json.loads((folder / CONFIG_JSON).read_text())
     except (OSError, ValueError):  # none, a folder of that name, not JSON
@@ -91,8 +80,7 @@ def is_export(folder: Path) -> bool:
 
 
 def shareable(value):
-    """`value` (a run's record) with every absolute path in it made repository-relative: what
-    an export publishes names no folder of the machine it was made on."""
+    """`value` with repository-relative paths: an export names no folder of its machine."""
     if isinstance(value, dict):
         return {k: shareable(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -103,8 +91,7 @@ def shareable(value):
 
 
 def repository_relative(path: Path) -> str:
-    """`path` relative to the repository holding it (the nearest folder above it with a
-    pyproject.toml or .git): config/presets/smoke.yaml; only its name outside any."""
+    """`path` relative to the nearest pyproject.toml or .git above it, else its name."""
     for root in path.parents:
         if (root / "pyproject.toml").exists() or (root / ".git").exists():
             return str(path.relative_to(root))
@@ -112,8 +99,7 @@ def repository_relative(path: Path) -> str:
 
 
 def last_evaluation(run: Run, steps: int) -> str:
-    """The run's last logged evaluation of a model no later than the exported one, and how it
-    relates to the exported weights."""
+    """The run's last evaluation no later than the exported weights, and how it relates to them."""
     evals = run.evals()
     evals = evals[evals.index <= steps]
     if not len(evals):
@@ -129,7 +115,6 @@ def last_evaluation(run: Run, steps: int) -> str:
 
 
 def final_train_loss(trained) -> str:
-    """The training loss of the last step these weights were updated with."""
     if not len(trained):
         return "none logged"
     last = trained.iloc[-1]
@@ -137,9 +122,7 @@ def final_train_loss(trained) -> str:
 
 
 def scale_warning(identity: dict, corpus: str) -> str:
-    """The card's warning for a model not at the paper's scale (the `paper` preset's model shape,
-    batch and corpus, trained at least its steps), else "": a smoke model's loss or gain says
-    nothing about the paper's claim, and a card is read without the report's caveats beside it."""
+    """Below the paper's scale, the card's warning (it is read without the report's caveats)."""
     paper = load_preset("paper")
     model, train = identity["model"], identity["train"]
     shape = ("n_layer", "n_head", "d_model", "block_size", "vocab_size")  # what a preset sets
@@ -160,12 +143,11 @@ def scale_warning(identity: dict, corpus: str) -> str:
 
 
 def model_card(run: Run, model, steps: int, name: str) -> str:
-    """README.md: what the model is, how it was trained, how to load it; Hub metadata on top."""
+    """README.md: what the model is, how it was trained, how to load it."""
     r, m = run.record, model.config
     params = count_parameters(model)
     token_files = r.data.get("token_files", {})
-    # run.json's config: the resolved run (corpus at the top), or the preset and experiment as
-    # loaded (records written before the configuration was resolved once)
+    # run.json's config: the resolved run, or (older records) the preset and experiment as loaded
     preset = r.config.get("preset", {})
     corpus = r.config.get("corpus") or preset["corpus"]
     described = preset.get("description") or shareable(r.config.get("preset_file", ""))
@@ -230,8 +212,6 @@ next-token logits; ids from 50,257 up pad the embedding and are never generated.
 
 
 def hub_metadata(config, source: dict) -> dict:
-    """The Hub's metadata block: library, license, the training data set when it is on the Hub,
-    tags."""
     metadata = {
         "library_name": "transformers",
         "license": LICENSE,
@@ -246,8 +226,7 @@ def hub_metadata(config, source: dict) -> dict:
 
 
 def loading(config, name: str) -> str:
-    """The card's section on loading the folder: transformers (GPT-2's class, or the package's
-    code with trust_remote_code), lm-eval, repro."""
+    """The card's section on loading the folder with transformers, lm-eval and repro."""
     trust = "" if is_gpt2(config) else ", trust_remote_code=True"
     model_args = f"pretrained={name}" + ("" if is_gpt2(config) else ",trust_remote_code=True")
     code = (

@@ -1,8 +1,4 @@
-"""`repro generate`: text sampled from a checkpoint, ours or the authors', to see what a model
-learned. The model's own forward with its key/value cache (repro.model.GPT.generate), the GPT-2
-encoding (repro.data.tokenizer), fp32 on any device; the same seed gives the same text. Past the
-model's block size, each token is drawn from the last block_size tokens (nanoGPT's sampler).
-"""
+"""`repro generate`: text sampled from a checkpoint (docs/models.md, "Sampling text")."""
 
 from __future__ import annotations
 
@@ -16,8 +12,7 @@ from repro.data.tokenizer import EOT_TOKEN, gpt2_encoding
 from repro.errors import ReproError
 from repro.runtime.device import resolve_device
 
-# A sample to read: past the block size each token sees only the last block_size tokens, so a
-# longer text shows nothing more of the model (and 1e9 tokens would sample for days).
+# Past the block size a longer text shows nothing more of the model.
 MAX_NEW_TOKENS = 100_000
 
 
@@ -41,7 +36,7 @@ def generate_text(
     seed: int = 0,
     device: str = "auto",
 ) -> dict:
-    """The text that follows `prompt` (from <|endoftext|> when empty), sampled with the cache."""
+    """The text that follows `prompt` (from <|endoftext|> when empty)."""
     check_sampling(max_new_tokens, temperature, top_k)
     model, step, kind = load_any_checkpoint(checkpoint)
     encoding = gpt2_encoding()

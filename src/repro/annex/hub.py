@@ -1,13 +1,4 @@
-"""A model as a transformers model folder, and back (docs/models.md, "Export and loading").
-
-GPT-2's own configuration (the linear query at scale 1, no QK-norm, no gate: the baseline and the
-MLP-widened controls) is written as a plain GPT2LMHeadModel: the same network with zero biases
-and Conv1D's transposed weights. Every other model is written as repro.modeling_repro's
-ReproForCausalLM, its code beside the weights (config.json's auto_map). Either way the folder
-holds the GPT-2 tokenizer and a generation configuration, and config.json says that repro wrote
-it (MARKER). load_model reads every format back into the package's GPT, without transformers:
-these two and the folders of earlier exports (config.json holding ModelConfig's fields alone).
-"""
+"""A model as a transformers model folder, and back (docs/models.md, "Export and loading")."""
 
 from __future__ import annotations
 
@@ -24,16 +15,15 @@ from repro.files import WriteError, atomic_folder, read_json
 from repro.model import GPT
 
 CONFIG_JSON, WEIGHTS = "config.json", "model.safetensors"
-# config.json's key saying which export format of the package wrote the folder (1: the earlier
-# one, ModelConfig's fields alone, without this key).
+# config.json's key naming the package's export format (1, the earlier, lacks it).
 MARKER, FORMAT = "repro_export", 2
-# The weights GPT-2 keeps as Conv1D, (in, out): the transpose of nn.Linear's (out, in).
+# GPT-2's Conv1D weights, (in, out): nn.Linear's transposed.
 CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 MODEL_FIELDS = tuple(f.name for f in fields(ModelConfig))
 
 
 def is_gpt2(config: ModelConfig) -> bool:
-    """Whether the model is GPT-2's network (its weights aside): a plain GPT2LMHeadModel."""
+    """Whether the model is GPT-2's network: a plain GPT2LMHeadModel."""
     return (
         config.query_mode == "linear"
         and config.resolved_query_scale == 1.0
@@ -43,7 +33,6 @@ def is_gpt2(config: ModelConfig) -> bool:
 
 
 def to_transformers(model: GPT):
-    """The transformers model computing what `model` computes, with its weights."""
     config = model.config
     if not is_gpt2(config):
         from repro.modeling_repro import ReproConfig, ReproForCausalLM
@@ -83,8 +72,7 @@ def to_transformers(model: GPT):
 
 
 def generation_config(config: ModelConfig):
-    """Greedy or sampled text of GPT-2's tokens: the embedding's padding rows (ids from the
-    tokenizer's 50,257 up to vocab_size) are never drawn, as in `repro generate`."""
+    """Sampling never draws the embedding's padding rows (ids from 50,257), as `repro generate`."""
     from transformers import GenerationConfig
 
     return GenerationConfig(
@@ -97,7 +85,7 @@ def generation_config(config: ModelConfig):
 
 
 def save_tokenizer(folder: Path, block_size: int) -> None:
-    """GPT-2's tokenizer files, from the package's verified copies of its BPE files."""
+    """GPT-2's tokenizer files, from the package's verified BPE files."""
     from transformers import GPT2TokenizerFast
 
     gpt2_encoding()  # checks the files against tiktoken's pinned hashes
@@ -111,8 +99,6 @@ def save_tokenizer(folder: Path, block_size: int) -> None:
 
 
 def write_model(model: GPT, folder: Path) -> None:
-    """The transformers model, its tokenizer and generation configuration, into `folder` (a new
-    one: repro.files.atomic_folder's)."""
     hf = to_transformers(model)
     setattr(hf.config, MARKER, FORMAT)
     hf.generation_config = generation_config(model.config)
@@ -136,14 +122,13 @@ def write_model(model: GPT, folder: Path) -> None:
 
 
 def save_model(model: GPT, directory: str | os.PathLike) -> None:
-    """`model` as a transformers model in `directory` (write_model), written whole or not at all."""
+    """`model` as a transformers model in `directory`, written whole or not at all."""
     with atomic_folder(directory) as folder:
         write_model(model, folder)
 
 
 def load_model(directory: str | os.PathLike) -> GPT:
-    """The package's GPT of a folder write_model or an earlier export wrote, on the CPU, in eval
-    mode; one line naming the file when it is no such folder."""
+    """The package's GPT of an exported folder, on the CPU, in eval mode."""
     import safetensors.torch  # only exported models need it: training runs on nodes without it
 
     directory = Path(directory)
@@ -166,8 +151,6 @@ def load_model(directory: str | os.PathLike) -> GPT:
 
 
 def from_gpt2(directory: Path, config: dict, weights: dict) -> tuple[dict, dict]:
-    """(ModelConfig's fields, the package's weights) of a GPT2LMHeadModel that write_model wrote:
-    its biases zero, its Conv1D weights transposed back."""
     for name, tensor in weights.items():
         if name.endswith(".bias") and tensor.any():
             raise ReproError(

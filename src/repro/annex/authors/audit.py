@@ -1,12 +1,4 @@
-"""An independent audit's logs as run directories of ours: a reference, read-only, never trained.
-
-`import_audit_log` turns one of the audit's loss logs (repro.annex.authors.audit_log reads and
-checks
-it) into metrics.csv and run.json (source "audit"), named as the log or as an experiment of ours
-that the user says it is; `import_audit_logs` a whole folder. A log is "completed" only where its
-horizon is known (the experiment's, the user's statement or the log's name) and reached; else it
-stopped at its last step. What the user states of its configuration is recorded beside it.
-"""
+"""An independent audit's loss logs as read-only run directories of ours (docs/authors.md)."""
 
 from __future__ import annotations
 
@@ -31,8 +23,7 @@ from repro.runtime.tensorboard import EVENTS, write_events
 AUDIT = "audit"  # RunRecord.source of an imported log
 IMPORTED_FILES = {RUN_JSON, METRICS_CSV, EVENTS}  # all an import writes in its folder
 IMPORT_LOG = "import.log"  # where the workflow's import job writes the command's output
-# The audit's own divergence guard (the `large` preset's divergence_margin): its training ended a
-# run whose validation loss rose more than this many nats above its best, whatever our preset.
+# The audit's own divergence guard (the `large` preset's divergence_margin), whatever our preset.
 AUDIT_GUARD_MARGIN = 0.5
 MAX_HORIZON = 1_000_000  # steps: five times the audit's longest (180k), within a memory's reach
 
@@ -40,9 +31,7 @@ __all__ = ["AUDIT", "AuditError", "import_audit_log", "import_audit_logs", "pres
 
 
 def horizon(path: Path, preset: Preset, stated: dict, experiment: str | None):
-    """The steps of the run's schedule and who says so: the experiment's (at the preset), the
-    user's statement, or the log's name; (None, None) when nobody does. A horizon past
-    MAX_HORIZON is refused: its metrics would be rows by the hundred million."""
+    """The run's schedule steps and who says so, or (None, None); past MAX_HORIZON is refused."""
     if experiment:
         return preset.train.max_step, f"experiment {experiment} at preset {preset.name}"
     steps, said_by = (stated["steps"], "stated") if "steps" in stated else (None, None)
@@ -57,15 +46,12 @@ def horizon(path: Path, preset: Preset, stated: dict, experiment: str | None):
 
 
 def last_step(preset: Preset, steps: int | None) -> int:
-    """The last step a log may have a row at: its horizon's where known (a log that runs past
-    the step its schedule ends at is not a run of that horizon), else its preset's."""
+    """A log's last possible step: its horizon's where known, else its preset's."""
     return preset.train.max_step if steps is None else steps
 
 
 def _status(evaluations: list[dict], preset: Preset, steps: int | None) -> tuple[str, str]:
-    """diverged (the log ends on a non-finite loss, or more than AUDIT_GUARD_MARGIN above its
-    best: what the audit's guard stops), completed (it reaches the last evaluation of
-    a known horizon) or stopped; and why."""
+    """diverged (as the audit's guard judges), completed (a known horizon reached) or stopped."""
     last = evaluations[-1]
     losses = (last["eval_train_loss"], last["eval_val_loss"])
     if not all(map(math.isfinite, losses)):
@@ -85,7 +71,6 @@ def _status(evaluations: list[dict], preset: Preset, steps: int | None) -> tuple
 
 
 def metric_rows(evaluations: list[dict], tokens_per_step: int) -> list[dict]:
-    """metrics.csv rows, one per step up to the log's last (evaluation columns where it has one)."""
     by_step = {e["step"]: e for e in evaluations}
     return [
         {"step": step, "tokens_seen": (step + 1) * tokens_per_step}
@@ -95,9 +80,7 @@ def metric_rows(evaluations: list[dict], tokens_per_step: int) -> list[dict]:
 
 
 def _refuse_foreign(out: Path) -> None:
-    """An import lands only in a new or empty folder or over an earlier import: never beside
-    anything of a training run (its checkpoint, its live/ folder, a metrics.csv without the
-    import's record)."""
+    """Refuse to import beside a training run's files: only into a new, empty or imported folder."""
     entries = {p.name for p in out.iterdir()} - {IMPORT_LOG}
     if not entries:
         return
@@ -119,10 +102,7 @@ def import_audit_log(
     experiment: str | None = None,
     stated: dict | None = None,
 ) -> RunRecord:
-    """One loss log -> out/metrics.csv and out/run.json (source "audit"); the record. Named as
-    `experiment` (an experiment of ours the user says the audit's run is: its configuration is
-    recorded) or else as the log's file name, with what the user `stated` of its configuration
-    (the log holds none)."""
+    """One loss log -> out/metrics.csv and run.json (source "audit"); the record."""
     path, out = Path(path), Path(out)
     stated = check_stated(dict(stated or {}), f"the stated configuration of {path.name}")
     run = resolve_run(preset, experiments[experiment]) if experiment else None
@@ -169,7 +149,7 @@ def import_audit_log(
 
 
 def audit_logs(folder: str | Path) -> list[Path]:
-    """The loss logs of the audit's logs folder (its *.csv, the attention-logit probes left out)."""
+    """The loss logs of the audit's logs folder, probes left out."""
     folder = Path(folder)
     if not folder.is_dir():
         raise AuditError(f"{folder}: no such folder (the audit's neurreps_writeup/logs/)")
@@ -182,8 +162,7 @@ def audit_logs(folder: str | Path) -> list[Path]:
 def import_audit_logs(
     folder: str | Path, out: str | Path, config_dir=None, stated: dict | None = None
 ) -> list[RunRecord]:
-    """Every loss log of the folder -> out/<preset>/<log name>/, after all are checked; `stated`:
-    log file name -> what the user states of its run."""
+    """Every loss log of the folder -> out/<preset>/<log name>/, after all are checked."""
     stated = dict(stated or {})
     logs = audit_logs(folder)
     unknown = sorted(set(stated) - {log.name for log in logs})

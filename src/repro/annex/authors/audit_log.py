@@ -1,14 +1,4 @@
-"""One of the audit's loss logs, read and checked; what its name and its user say of its run.
-
-The audit (a fork of the authors' code, 25simsa1/1beyond_query_linearity) publishes the loss
-curves of its runs in neurreps_writeup/logs/, one CSV a run: the header `step,train_loss,val_loss`,
-then one row per evaluation (every 1000 steps from 0), the losses to 4 decimals, plain numbers
-between commas. A run its guard stopped has a shorter log. The folder also holds attention-logit
-probes (header `step,L0,L12,...,max`), which are no loss logs. A log's scale is the first word of
-its name (gpt3large_*: the `large` preset; gpt3small_*: the `paper` preset) and its horizon, where
-the audit wrote one, a later word (`_60k`, `_180k`); its settings are in the audit's code, not in
-the log: a user may state them (STATED_SCHEMA), else they are unknown.
-"""
+"""One of the audit's loss logs (docs/authors.md), read and checked; what its user states of it."""
 
 from __future__ import annotations
 
@@ -48,7 +38,6 @@ def log_rows(path: Path) -> list[list[str]]:
 
 
 def is_probe(path: Path) -> bool:
-    """Whether a CSV of the logs folder is an attention-logit probe, not a loss log."""
     rows = log_rows(path)
     header = rows[0] if rows else []
     return header[:1] == ["step"] and all(PROBE_COLUMN.fullmatch(c) for c in header[1:])
@@ -65,12 +54,7 @@ def _loss(value: str, where: str, last: bool) -> float:
 
 
 def read_audit_log(path: str | Path, last_step: int) -> list[dict]:
-    """The evaluations of one loss log, checked: each {step, eval_train_loss, eval_val_loss}.
-
-    Steps are whole numbers, increasing, none past `last_step` (the most the run may have: its
-    horizon's where known, else its preset's last); losses are non-negative numbers, NaN or
-    infinite only in the last row (where a guard stopped a diverged run). Anything else is
-    refused, naming the line and the column."""
+    """A log's checked evaluations; non-finite only in the last row (a guard's stop)."""
     path = Path(path)
     rows = log_rows(path)
     if not rows or rows[0] != LOG_COLUMNS:
@@ -109,7 +93,6 @@ def read_audit_log(path: str | Path, last_step: int) -> list[dict]:
 
 
 def preset_of(log: Path) -> str:
-    """The preset of a log's scale, from the first word of its name."""
     scale = log.stem.split("_")[0]
     if scale not in SCALES:
         known = ", ".join(f"{k}_* ({v})" for k, v in SCALES.items())
@@ -118,13 +101,11 @@ def preset_of(log: Path) -> str:
 
 
 def horizon_in_name(log: Path) -> int | None:
-    """The steps of the run's schedule where its name says them as the audit does (`_180k`)."""
     words = [w for w in log.stem.split("_")[1:] if HORIZON.fullmatch(w)]
     return int(words[-1][:-1]) * 1000 if words else None
 
 
 def check_stated(stated, source: str) -> dict:
-    """A user's statement of a run's configuration, checked (a one-line error naming the key)."""
     try:
         return validate(stated, STATED_SCHEMA, source)
     except ConfigError as e:
@@ -132,10 +113,7 @@ def check_stated(stated, source: str) -> dict:
 
 
 def check_workflow_keys(logs, runs: dict, stated: dict, experiments: Experiments, results) -> None:
-    """The workflow's keys audit_logs (a folder outside its results), audit_runs (experiment ->
-    a loss log of it) and audit_configs (log -> a statement of its run), checked before any job;
-    an AuditError names the key. Here, not beside the import: the workflow calls this while
-    parsing, which should not import the model (torch) or TensorBoard."""
+    """The workflow's audit keys, checked while it parses: so, no torch or TensorBoard here."""
     if (runs or stated) and not logs:
         key = "audit_runs" if runs else "audit_configs"
         raise AuditError(f"{key} names logs, but audit_logs no folder")
@@ -160,7 +138,6 @@ def check_workflow_keys(logs, runs: dict, stated: dict, experiments: Experiments
 
 
 def _check_loss_log(folder: Path, log: str, key: str, logs) -> None:
-    """A log the workflow's `key` names: one of the folder's loss logs."""
     if not (folder / log).exists():
         raise AuditError(f"{key}: no log {log!r} in audit_logs ({logs})")
     if is_probe(folder / log):

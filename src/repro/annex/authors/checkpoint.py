@@ -1,5 +1,4 @@
-"""The authors' nanoGPT-derived checkpoints (github.com/MarkoKarbevski/beyond_query_linearity),
-read as our GPT computing the same function."""
+"""The authors' nanoGPT-derived checkpoints, read as our GPT computing the same function."""
 
 from __future__ import annotations
 
@@ -30,12 +29,7 @@ AUTHORS_SIZES = ("n_layer", "num_heads", "n_embd", "mlp_hidden_size")  # model_a
 
 
 def authors_model_config(model_args: dict, path: Path) -> ModelConfig:
-    """Map the authors' `model_args` (of the checkpoint at `path`) onto ours.
-
-    Their residual modes compute q = x + f(x) and fold the 1/2 into the attention scale
-    (`scale` = 1/(2 sqrt(head_size))); ours applies the scale to q, so query_scale =
-    scale * sqrt(head_size), whatever the mode.
-    """
+    """Their `model_args` as ours: they fold x + f(x)'s 1/2 into `scale`, we scale q by it."""
     if not isinstance(model_args, Mapping):
         raise CheckpointError(f"{path}: model_args is a {type(model_args).__name__}, not a mapping")
     missing = [k for k in ("query_mode", *AUTHORS_SIZES) if k not in model_args]
@@ -78,8 +72,7 @@ def _our_key(key: str) -> str:
 
 
 def load_any_checkpoint(path: Path) -> tuple[GPT, int, str]:
-    """(model, its step, "repro" or "authors") of a checkpoint in either format, its weights
-    finite: the authors' converted into our GPT here, ours read by repro.evaluate.load_model."""
+    """(model, step, "repro" or "authors") of a checkpoint in either format, its weights finite."""
     state = read_checkpoint(Path(path))
     if not isinstance(state, dict):
         raise CheckpointError(f"{path}: not a checkpoint (a {type(state).__name__})")
@@ -96,8 +89,6 @@ def load_any_checkpoint(path: Path) -> tuple[GPT, int, str]:
 
 
 def authors_model(state: dict, path: Path) -> GPT:
-    """The model of a checkpoint state in the authors' format (keys `model`, `model_args`),
-    read from `path`."""
     config, weights = authors_model_config(state["model_args"], path), state.get("model")
     if isinstance(weights, Mapping):
         weights = {
@@ -107,7 +98,6 @@ def authors_model(state: dict, path: Path) -> GPT:
 
 
 def authors_step(state: dict, path: Path) -> int:
-    """The step of an authors' checkpoint (`iter_num`, read from `path`)."""
     step = state.get("iter_num")
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise CheckpointError(f"{path}: iter_num is {step!r}, not a step (an integer from 0)")

@@ -1,13 +1,4 @@
-"""The authors' released runs (docs/specification.md §8) as run directories of ours.
-
-Their train.py writes into out_config_<tiedw|untiedw>_<NAME>/: tensor.pt ((max_iters + 1, 3),
-column 0 the logged training loss of each step: the last micro-batch's loss of that step, 0 where
-nothing was logged), eval_train_tensor.pt and eval_val_tensor.pt ((max_iters // eval_interval + 1,
-3), row e the evaluation at step e * eval_interval: micro-batches, mean, std; zeros where none ran)
-and ckpt.pt (the model at its last evaluation; `model_args` holds its configuration).
-`import_authors_run` turns such a folder into metrics.csv and run.json (with source "authors"), the
-experiment being the one whose `source` names the folder's config. Imported runs are never trained.
-"""
+"""The authors' released runs (docs/specification.md §8) as run directories of ours."""
 
 from __future__ import annotations
 
@@ -55,8 +46,7 @@ class AuthorsError(ReproError):
 
 
 def read_tensor(path: Path, rows: int) -> torch.Tensor:
-    """One of their loss tensors, checked to be (rows, 3) real numbers, none negative (losses,
-    standard deviations and counts)."""
+    """One of their loss tensors, checked to be (rows, 3) non-negative real numbers."""
     if not path.exists():
         raise AuthorsError(f"{path}: no such file")
     tensor = read_checkpoint(path)
@@ -74,8 +64,7 @@ def read_tensor(path: Path, rows: int) -> torch.Tensor:
 
 
 def check_evaluations(evals: dict, diverged: int | None, run: RunConfig, folder: Path) -> None:
-    """Refuse a NaN or infinite evaluation loss before the run diverged (or in a run that did
-    not): it would be read as a result."""
+    """Refuse a non-finite evaluation loss before divergence: it would be read as a result."""
     for split, tensor in evals.items():
         for row in (~torch.isfinite(tensor)).any(dim=1).nonzero().flatten().tolist():
             step = row * run.train.eval_interval
@@ -87,8 +76,7 @@ def check_evaluations(evals: dict, diverged: int | None, run: RunConfig, folder:
 
 
 def authors_settings(model_args: dict) -> dict:
-    """The optimiser and schedule of their model_args, in our names (their defaults as in A
-    train.py: warm-up 2000, decay and last step 600000, min_lr = learning_rate / 10)."""
+    """Their model_args' optimiser and schedule in our names (with their train.py's defaults)."""
     lr = model_args.get("learning_rate", 6e-4)
     return {
         "lr_max": lr,
@@ -101,7 +89,6 @@ def authors_settings(model_args: dict) -> dict:
 
 
 def authors_model_args(state, path: Path) -> dict:
-    """model_args of an authors' checkpoint state read from `path`."""
     if not isinstance(state, dict) or "model_args" not in state:
         found = ", ".join(map(str, state)) if isinstance(state, dict) else type(state).__name__
         raise AuthorsError(f"{path}: not an authors' checkpoint (no model_args; found {found})")
@@ -128,7 +115,6 @@ def _comparable(run: RunConfig, model_args: dict | None, path: Path) -> tuple[di
 
 
 def check_configuration(folder: Path, run: RunConfig, model_args: dict | None) -> None:
-    """Refuse an experiment that is not what their ckpt.pt says they trained."""
     ours, theirs = _comparable(run, model_args, folder / CHECKPOINT)
     differences = [d for d in identity_differences(theirs, ours) if not _close(d, theirs, ours)]
     if differences:
@@ -146,7 +132,6 @@ def _close(difference: str, theirs: dict, ours: dict) -> bool:
 
 
 def metric_rows(train_losses: torch.Tensor, evals: dict, run: RunConfig) -> list[dict]:
-    """metrics.csv rows, one per step up to the last one logged or evaluated."""
     t, schedule, per_step = run.train, Schedule.of(run), run.tokens_per_step
     logged = [s for s, loss in enumerate(train_losses[:, 0].tolist()) if loss != 0]
     evaluated = {e * t.eval_interval for e in range(len(evals["val"])) if evals["val"][e, 0] > 0}
@@ -212,8 +197,7 @@ def import_authors_run(
     checkpoint_step = authors_step(state, folder / CHECKPOINT) if has_checkpoint else None
     make_dir(out)
     _refuse_overwrite(out)
-    # A re-import replaces the record first: killed part-way, `out` holds no run.json, never
-    # an old record beside new rows.
+    # A re-import drops the record first: killed part-way, no old record stands beside new rows.
     (out / RUN_JSON).unlink(missing_ok=True)
     write_metrics(out / METRICS_CSV, rows)
     write_events(out, rows)  # their curves in TensorBoard beside ours
@@ -248,13 +232,7 @@ def checkpoint_table(
     experiments: Experiments,
     group: str = "table1",
 ) -> pd.DataFrame:
-    """Table 1 recomputed from the authors' checkpoints on our token files and indices.
-
-    evaluations_dir holds `repro evaluate --json` of each one's ckpt.pt twice: at its own step
-    (<name>.checkpoint-step.json: equal to their logged loss there if our token files and
-    indices are theirs) and on the sequences of the table step (<name>.table-step.json: their
-    ckpt.pt is the step-60,000 model, so this is not their step-59,000 model). Beside them: their
-    logged loss at both steps (from the imported run) and the paper's numbers."""
+    """Table 1 from the authors' checkpoints evaluated on our data (docs/authors.md)."""
     rows = []
     for e in experiments.group(group):
         paths = {

@@ -1,8 +1,4 @@
-"""The command line of the authors' artefacts (docs/specification.md §8): `repro evaluate`,
-`repro authors-runs`, `repro import-authors-run` and `repro authors-table`; and of the audit's
-logs (docs/authors.md): `repro import-audit-logs` and `repro import-audit-log`; and `repro
-evidence`, the paper's claims beside all of them and our runs. repro.cli adds them to its
-subcommands."""
+"""The command line of the authors' artefacts and the audit's logs (docs/authors.md)."""
 
 from __future__ import annotations
 
@@ -70,7 +66,6 @@ def cmd_import_audit_log(args) -> None:
 
 
 def _stated(text: str | None, what: str) -> dict:
-    """--stated: a JSON object (checked by repro.annex.authors.audit_log.check_stated)."""
     from repro.annex.authors.audit_log import AuditError
 
     stated = parse_json(text or "{}", "--stated", AuditError)
@@ -230,7 +225,6 @@ def _authors_table_parser(sub) -> None:
 
 
 def add_commands(sub) -> None:
-    """Add the subcommands to the `repro` parser's subparsers."""
     for add in (
         _evaluate_parser,
         _import_parser,

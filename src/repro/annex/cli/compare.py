@@ -1,5 +1,4 @@
-"""`repro compare RUN --reference REF`: is a run on course (repro.analysis.compare)?
-repro.cli adds it to its subcommands."""
+"""`repro compare RUN --reference REF`: is a run on course (repro.analysis.compare)?"""
 
 from __future__ import annotations
 
@@ -12,9 +11,7 @@ from repro.files import write_csv
 
 
 def reference_run(reference: Path, run, config_dir):
-    """REF as a run: a run directory as it is; one of the authors' out_config_* folders, or one
-    of the audit's loss logs (a .csv file), imported (into a temporary folder) at the run's
-    preset, an authors' folder as the run's experiment."""
+    """REF as a run: a run directory, or an authors' folder or audit log imported to a temp one."""
     from repro.analysis.runs import read_run
     from repro.annex.authors import audit
     from repro.annex.authors import runs as authors

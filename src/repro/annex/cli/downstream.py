@@ -1,6 +1,4 @@
-"""`repro downstream` (one checkpoint on lm-eval tasks) and `repro downstream-table` (the
-configurations side by side); repro.cli adds them to its subcommands. lm-eval is imported only
-when one of them runs: it is the optional `downstream` extra."""
+"""`repro downstream` and `downstream-table`; lm-eval (an extra) is imported only when used."""
 
 from __future__ import annotations
 
@@ -24,7 +22,7 @@ def _import():
 
 
 def check_downstream(args) -> None:
-    """What can be checked here, before lm-eval and the hub: the options and the local files."""
+    """The options and local files, checked before lm-eval and the hub."""
     options.check_positive(args, "limit", "batch_size")
     if args.num_fewshot is not None and args.num_fewshot < 0:
         raise ReproError(f"--num-fewshot: {args.num_fewshot} is negative")
@@ -32,7 +30,7 @@ def check_downstream(args) -> None:
         raise ReproError(f"--checkpoint {args.checkpoint}: no such file")
     if args.out.exists() and not args.out.is_dir():
         raise ReproError(f"--out {args.out}: a file, not a folder")
-    # lm-eval skips an include path that is not a folder without a word
+    # lm-eval silently skips an include path that is not a folder
     if args.include_path is not None and not args.include_path.is_dir():
         raise ReproError(f"--include-path {args.include_path}: no such folder")
 
@@ -40,7 +38,6 @@ def check_downstream(args) -> None:
 def cmd_downstream(args) -> None:
     check_downstream(args)
     _, model, tasks = _import()
-    # The checkpoint (local) before the tasks, whose data may come from the hub.
     lm = model.ReproLM(checkpoint=args.checkpoint, device=args.device, batch_size=args.batch_size)
     manager = tasks.load_tasks(args.task, args.include_path)
     results = tasks.run_tasks(

@@ -1,6 +1,4 @@
-"""The command line of trained models: `repro generate` samples text from a checkpoint and
-`repro export` writes a run's model as a folder others can load (repro.annex.generate,
-repro.annex.export)."""
+"""The command line of trained models: `repro generate` and `repro export`."""
 
 from __future__ import annotations
 
@@ -78,6 +76,5 @@ def _export_parser(sub) -> None:
 
 
 def add_commands(sub) -> None:
-    """Add `generate` and `export` to the `repro` parser's subparsers."""
     for add in (_generate_parser, _export_parser):
         add(sub)

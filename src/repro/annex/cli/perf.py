@@ -1,5 +1,4 @@
-"""The command line of cost and speed: `repro describe` (parameters, FLOPs, GPU-hours of a run or
-a group) and `repro bench` (training or inference steps timed on this device)."""
+"""The command line of cost and speed: `repro describe` and `repro bench`."""
 
 from __future__ import annotations
 
@@ -221,6 +220,5 @@ def _bench_parser(sub) -> None:
 
 
 def add_commands(sub) -> None:
-    """Add `describe` and `bench` to the `repro` parser's subparsers."""
     for add in (_bench_parser, _describe_parser):
         add(sub)

@@ -1,11 +1,4 @@
-"""The Table 1 configurations side by side on downstream tasks: results/downstream.csv.
-
-One row per (experiment, task, metric): the score and lm-eval's standard error, and for a
-per-item metric (acc, acc_norm) the paired difference from the baseline, mean over the items of
-(experiment's score - baseline's score), with a 95% percentile interval from a bootstrap over
-those items. Both models answered the same items, so the pairing removes the items' own
-difficulty from the comparison; an interval that holds 0 means the task cannot tell the two apart.
-"""
+"""The Table 1 configurations on downstream tasks, paired item by item (docs/downstream.md)."""
 
 from __future__ import annotations
 
@@ -33,7 +26,7 @@ BOOTSTRAP_SAMPLES = 10_000
 
 
 def paired_bootstrap(ours, base, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0):
-    """(mean of ours - base, 2.5th and 97.5th percentiles of that mean over item resamples)."""
+    """(mean of ours - base, its 2.5th and 97.5th percentiles over item resamples)."""
     diff = np.asarray(ours, dtype=float) - np.asarray(base, dtype=float)
     rng = np.random.default_rng(seed)
     means = np.concatenate(  # 500 resamples at a time: HellaSwag's 10k items fit in memory
@@ -46,13 +39,11 @@ def paired_bootstrap(ours, base, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0
 
 
 def read_scores(result_dir: str | Path) -> tuple[dict, dict]:
-    """(lm-eval's results, per-item scores) that repro downstream wrote in result_dir."""
     result_dir = Path(result_dir)
     return read_json(result_dir / RESULTS_JSON), read_json(result_dir / ITEMS_JSON)
 
 
 def compare(result_dirs: dict[str, str | Path], baseline: str) -> pd.DataFrame:
-    """The table of the module docstring from each experiment's result folder."""
     read = {name: read_scores(path) for name, path in result_dirs.items()}
     base_items = read[baseline][1] if baseline in read else {}
     rows = []

@@ -1,12 +1,4 @@
-"""Our GPT as an lm-evaluation-harness model: the log-likelihood of a continuation after a
-context (multiple-choice and cloze tasks) and of a whole text (perplexity tasks), scored in
-batches on the model's device. Text is encoded with the GPT-2 encoding the model was trained on
-(repro.data.tokenizer); an empty context is the end-of-text token, as in GPT-2's evaluations.
-
-Registered with lm-eval as "repro" when imported (simple_evaluate(model="repro", ...)), and
-declared in lm-eval's "lm_eval.models" entry-point group, from which the lm-eval releases that
-discover entry points resolve `lm_eval --model repro --model_args checkpoint=PATH`.
-"""
+"""Our GPT as an lm-evaluation-harness model, registered as "repro" (docs/downstream.md)."""
 
 from __future__ import annotations
 
@@ -32,7 +24,7 @@ class DownstreamError(ReproError):
 
 @register_model("repro")
 class ReproLM(TemplateLM):
-    """A GPT (or the checkpoint to load one from: ours or the authors') for lm-eval."""
+    """A GPT, or a checkpoint (ours or the authors'), for lm-eval."""
 
     def __init__(
         self,
@@ -75,9 +67,7 @@ class ReproLM(TemplateLM):
         return self.encoding.decode(tokens)
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs):
-        """(log P(continuation | context), whether it is the greedy continuation) per request
-        ((key, context tokens, continuation tokens)); inputs longer than the block size keep
-        their last tokens. Longest first, so that a batch pads little; answers in request order."""
+        """(log P(continuation | context), is greedy) per request; longest first: less padding."""
         order = sorted(range(len(requests)), key=lambda i: -len(requests[i][1] + requests[i][2]))
         answers = [None] * len(requests)
         for start in range(0, len(order), self.batch_size):
@@ -112,9 +102,7 @@ class ReproLM(TemplateLM):
         return answers
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
-        """log P(text) of each request's text, every token predicted once (lm-eval's rolling
-        windows: blocks of the text, each token from those before it in its block; the first
-        block after the end-of-text token, the last one filled up from the block before)."""
+        """log P(text) per request, each token predicted once in lm-eval's rolling windows."""
         windows, owner = [], []
         for i, (text,) in enumerate(request.args for request in requests):
             for window in get_rolling_token_windows(

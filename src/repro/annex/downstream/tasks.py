@@ -1,10 +1,4 @@
-"""Running lm-eval tasks on a ReproLM: lm-eval's own result JSON, each item's scores (for the
-paired comparison of repro.annex.downstream.compare) and one line per task with its standard error.
-
-Tasks are lm-eval's (hellaswag, lambada_openai, arc_easy, piqa, wikitext, ...: their data come
-from the Hugging Face hub on first use, so the first run needs a network) or any defined in
-lm-eval's YAML format in an --include-path folder (a local JSON file works offline).
-"""
+"""Running lm-eval tasks on a ReproLM: its result JSON, per-item scores, one line per task."""
 
 from __future__ import annotations
 
@@ -21,7 +15,7 @@ from repro.files import make_dir, write_json
 RESULTS_JSON = "results.json"  # lm-eval's result dictionary, as its own CLI writes it
 ITEMS_JSON = "items.json"  # task -> metric -> one score per item, in document order
 
-# What GPT-2 124M scores, for scale beside ours (ours are far smaller, trained far shorter).
+# GPT-2 124M's scores, for scale (ours are far smaller and shorter-trained).
 ANCHORS = {
     "hellaswag": "GPT-2 124M: about 29.6% (completion-style) / 31.1% (harness acc_norm)",
 }
@@ -29,9 +23,7 @@ SCORED_OUTPUT_TYPES = ("multiple_choice", "loglikelihood", "loglikelihood_rollin
 
 
 def load_tasks(names: list[str], include_path: str | Path | None = None) -> TaskManager:
-    """lm-eval's tasks and those defined in the YAML files under include_path, each named task
-    checked: it exists, it is scored by log-likelihood (no generation), and its data load (from
-    the datasets cache, a local file or the hub); else one line naming the task."""
+    """lm-eval's and include_path's tasks, each checked: it exists, is log-likelihood, loads."""
     manager = TaskManager(include_path=str(include_path) if include_path else None)
     unknown = [name for name in names if name not in manager.all_tasks]
     if unknown:
@@ -50,7 +42,7 @@ def load_tasks(names: list[str], include_path: str | Path | None = None) -> Task
 
 
 def _load(manager: TaskManager, name: str) -> dict:
-    """The task `name` (its subtasks, for a group) with its data, or one line saying why not."""
+    """The task `name` (a group's subtasks) with its data, or one line saying why not."""
     try:
         return manager.load([name])["tasks"]
     except ConnectionError as e:  # offline (HF_HUB_OFFLINE, no network) and not in the cache
@@ -73,8 +65,7 @@ def run_tasks(
     limit: int | None = None,
     num_fewshot: int | None = None,
 ) -> dict:
-    """Evaluate `lm` on the named tasks (of load_tasks' manager); write out_dir/results.json
-    (lm-eval's) and items.json. The result dictionary (without the per-item samples)."""
+    """Evaluate `lm` on the tasks into out_dir/results.json and items.json."""
     out_dir = make_dir(out_dir)  # before the evaluation, which a folder that cannot be made loses
     results = simple_evaluate(
         model=lm,
@@ -92,8 +83,7 @@ def run_tasks(
 
 
 def item_scores(samples: dict) -> dict:
-    """task -> metric -> the score of each item (by doc_id), for the metrics scored per item
-    (acc, acc_norm; not corpus-level ones like perplexity, whose items hold tuples)."""
+    """task -> metric -> each item's score, for per-item metrics (acc, acc_norm)."""
     scores = {}
     for task, logged in samples.items():
         logged = sorted(logged, key=lambda s: s["doc_id"])
@@ -109,8 +99,6 @@ def _is_number(value) -> bool:
 
 
 def task_metrics(metrics: dict) -> list[tuple[str, float, float | None]]:
-    """(metric, value, standard error or None) of one task's entry of lm-eval's results: the
-    numeric metrics, without lm-eval's bookkeeping (its name, alias, sample_len)."""
     scored = []
     for key, value in metrics.items():
         metric, _, filter_name = key.partition(",")
@@ -123,8 +111,6 @@ def task_metrics(metrics: dict) -> list[tuple[str, float, float | None]]:
 
 
 def summary_lines(results: dict) -> list[str]:
-    """One line per task: each metric with its standard error, the number of items, and the
-    anchor where there is one."""
     lines = []
     for task, metrics in results["results"].items():
         shown = [

@@ -1,13 +1,4 @@
-"""`repro bench`: training-step time, throughput and MFU of each experiment on this device.
-
-The steps are the training loop's own (repro.training.loop.build and
-repro.training.loop.train_step: the same
-model, optimiser, autocast, compile and prefetch), fed random tokens gathered at random starts, so
-that no data files are needed. FLOPs are counted as in docs/specification.md §7
-(repro.model.flops_per_token); MFU is against the device's dense bf16 peak. A configuration that
-fails to allocate device memory (torch's OutOfMemoryError, cuBLAS's or inductor's) is reported and
-skipped.
-"""
+"""`repro bench`: training-step time, throughput and MFU per experiment (docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -40,8 +31,7 @@ def device_name(device: torch.device) -> str:
 
 
 def random_batches(run: RunConfig, rows: int, seed: int = 0) -> Batches:
-    """Training batches of random tokens with the shapes of the preset, one row per step, at
-    the run's training micro-batch (a number: repro.training.loop.with_train_micro_batch's)."""
+    """Random-token batches of the preset's shapes at the run's training micro-batch."""
     rng = np.random.default_rng(seed)
     tokens = rng.integers(0, 50257, 1 << 20, dtype=np.uint16)
     starts = rng.integers(0, tokens.size - run.model.block_size - 1, (rows, run.train.batch_size))
@@ -60,7 +50,7 @@ def _synchronize(device: torch.device) -> None:
 
 
 def _fresh_start(device: torch.device) -> None:
-    """Forget the previous configuration's compiled graphs and memory before the next one."""
+    """Forget the previous configuration's compiled graphs and memory."""
     torch._dynamo.reset()  # else graphs pile up to dynamo's recompile limit, then run eagerly
     if device.type == "cuda":
         free_device_memory()
@@ -70,9 +60,7 @@ def _fresh_start(device: torch.device) -> None:
 def time_steps(
     run: RunConfig, device: torch.device, steps: int, warmup: int, breakdown: bool = False
 ) -> dict:
-    """Seconds per optimiser step after `warmup` steps (compilation, autotuning, allocator), with
-    the run's runtime settings (the levers among them: attention kernel, compile mode, fused
-    loss)."""
+    """Seconds per optimiser step after `warmup` steps, with the run's runtime settings."""
     _fresh_start(device)
     built = build(run, device)
     run = with_train_micro_batch(run, built)  # training's own choice
@@ -114,8 +102,7 @@ def time_steps(
     return result
 
 
-# Where a step's time goes, by the names of the kernels (CUDA) or operators (CPU) that take it.
-# The first category whose fragment occurs in the (lower-cased) name wins.
+# Step time by kernel (CUDA) or operator (CPU) name: the first category with a fragment in it wins.
 CATEGORIES = (
     ("attention", "flash fmha sdpa attention"),
     ("matmul", "gemm nvjet cutlass xmma aten::mm aten::addmm aten::bmm"),
@@ -137,16 +124,13 @@ def _category(name: str) -> str:
 
 
 def profile_step(run_step, device: torch.device) -> dict[str, float]:
-    """Seconds of one optimiser step by category: device kernels on CUDA, operators' self time
-    on CPU."""
     cuda = device.type == "cuda"
     activities = [torch.profiler.ProfilerActivity.CPU]
     activities += [torch.profiler.ProfilerActivity.CUDA] if cuda else []
     if not torch.cuda.is_available():
-        # A CUDA build's profiler (kineto) logs "ERROR ... gpuGetDeviceCount failed" for a CPU
-        # profile where no GPU is, which the profile does not need. A user's level is kept.
+        # A CUDA profiler logs a false gpuGetDeviceCount error on a CPU; a user's level is kept.
         os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # above kineto's ERROR (4)
-    # acc_events: one cycle, the same events, without the warning that a second would drop them.
+    # acc_events: one cycle, without the warning that a second would drop the events.
     with torch.profiler.profile(activities=activities, acc_events=True) as prof:
         run_step()
         _synchronize(device)
@@ -171,9 +155,7 @@ def bench(
     peak: float | None = None,
     breakdown: bool = False,
 ) -> dict:
-    """Time every run at every micro-batch; the fastest micro-batch of each run is its result.
-    Without micro_batches, each run's is what training would use (with_train_micro_batch).
-    Step-time ratios are to the experiment named `baseline` (the experiments file's)."""
+    """Time every run at every micro-batch; each run's fastest is its result."""
     peak = peak or (known_peak_flops(device_name(device)) if device.type == "cuda" else None)
     rows = []
     for run in runs:
@@ -213,7 +195,6 @@ def bench(
 
 
 def step_time_ratios(fastest: list[dict], baseline: str) -> dict[str, float]:
-    """Each residual_gelu experiment's step time over the baseline experiment's."""
     base = next((r for r in fastest if r["experiment"] == baseline), None)
     if base is None:
         return {}

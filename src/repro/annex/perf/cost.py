@@ -1,6 +1,4 @@
-"""What a run costs: parameters, tokens and FLOPs per step, estimated GPU-hours.
-
-docs/specification.md §7 gives the paper's scale."""
+"""What a run costs: parameters, FLOPs per step, GPU-hours (docs/specification.md §7)."""
 
 from __future__ import annotations
 
@@ -14,8 +12,7 @@ from repro.rundir.history import LATER_MODEL_OPTIONS
 
 H100_BF16_PEAK_FLOPS = 989e12  # dense bf16, H100 and H200 SXM
 
-# Dense (no sparsity) bf16 tensor-core peaks from the vendors' datasheets, matched as substrings of
-# torch.cuda.get_device_name(); the first match wins, so the more specific names come first.
+# Dense bf16 peaks from the vendors' datasheets, matched in the device name: specific names first.
 KNOWN_PEAK_FLOPS = (
     ("H100 PCIe", 756e12),
     ("H100", H100_BF16_PEAK_FLOPS),  # SXM: "NVIDIA H100 80GB HBM3"
@@ -29,14 +26,12 @@ def known_peak_flops(device_name: str) -> float | None:
 
 
 def model_size(config: ModelConfig) -> dict:
-    """Parameter counts and training FLOPs per token of a model, without allocating it."""
+    """Parameter counts and training FLOPs per token, without allocating the model."""
     params = parameter_counts(config)
     return {**params, "flops_per_token": flops_per_token(config, params["total_params"])}
 
 
 def check_bench_report(report, source) -> None:
-    """Refuse what is not a `repro bench --json` report, naming `source` and what is wrong."""
-
     def refuse(why: str):
         raise ConfigError(f"{source}: not a `repro bench --json` report ({why})")
 
@@ -59,15 +54,10 @@ def check_bench_report(report, source) -> None:
 
 
 def bench_throughput(report: dict, run: RunConfig) -> tuple[float, str]:
-    """Tokens/s of run's model from a `repro bench --json` report, and where the figure comes from.
-
-    A model the bench timed gets its own figure (the fastest, over micro-batches and over the
-    experiments that share the model); one it did not (an MLP width of the sweep) gets the FLOP
-    rate measured for the same model with another MLP width.
-    """
+    """Tokens/s of run's model from a bench report (else its FLOP rate at another width); origin."""
     config = asdict(run.model)
     fastest = lambda rows: max(rows, key=lambda r: r["tokens_per_s"])
-    # A report written before a model option existed timed that option at its default.
+    # An older report timed a newer model option at its default.
     timed = lambda r: LATER_MODEL_OPTIONS | r["model"]
     same = [r for r in report["fastest"] if timed(r) == config]
     if same:
@@ -97,8 +87,7 @@ def describe(
     bench: dict | None = None,
     seeds: int = 1,
 ) -> dict:
-    """Sizes and costs of one run (and of `seeds` seeds of it). GPU-hours from a `repro bench`
-    report or a measured throughput when given, else from MFU."""
+    """Sizes and costs of a run and of `seeds` seeds; GPU-hours from a bench report, else MFU."""
     if seeds < 1:
         raise ConfigError(f"seeds {seeds}: at least 1")
     size = model_size(run.model)

@@ -1,7 +1,4 @@
-"""`repro bench --inference`: prefill throughput and cached decode latency of each query mode.
-
-Both through the model's own forward with its key/value cache (repro.model.GPT.forward, generate).
-"""
+"""`repro bench --inference`: prefill throughput and cached decode latency of each query mode."""
 
 from __future__ import annotations
 
@@ -21,11 +18,6 @@ from repro.training.loop import make_model
 
 
 def default_experiments(experiments: Experiments, group: str = "table1") -> list:
-    """The baseline, then the first experiment of each other query mode in the group or identity.
-
-    A mode no experiment trains (residual_linear) gets the baseline with that query mode: the
-    optimiser settings play no part in inference.
-    """
     base = experiments[experiments.baseline]
     chosen = {base.query_mode: base}
     for e in experiments.group(group) + [experiments["identity"]]:
@@ -44,20 +36,18 @@ def default_experiments(experiments: Experiments, group: str = "table1") -> list
 
 
 def _clocks(device: torch.device) -> tuple[float, float]:
-    """Wall time, and this process's CPU time: a shared CPU's other jobs add to the first."""
+    """Wall time, and this process's CPU time (which a shared CPU's other jobs leave out)."""
     _synchronize(device)
     return time.perf_counter(), time.process_time()
 
 
 def _time_round(model: GPT, idx: torch.Tensor, decode_tokens: int, device: torch.device):
-    """Seconds (wall, CPU) of a prefill of idx and per token of decoding its end; cache bytes."""
+    """Seconds (wall, CPU) of a prefill and per decoded token; cache bytes."""
     began = _clocks(device)
     cache = KVCache(model.config.n_layer, model.config.block_size)
     model(idx, cache=cache, last_only=True)  # the prefill: the last position's logits only
     prefilled = _clocks(device)
-    # Rewind to context - decode_tokens: those keys and values are exactly a prefill of the shorter
-    # prompt (causality), so the decoded tokens end at the full context. Greedy: the argmax stays
-    # on the device, each step waits for the last, as in generation, with no sync.
+    # Rewound keys and values equal the shorter prompt's prefill; argmax stays on device: no sync.
     cache.length = start = idx.shape[1] - decode_tokens
     model.generate(idx[:, start : start + 1], decode_tokens, temperature=0, cache=cache)
     decoded = _clocks(device)
@@ -84,12 +74,7 @@ def inference_bench(
     repeats: int = 3,
     batch: int = 1,
 ) -> dict:
-    """Per run: prefill of `context` tokens and decode of the last `decode_tokens` of them.
-
-    Rounds are interleaved (every model once per round, after one untimed warm-up round) so that a
-    drift of the machine's speed falls on all modes alike. Ratios are to the run of the experiment
-    named `baseline` (the experiments file's), round by round; the median over rounds is reported.
-    """
+    """Prefill and decode per run, in interleaved rounds so drift falls on all; median ratios."""
     block = runs[0].model.block_size
     context = context or block
     if not decode_tokens < context <= block:
@@ -119,7 +104,7 @@ def inference_bench(
 
 
 def _ratios(times: list[float], baseline: list[float]) -> dict[str, float]:
-    """Time over the baseline's: median of the rounds' paired ratios; fastest over the fastest."""
+    """Time over the baseline's: median of paired ratios; fastest over fastest."""
     return {
         "median": statistics.median(a / b for a, b in zip(times, baseline)),
         "min": min(times) / min(baseline),
