@@ -83,6 +83,7 @@ def test_each_groups_cpu_time_at_tiny_names_the_groups_run_count():
             "decay_to_zero",
             "its {} runs and the notebook took 129 s of CPU",
         ),
+        ("docs/ablation.md", "query_ablation", "the group's {} runs and the notebook took 404 s"),
         ("docs/tuning.md", "tuning", "the group's {} runs and the notebook took 181 s of CPU"),
         ("docs/v3.md", "v3", "the group's {} runs and the notebook took 200 s of CPU"),
     ]
