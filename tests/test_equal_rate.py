@@ -27,8 +27,8 @@ def test_the_small_table_and_claims_show_the_gap_at_equal_learning_rate(tiny_run
     assert "cannot test the paper" in caveat
     assert (
         "resgelu-lr3e-3 is 1.40% ahead of the baseline, 0.20% ahead of "
-        f"{LINEAR} (the linear query at its learning rate, 0.003): the difference is the "
-        "learning rate's, not the query's" in caveat
+        f"{LINEAR} (the linear query at its learning rate, 0.003): the difference between "
+        "the two gaps is the learning rate's, not the query's" in caveat
     )
     claims = check_claims(tiny_runs, "tiny")
     row = claim(claims, "resgelu-lr3e-3")

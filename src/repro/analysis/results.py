@@ -122,8 +122,8 @@ def equal_rate_caveat(table: pd.DataFrame, experiments: Experiments) -> str:
             ahead = [relative_improvement(losses[name], losses[o]) for o in (base, linear)]
             said.append(
                 f"{name} is {ahead[0]:.2%} ahead of the baseline, {ahead[1]:.2%} ahead of "
-                f"{linear} (the linear query at its learning rate, {lr:g}): the difference is "
-                f"the learning rate's, not the query's"
+                f"{linear} (the linear query at its learning rate, {lr:g}): the difference "
+                f"between the two gaps is the learning rate's, not the query's"
             )
     return "; ".join(said)
 
