@@ -211,13 +211,34 @@ def precious(tmp_path) -> Path:
 @pytest.fixture(scope="session")
 def default_plan(tmp_path_factory):
     """The dry run of `all` with the default config and its shell commands (`snakemake -n -p`),
-    in a fresh copy of the workflow: one Snakemake process for the tests that read that plan."""
-    from workflow_helpers import copy_workflow, snakemake
+    in a fresh copy of the workflow: one dry run for the tests that read that plan."""
+    from workflow_helpers import copy_workflow, snakemake_in_process
 
     workdir = copy_workflow(tmp_path_factory.mktemp("default-plan"))
-    result = snakemake(workdir, "-n", "-p", "--cores", "1", "all")
+    result = snakemake_in_process(workdir, "-n", "-p", "--cores", "1", "all")
     assert result.returncode == 0, result.stdout + result.stderr
     return result
+
+
+@pytest.fixture(scope="session")
+def group_plans(tmp_path_factory):
+    """plan(preset): the plan of a dry run of the groups' tables (the ablation's, decay to
+    zero's, version 3's) at that preset and two seeds, in a fresh copy of the workflow: one dry
+    run per preset for the tests of every group."""
+    from workflow_helpers import GROUP_TABLES, copy_workflow, snakemake_in_process
+
+    plans = {}
+
+    def plan(preset: str) -> str:
+        if preset not in plans:
+            workdir = copy_workflow(tmp_path_factory.mktemp(f"groups-{preset}"))
+            config = ["--config", f"preset={preset}", "seeds=2"]
+            result = snakemake_in_process(workdir, "-n", "--cores", "1", *GROUP_TABLES, *config)
+            assert result.returncode == 0, result.stdout + result.stderr
+            plans[preset] = result.stdout
+        return plans[preset]
+
+    return plan
 
 
 @pytest.fixture(scope="session")
@@ -226,7 +247,7 @@ def authors_workflow(tmp_path_factory):
     in a folder whose name holds shell code: the job that finds their runs run, then the dry run
     of `all` with its shell commands. Built once for the tests that read that plan."""
     from authors_helpers import write_artefacts
-    from workflow_helpers import copy_workflow, snakemake
+    from workflow_helpers import copy_workflow, snakemake, snakemake_in_process
 
     root = tmp_path_factory.mktemp("authors-workflow")
     preset, experiments = load_config("tiny")
@@ -239,7 +260,7 @@ def authors_workflow(tmp_path_factory):
     # Which of their runs there are is found by a job, not while the workflow is parsed.
     found = snakemake(workdir, "--cores", "1", "--until", "authors_runs", *config)
     assert found.returncode == 0, found.stdout + found.stderr
-    dry_run = snakemake(workdir, "-n", "-p", "--cores", "1", "all", *config)
+    dry_run = snakemake_in_process(workdir, "-n", "-p", "--cores", "1", "all", *config)
     assert dry_run.returncode == 0, dry_run.stdout + dry_run.stderr
     return SimpleNamespace(root=root, workdir=workdir, folder=folder, names=names, dry_run=dry_run)
 

@@ -22,7 +22,7 @@ TUNED_RUN = {"query_mode": "linear", "qk_norm": True, "peak_lr": 1.5e-3, "steps"
 def audit_workflow(tmp_path_factory):
     """The workflow at the tiny preset given an audit's logs folder, one of whose logs is said to
     be resgelu-lr3e-3, and the dry run of `all` with its shell commands."""
-    from workflow_helpers import copy_workflow, snakemake
+    from workflow_helpers import copy_workflow, snakemake_in_process
 
     root = tmp_path_factory.mktemp("audit-workflow")
     logs = root / "audit's logs"
@@ -37,7 +37,7 @@ def audit_workflow(tmp_path_factory):
     )
     assert text != settings.read_text()
     settings.write_text(text)
-    plan = snakemake(workdir, "-n", "-p", "--cores", "1", "all", *config)
+    plan = snakemake_in_process(workdir, "-n", "-p", "--cores", "1", "all", *config)
     assert plan.returncode == 0, plan.stdout + plan.stderr
     return SimpleNamespace(workdir=workdir, logs=logs, config=config, plan=plan.stdout)
 
@@ -109,8 +109,8 @@ def test_the_import_jobs_write_the_runs(audit_workflow):
 
 
 # The workflow stops on these keys through repro's check before any job (its message prefixed
-# "Invalid configuration: "): each key is checked here in-process, and one Snakemake dry run
-# below shows a bad key stopping the DAG.
+# "Invalid configuration: "): each key is checked here by that check, and one dry run below shows
+# a bad key stopping the DAG.
 @pytest.mark.parametrize(
     "keys,message",
     [
@@ -168,12 +168,12 @@ def test_audit_keys_that_cannot_be_had_are_named(tmp_path, keys, message):
 
 
 def test_audit_logs_in_the_workflows_own_output_stop_the_dag(tmp_path):
-    from workflow_helpers import copy_workflow, snakemake
+    from workflow_helpers import copy_workflow, snakemake_in_process
 
     workdir = copy_workflow(tmp_path / "wf")
     write_log(workdir / "results/audit/logs/gpt3large_x.csv", curve(12, interval=4))
     folder = "results/audit/logs"
-    result = snakemake(
+    result = snakemake_in_process(
         workdir, "-n", "--cores", "1", "--config", "preset=tiny", f"audit_logs={folder}"
     )
     output = result.stdout + result.stderr

@@ -8,7 +8,7 @@ import shlex
 import pandas as pd
 import pytest
 from authors_helpers import write_artefacts
-from workflow_helpers import copy_workflow, failure, snakemake
+from workflow_helpers import copy_workflow, failure, snakemake, snakemake_in_process
 
 from repro import cli
 from repro.analysis import plots, results
@@ -74,7 +74,7 @@ def test_the_workflow_adds_the_authors_targets(authors_workflow, tmp_path):
         assert all(w.startswith(str(folder)) for w in hostile), command
     assert sum("PWNED" in c for c in commands) == 4 + 2  # 4 evaluations, 2 imports
     assert not list(authors_workflow.root.rglob("PWNED"))
-    missing = snakemake(
+    missing = snakemake_in_process(
         workdir, "-n", "--cores", "1", "--config", f"authors_artefacts={tmp_path / 'nowhere'}"
     )
     assert missing.returncode != 0 and "nowhere" in missing.stdout + missing.stderr

@@ -132,13 +132,9 @@ def test_describe_gives_the_groups_gpu_hours(capsys, preset_name, hours):
     assert last.startswith(f"{GROUP}: 8 runs, {hours} GPU-hours")
 
 
-def test_the_workflow_plans_the_group_and_its_table(tmp_path):
-    assert_group_planned(
-        tmp_path,
-        "results/decay_to_zero.csv",
-        "decay_to_zero",
-        ("d2z-baseline-lr4.8e-3", "seed1/d2z-resgelu-lr4.8e-3"),
-    )
+def test_the_workflow_plans_the_group_and_its_table(group_plans):
+    runs = ("d2z-baseline-lr4.8e-3", "seed1/d2z-resgelu-lr4.8e-3")
+    assert_group_planned(group_plans("screen"), "decay_to_zero", "screen", runs)
 
 
 @pytest.mark.slow  # papermill runs the notebook in its own kernel

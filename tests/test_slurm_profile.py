@@ -3,7 +3,7 @@ preset's resources (a dry run), and a preset's resources are validated."""
 
 import pytest
 from conftest import edited_tiny_preset
-from workflow_helpers import NO_ACCOUNTING, copy_workflow, snakemake
+from workflow_helpers import NO_ACCOUNTING, copy_workflow, snakemake_in_process
 
 from repro.config import load_preset
 from repro.config.schema import ConfigError
@@ -12,7 +12,7 @@ from repro.config.schema import ConfigError
 def test_profile_asks_for_the_presets_resources(tmp_path):
     """Without a cluster: the jobs the profile would submit at the paper's scale (a dry run)."""
     workdir = copy_workflow(tmp_path / "workflow")
-    result = snakemake(
+    result = snakemake_in_process(
         workdir,
         "-n",
         "--profile",

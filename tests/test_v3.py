@@ -156,13 +156,9 @@ def test_describe_gives_the_groups_gpu_hours(capsys, preset_name, hours):
     assert last.startswith(f"{GROUP}: 15 runs, {hours} GPU-hours")
 
 
-def test_the_workflow_plans_the_group_and_its_table(tmp_path):
-    assert_group_planned(
-        tmp_path,
-        "results/v3.csv",
-        "v3",
-        ("v3-baseline-wd0.1-lr3.6e-3", "seed1/v3-identity-mlp4.5-wd0.1-lr2.2e-3"),
-    )
+def test_the_workflow_plans_the_group_and_its_table(group_plans):
+    runs = ("v3-baseline-wd0.1-lr3.6e-3", "seed1/v3-identity-mlp4.5-wd0.1-lr2.2e-3")
+    assert_group_planned(group_plans("screen"), "v3", "screen", runs)
 
 
 @pytest.mark.slow  # papermill runs the notebook in its own kernel

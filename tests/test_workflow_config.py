@@ -5,7 +5,7 @@ import shlex
 
 import pytest
 from conftest import random_token_files
-from workflow_helpers import copy_workflow, snakemake
+from workflow_helpers import assert_group_planned, copy_workflow, snakemake, snakemake_in_process
 
 # A path as a careless or hostile user may name it: a space, and shell code.
 HOSTILE = "my $(touch PWNED) data"
@@ -32,11 +32,10 @@ def tree(root):
 @pytest.fixture(scope="module")
 def two_seeds(tmp_path_factory):
     """The dry run of `all` at two seeds with its shell commands, its data folder a hostile path,
-    in a fresh copy, and the copy's tree before it: one Snakemake process for the tests that read
-    it."""
+    in a fresh copy, and the copy's tree before it: one dry run for the tests that read it."""
     workdir = copy_workflow(tmp_path_factory.mktemp("two-seeds"))
     before = tree(workdir)
-    result = snakemake(
+    result = snakemake_in_process(
         workdir, "-n", "-p", "--cores", "1", "all", "--config", "seeds=2", f"data_dir={HOSTILE}"
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -89,21 +88,9 @@ def test_dry_run_of_two_seeds(two_seeds):
 
 
 @pytest.mark.parametrize("preset", ["tiny", "screen"])
-def test_dry_run_of_the_ablation(tmp_path, preset):
-    result = snakemake(
-        copy_workflow(tmp_path),
-        "-n",
-        "--cores",
-        "1",
-        "results/ablation.csv",
-        "--config",
-        f"preset={preset}",
-        "seeds=2",
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert re.search(r"^rule ablation:", result.stdout, re.M), result.stdout
-    for run in ("bottleneck-linear-lr3e-3", "seed1/resgelu-qknorm-lr3e-3", "seed1/baseline-qknorm"):
-        assert f"results/runs/{preset}/{run}/metrics.csv" in result.stdout
+def test_dry_run_of_the_ablation(group_plans, preset):
+    runs = ("bottleneck-linear-lr3e-3", "seed1/resgelu-qknorm-lr3e-3", "seed1/baseline-qknorm")
+    assert_group_planned(group_plans(preset), "ablation", preset, runs)
 
 
 @pytest.mark.parametrize(
@@ -119,12 +106,19 @@ def test_dry_run_of_the_ablation(tmp_path, preset):
     ],
 )
 def test_bad_input_stops_the_dag_naming_it(workdir, args, named):
-    result = snakemake(workdir, "-n", "--cores", "1", *args)
+    result = snakemake_in_process(workdir, "-n", "--cores", "1", *args)
     assert_stopped(result, workdir, named)
+
+
+def test_the_command_stops_on_bad_input_with_a_non_zero_exit(workdir):
+    # The command as a user starts it, a process of its own: the checks above run its command
+    # line in the test's process, and read the same exit status and message.
+    result = snakemake(workdir, "-n", "--cores", "1", "--config", "preset=huge")
+    assert_stopped(result, workdir, "unknown preset 'huge'")
 
 
 def test_missing_corpus(workdir, tmp_path):
     config = tmp_path / "paper.yaml"
     config.write_text(f"preset: paper\nopenwebtext:\n  data_files: {tmp_path}/owt/*.parquet\n")
-    result = snakemake(workdir, "-n", "--cores", "1", "--configfile", str(config))
+    result = snakemake_in_process(workdir, "-n", "--cores", "1", "--configfile", str(config))
     assert_stopped(result, workdir, "openwebtext.data_files", f"{tmp_path}/owt/*.parquet")

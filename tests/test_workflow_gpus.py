@@ -4,7 +4,7 @@ for gpus_per_run above 1."""
 import re
 
 import pytest
-from workflow_helpers import copy_workflow, snakemake
+from workflow_helpers import copy_workflow, snakemake_in_process
 
 TARGET = "results/runs/paper/baseline/metrics.csv"
 
@@ -16,7 +16,7 @@ def workdir(tmp_path_factory):
 
 def train_job(workdir, *args):
     """The resources and shell command of the paper baseline's training job (dry run)."""
-    result = snakemake(workdir, "-n", "-p", "--cores", "8", *args, "--", TARGET)
+    result = snakemake_in_process(workdir, "-n", "-p", "--cores", "8", *args, "--", TARGET)
     assert result.returncode == 0, result.stdout + result.stderr
     job = result.stdout[result.stdout.index("rule train:") :]
     resources = re.search(r"resources: (.*)", job).group(1)

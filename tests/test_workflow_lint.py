@@ -8,13 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from workflow_helpers import REPO, copy_workflow, snakemake
+from workflow_helpers import REPO, copy_workflow, snakemake_in_process
 
 EXPLAINED = "Specify a conda environment or container for each rule."
 
 
 def test_the_workflow_lints_clean_but_for_the_explained_lint(tmp_path):
-    result = snakemake(copy_workflow(tmp_path), "--lint")
+    result = snakemake_in_process(copy_workflow(tmp_path), "--lint")
     out = result.stdout + result.stderr
     rules = re.findall(r"^Lints for rule (\S+)", out, re.M)
     titles = re.findall(r"^    \* (.*?):?$", out, re.M)
