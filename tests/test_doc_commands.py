@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import pytest
 import yaml
 from conftest import REPO
-from workflow_helpers import copy_workflow, snakemake
+from workflow_helpers import copy_workflow, snakemake_in_process
 
 from repro.cli import build_parser
 
@@ -219,7 +219,7 @@ DRY_RUNNABLE = [c for c in of("snakemake") if c.marker != "download" and "--repo
 @pytest.mark.parametrize("command", DRY_RUNNABLE, ids=str)
 def test_snakemake_command_dry_runs(command, workdir):
     args = command.args if command.marker else command.on_tiny()
-    result = snakemake(workdir, *args, "-n")
+    result = snakemake_in_process(workdir, *args, "-n")
     assert result.returncode == 0, f"{command}: {result.stderr[-3000:]}"
 
 
