@@ -3,10 +3,12 @@
 column; `repro status`'s plain reader (repro.rundir.read_rows) refuses the same files alike."""
 
 import math
+import os
 
 import pandas as pd
 import pytest
 
+from repro.analysis import runs
 from repro.analysis.runs import RunError, read_metrics, read_run
 from repro.rundir import METRICS_COLUMNS, METRICS_CSV, read_rows
 
@@ -106,3 +108,19 @@ def test_both_readers_read_the_same_numbers(run, edit):
     path = edited(run, edit)
     plain = pd.DataFrame(read_rows(path), columns=METRICS_COLUMNS, dtype=float)
     pd.testing.assert_frame_equal(read_metrics(path), plain.astype({"step": int}))
+
+
+def test_a_metrics_file_is_parsed_once_until_it_is_rewritten(run, monkeypatch):
+    parsed = []
+    monkeypatch.setattr(runs, "_plain_rows", lambda text: parsed.append(text) or None)
+    mine = read_run(run).metrics
+    mine.loc[8, "train_loss"] = 99.0  # the caller's own copy
+    assert read_run(run).metrics.at[8, "train_loss"] != 99.0 and len(parsed) == 1
+    path, stat = run / METRICS_CSV, (run / METRICS_CSV).stat()
+    text = path.read_bytes()
+    end = len(text.rstrip().rstrip(b"0123456789"))  # the last value's last digit
+    with open(path, "r+b") as f:  # in place, the same size and time, a digit changed
+        f.write(text[:end] + (b"2" if text[end : end + 1] == b"1" else b"1") + text[end + 1 :])
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert read_run(run).metrics.at[8, "tokens_per_s"] != mine.at[8, "tokens_per_s"]
+    assert len(parsed) == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import math
 import re
@@ -65,8 +66,14 @@ def read_run(run_dir: str | Path) -> Run:
 
 def read_metrics(path: Path) -> pd.DataFrame:
     """metrics.csv, refused where and as repro.rundir.read_rows refuses it (checked_rows is the one
-    judge); pandas parses a file of plainly written rows fast, the judge reads any other."""
-    text = metrics_text(path)
+    judge); pandas parses a file of plainly written rows fast, the judge reads any other. The
+    tables, claims and figures read the same runs many times: a text parsed before is not parsed
+    again (reading the file is cheap; a rewritten file is a new text). The caller gets a copy."""
+    return _parsed(path, metrics_text(path)).copy()
+
+
+@functools.lru_cache(maxsize=32)
+def _parsed(path: Path, text: str) -> pd.DataFrame:
     numbers = _plain_rows(text)
     if numbers is None:
         numbers = pd.DataFrame(checked_rows(path, text), columns=METRICS_COLUMNS, dtype=float)
