@@ -1,6 +1,6 @@
-"""The query ablation (repro.analysis.ablation) and its claims, on runs of group `query_ablation`
-at the tiny preset (table step 12, seeds 0..2) derived from the tiny run `repro train` wrote
-(derived_runs' write_run: each run's configuration, identity and sizes its own)."""
+"""The query ablation (repro.annex.groups.ablation) and its claims, on runs of group
+`query_ablation` at the tiny preset (table step 12, seeds 0..2) derived from the tiny run `repro
+train` wrote (derived_runs' write_run: each run's configuration, identity and sizes its own)."""
 
 import shutil
 
@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from conftest import REPO
 
-from repro.analysis.ablation import GROUP, ablation
-from repro.analysis.claims import check_claims
+from repro.annex.claims import check_claims
+from repro.annex.groups.ablation import GROUP, ablation
 from repro.config import load_config, seed_dir
 
 SEEDS = 3
@@ -198,7 +198,7 @@ def test_the_notebook_writes_the_table_and_its_html(tmp_path, write_runs):
 
 
 def test_the_figure_draws_every_setting_with_its_interval(tmp_path, write_runs):
-    from repro.analysis.final_losses import final_losses
+    from repro.annex.groups.final_losses import final_losses
 
     settings = ablation(write_runs(tmp_path / "runs" / "tiny"), "tiny", SEEDS).settings
     ax = final_losses(settings.table, settings.losses, "ablation").axes[0]

@@ -1,4 +1,4 @@
-"""Decay to zero (repro.analysis.decay): group `decay_to_zero` of config/experiments.yaml, its
+"""Decay to zero (repro.annex.groups.decay): group `decay_to_zero` of config/experiments.yaml, its
 table read at each run's last evaluation and its claim, on runs written as `repro train` records
 them at a tiny preset whose table step (8) comes before its last evaluation (12)."""
 
@@ -8,8 +8,8 @@ import pytest
 from conftest import edited_tiny_preset
 from workflow_helpers import assert_group_planned
 
-from repro.analysis.claims import check_claims
-from repro.analysis.decay import CLAIM, GROUP, decay_to_zero
+from repro.annex.claims import check_claims
+from repro.annex.groups.decay import CLAIM, GROUP, decay_to_zero
 from repro.config import load_config, load_run, seed_dir
 
 SEEDS = 3

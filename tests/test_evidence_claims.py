@@ -1,6 +1,6 @@
 """The evidence table carries every claim the package checks: Table 1's (v1), version 3's (its
 losses derived from the abstract's two percentages) beside our runs of its recipe, and the
-verdict of each claim of repro.analysis.claims, with the group's runs the audit has beside it,
+verdict of each claim of repro.annex.claims, with the group's runs the audit has beside it,
 each log beside the arm of the schedule it was stated to have."""
 
 import json
@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from audit_helpers import curve, write_log
 
-from repro.analysis.claims import check_claims
 from repro.annex import evidence
+from repro.annex.claims import check_claims
 from repro.cli import main
 
 V3_BEST = "v3-resgelu-wd0.1-lr3.6e-3"

@@ -9,7 +9,7 @@ import pytest
 from conftest import write_experiments
 
 from repro.analysis import seeds
-from repro.analysis.claims import check_claims
+from repro.annex.claims import check_claims
 from repro.config import load_preset, load_run, seed_dir
 from repro.config.schema import ConfigError
 

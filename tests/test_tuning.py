@@ -1,4 +1,4 @@
-"""The tuning comparison (repro.analysis.tuning) and its claims, on runs at the tiny preset for
+"""The tuning comparison (repro.annex.groups.tuning) and its claims, on runs at the tiny preset for
 group `tuning` of config/experiments.yaml (table step 12, seeds 0..2), derived from the tiny run
 `repro train` wrote."""
 
@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from repro.analysis.claims import check_claims
-from repro.analysis.tuning import tuning
+from repro.annex.claims import check_claims
+from repro.annex.groups.tuning import tuning
 from repro.config import load_config, seed_dir
 from repro.rundir import read_record
 

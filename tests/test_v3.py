@@ -1,12 +1,12 @@
-"""Version 3's recipe (repro.analysis.v3): group `v3` of config/experiments.yaml, its table with
+"""Version 3's recipe (repro.annex.groups.v3): group `v3` of config/experiments.yaml, its table with
 parameter counts read at each run's last evaluation, and its claims, on runs written as
 `repro train` records them at the tiny preset (last evaluation: step 12)."""
 
 import pytest
 from workflow_helpers import assert_group_planned
 
-from repro.analysis.claims import check_claims
-from repro.analysis.v3 import CLAIM_NAMES, D2Z_CLAIM, GROUP, PARAMETERS_CLAIM, version3
+from repro.annex.claims import check_claims
+from repro.annex.groups.v3 import CLAIM_NAMES, D2Z_CLAIM, GROUP, PARAMETERS_CLAIM, version3
 from repro.config import load_config, load_run, seed_dir
 
 SEEDS = 3
@@ -188,7 +188,7 @@ def test_the_notebook_writes_the_table_and_the_claims(tmp_path, fabricate):
 
 
 def test_the_figure_draws_a_point_per_seed_below_three_seeds(tmp_path, fabricate):
-    from repro.analysis.final_losses import final_losses
+    from repro.annex.groups.final_losses import final_losses
 
     two = {name: losses[:2] for name, losses in LOSSES.items()}
     result = version3(fabricate(tmp_path / "runs", two), "tiny", 2)

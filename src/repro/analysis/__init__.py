@@ -1,1 +1,1 @@
-"""Reading runs: results, seeds and intervals, the paper's claims, figures, status."""
+"""Reading runs: results, seeds and intervals, figures, status."""

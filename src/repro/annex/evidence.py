@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from repro.analysis.claims import check_claims
 from repro.analysis.curves import relative_improvement
 from repro.analysis.results import scale_caveat
 from repro.analysis.runs import Run, has_run, read_run
 from repro.analysis.seeds import check_seed_count, summarise
 from repro.analysis.stated import ambiguity, stated_as, stated_differences
+from repro.annex.claims import check_claims
 from repro.config import Preset, load_config, resolve_run, seed_dir
 from repro.errors import ReproError
 from repro.rundir import identity_differences

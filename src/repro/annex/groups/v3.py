@@ -1,6 +1,6 @@
 """Version 3 (docs/v3.md): the claim of the paper's third version, on the recipe behind it.
 
-Runs are read at their last evaluation; each model by its best setting (repro.analysis.tuning).
+Runs are read at their last evaluation; each model by its best setting (repro.annex.groups.tuning).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from repro.analysis.tuning import TUNING_COLUMNS, settings
+from repro.annex.groups.tuning import TUNING_COLUMNS, settings
 from repro.config import Experiment, Preset, load_config, resolve_run
 from repro.model import parameter_counts
 
@@ -31,7 +31,7 @@ V3_COLUMNS = [*TUNING_COLUMNS[:7], "non_embedding_params", "extra_params", *TUNI
 
 @dataclass(frozen=True)
 class Version3:
-    """Group `v3` at one preset, as repro.analysis.tuning's Settings."""
+    """Group `v3` at one preset, as repro.annex.groups.tuning's Settings."""
 
     table: pd.DataFrame
     losses: pd.DataFrame

@@ -3,14 +3,14 @@ baseline's best schedule?
 
 A run that decays to zero is read where its decay ends, at its last evaluation, not at the
 preset's table step; each model's best rate over both schedules is paired seed by seed, as
-repro.analysis.tuning pairs them.
+repro.annex.groups.tuning pairs them.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from repro.analysis.tuning import Tuning, tuning
+from repro.annex.groups.tuning import Tuning, tuning
 from repro.config import Preset
 
 GROUP = "decay_to_zero"

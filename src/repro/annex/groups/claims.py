@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from repro.analysis import ablation as query_ablation
-from repro.analysis import decay as decay_to_zero
-from repro.analysis import tuning, v3
 from repro.analysis.seeds import paired_difference
+from repro.annex.groups import ablation as query_ablation
+from repro.annex.groups import decay as decay_to_zero
+from repro.annex.groups import tuning, v3
 from repro.config import Experiments, Preset
 
 NOT_IN = "in the experiments file"

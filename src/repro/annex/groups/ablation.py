@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from repro.analysis.seeds import PAIRED_COLUMNS, paired_difference
-from repro.analysis.tuning import Settings, settings
+from repro.annex.groups.tuning import Settings, settings
 from repro.config import Experiment, Preset, load_config
 
 GROUP = "query_ablation"

@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from repro.analysis import group_claims
 from repro.analysis.curves import relative_improvement, relative_improvement_curves
-from repro.analysis.group_claims import standing, verdict
 from repro.analysis.results import equal_rate_arms, scale_caveat
 from repro.analysis.seeds import (
     BySeed,
@@ -19,6 +17,8 @@ from repro.analysis.seeds import (
     read_seed_runs,
     summarise,
 )
+from repro.annex.groups import claims as group_claims
+from repro.annex.groups.claims import standing, verdict
 from repro.config import Experiments, Preset, load_config
 
 CLAIM_COLUMNS = ["claim", "experiment", "holds", "detail", "group"]  # group: whose runs answer it
