@@ -141,3 +141,25 @@ def test_ld_preload_naming_a_missing_tcmalloc_is_no_traceback(tmp_path, command)
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.splitlines()[-1].startswith("repro: error: ")
+
+
+def test_a_missing_library_in_ld_preload_neither_breaks_nor_follows_the_restart(monkeypatch):
+    """Where ldconfig does not list TCMalloc, find_library reads gcc's output, whose ld.so error
+    lines about the missing LD_PRELOAD it opens as files (an OSError): TCMalloc counts as not
+    installed. Where it is installed, the restart preloads it without the missing file, which
+    would make ld.so print an error line in every process started."""
+    monkeypatch.setenv("LD_PRELOAD", "/nowhere/libtcmalloc_minimal.so.4")
+    monkeypatch.delenv(preemption.ENV, raising=False)
+    monkeypatch.setattr(preemption, "active", lambda: False)
+
+    def unreadable(name):
+        raise FileNotFoundError(2, "No such file or directory", "ERROR: ld.so: object")
+
+    monkeypatch.setattr(ctypes.util, "find_library", unreadable)
+    assert preemption.notice().startswith("repro: TCMalloc not found")
+    preemption.restart_under_tcmalloc()  # nothing to restart under
+    preloads = []
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: "libtcmalloc_minimal.so.4")
+    monkeypatch.setattr(os, "execve", lambda path, argv, env: preloads.append(env["LD_PRELOAD"]))
+    preemption.restart_under_tcmalloc()
+    assert preloads == ["libtcmalloc_minimal.so.4"]

@@ -188,20 +188,23 @@ def test_a_log_past_the_presets_last_step_is_not_its_run(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    "name,stated,message",
+    "name,stated,last,message",
     [
-        ("gpt3large_x_100000k.csv", {}, r"a horizon of 100,000,000 steps \(its name\), more than "),
-        ("gpt3large_x.csv", {"steps": 100000000}, r"100,000,000 steps \(stated\), more than 1,0"),
-        ("gpt3large_x.csv", {"steps": 4}, r"line 4, column step: 8 is past step 4, the last"),
+        ("gpt3large_x_100000k.csv", {}, [(100_000_000, 2.0, 2.1)],
+         r"a horizon of 100,000,000 steps \(its name\), more than "),
+        ("gpt3large_x.csv", {"steps": 100000000}, [(100_000_000, 2.0, 2.1)],
+         r"100,000,000 steps \(stated\), more than 1,0"),
+        # a log of 12 steps, every one within the preset's
+        ("gpt3large_x.csv", {"steps": 4}, [], r"line 4, column step: 8 is past step 4, the last"),
     ],
-)
+)  # fmt: skip
 @pytest.mark.parametrize("command", ["import-audit-log", "import-audit-logs"])
 def test_a_horizon_beyond_the_bound_or_before_the_logs_end_is_refused(
-    tmp_path, capsys, name, stated, message, command
+    tmp_path, capsys, name, stated, last, message, command
 ):
     """A horizon is at most 1,000,000 steps (a row at step 100,000,000 would be as many rows of
     metrics, beyond any memory); a log that runs past its stated horizon is not that run."""
-    log = write_log(tmp_path / "logs" / name, curve(12, interval=4) + [(100_000_000, 2.0, 2.1)])
+    log = write_log(tmp_path / "logs" / name, curve(12, interval=4) + last)
     given = [str(log), "--preset", "tiny"] if command == "import-audit-log" else [str(log.parent)]
     statement = stated if command == "import-audit-log" else {name: stated}
     out = tmp_path / "out"

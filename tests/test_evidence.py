@@ -132,6 +132,17 @@ def test_a_number_that_differs_from_its_file_is_found(sources, tmp_path):
     )
 
 
+def test_verifying_reads_each_run_once_however_many_rows_name_it(tiny_runs, monkeypatch):
+    """A long run's metrics.csv is 100 MB: read again for each row that names it (a dozen claims
+    read the baseline), verifying took minutes."""
+    table = evidence_table(tiny_runs, "tiny")
+    reads = []
+    read_run = evidence.read_run
+    monkeypatch.setattr(evidence, "read_run", lambda path: reads.append(path) or read_run(path))
+    assert verify_evidence(table) == []
+    assert reads and len(reads) == len(set(reads)), sorted(map(str, reads))
+
+
 def test_a_run_of_another_configuration_is_flagged(tiny_runs):
     """A folder holding another experiment's run (the baseline's, in mlp4.75's folder)."""
     shutil.rmtree(tiny_runs / "mlp4.75")

@@ -189,11 +189,21 @@ HUGE = "1" * 5000  # past Python's 4,300 digits, which int() refuses with a Valu
 )  # fmt: skip
 @pytest.mark.parametrize("command", ["compare", "evidence", "export", "train"])
 def test_a_damaged_run_json_is_one_line_for_every_reader(
-    tiny_runs, token_dir, tiny_indices, tmp_path, capsys, damage, message, command
+    tiny_runs,
+    tiny_baseline_run,
+    token_dir,
+    tiny_indices,
+    tmp_path,
+    capsys,
+    damage,
+    message,
+    command,
 ):
     path = tiny_runs / "baseline" / "run.json"
     path.write_text(damage(path.read_text()))
     run, other = tiny_runs / "baseline", tiny_runs / "mlp4.75"
+    # its checkpoint beside it: export and resume reach the record, not the checkpoint's absence
+    shutil.copy(tiny_baseline_run / "ckpt.pt", run)
     argv = {
         "compare": ["compare", run, "--reference", other],
         "evidence": ["evidence", "--preset", "tiny", "--runs", tiny_runs, "--out", tmp_path / "e"],
