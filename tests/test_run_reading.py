@@ -4,12 +4,14 @@ column; `repro status`'s plain reader (repro.rundir.read_rows) refuses the same 
 
 import math
 import os
+import re
 
 import pandas as pd
 import pytest
 
 from repro.analysis import runs
 from repro.analysis.runs import RunError, read_metrics, read_run
+from repro.analysis.status import run_summary
 from repro.rundir import METRICS_COLUMNS, METRICS_CSV, read_rows
 
 
@@ -124,3 +126,12 @@ def test_a_metrics_file_is_parsed_once_until_it_is_rewritten(run, monkeypatch):
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert read_run(run).metrics.at[8, "tokens_per_s"] != mine.at[8, "tokens_per_s"]
     assert len(parsed) == 2
+
+
+def test_a_run_without_metrics_is_refused_alike_by_both_readers(run):
+    (run / METRICS_CSV).unlink()
+    message = f"{run / METRICS_CSV}: no such file (has this run been trained?)"
+    with pytest.raises(RunError, match=f"^{re.escape(message)}$"):
+        read_run(run)
+    with pytest.raises(RunError, match=f"^{re.escape(message)}$"):
+        run_summary(run)

@@ -59,8 +59,6 @@ def read_run(run_dir: str | Path) -> Run:
     """Read a run directory (its live/ folder while it trains)."""
     run_dir = files_dir(run_dir)
     record = read_record(run_dir)
-    if not (run_dir / METRICS_CSV).exists():
-        raise RunError(f"{run_dir / METRICS_CSV}: no such file (has this run been trained?)")
     return Run(path=run_dir, metrics=read_metrics(run_dir / METRICS_CSV), record=record)
 
 

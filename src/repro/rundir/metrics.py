@@ -123,6 +123,8 @@ def read_rows(path: Path) -> list[dict]:
 def metrics_text(path: Path, empty: str = "empty, not a metrics file") -> str:
     """metrics.csv's lines after its header up to the last newline (a crash or a run in progress
     can cut the last line anywhere, even between digits); an empty file is `empty`."""
+    if not Path(path).exists():
+        raise RunError(f"{path}: no such file (has this run been trained?)")
     try:
         text = read_regular(path, METRICS_BYTES, RunError, "a metrics file").decode()
     except UnicodeDecodeError as e:
