@@ -135,3 +135,15 @@ def test_a_run_without_metrics_is_refused_alike_by_both_readers(run):
         read_run(run)
     with pytest.raises(RunError, match=f"^{re.escape(message)}$"):
         run_summary(run)
+
+
+def test_only_the_latest_parsed_texts_are_kept(run, monkeypatch):
+    parsed = []
+    monkeypatch.setattr(runs, "_plain_rows", lambda text: parsed.append(text) or None)
+    monkeypatch.setattr(runs, "PARSED_KEPT", 1)
+    path = run / METRICS_CSV
+    written = path.read_bytes()
+    for text in (written, written[: written.rindex(b"\n", 0, -1) + 1], written):
+        path.write_bytes(text)
+        read_run(run)
+    assert len(parsed) == 3  # the first text, dropped for the second, parsed again

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import csv
-import functools
+import hashlib
 import io
 import math
 import re
@@ -67,10 +67,21 @@ def read_metrics(path: Path) -> pd.DataFrame:
     judge); pandas parses a file of plainly written rows fast, the judge reads any other. The
     tables, claims and figures read the same runs many times: a text parsed before is not parsed
     again (reading the file is cheap; a rewritten file is a new text). The caller gets a copy."""
-    return _parsed(path, metrics_text(path)).copy()
+    text = metrics_text(path)
+    key = (Path(path), hashlib.blake2b(text.encode()).digest())
+    if key not in _PARSED:
+        _PARSED[key] = _parsed(path, text)
+        while len(_PARSED) > PARSED_KEPT:
+            del _PARSED[next(iter(_PARSED))]  # the oldest
+    return _PARSED[key].copy()
 
 
-@functools.lru_cache(maxsize=32)
+# The parsed texts kept, by path and digest (not the texts: a long run's is 100 MB): as many as
+# the analyses read at once, the paper's 48 configurations over a few seeds.
+PARSED_KEPT = 256
+_PARSED: dict[tuple[Path, bytes], pd.DataFrame] = {}
+
+
 def _parsed(path: Path, text: str) -> pd.DataFrame:
     numbers = _plain_rows(text)
     if numbers is None:
