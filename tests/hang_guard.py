@@ -88,11 +88,12 @@ def watch(
     seconds, kill its process group (it was started with start_new_session) or it, and raise Hung
     naming `what` and its processes."""
     quiet_s = QUIET_S if quiet_s is None else quiet_s
+    poll_s = min(POLL_S, quiet_s / 4)  # a short window looked at as often: a stall seen in time
     since, sizes, cpu = time.monotonic(), _sizes(outputs), tree_cpu_s(proc.pid)
     while proc.poll() is None:
         if until():
             return None
-        time.sleep(POLL_S)
+        time.sleep(poll_s)
         now_sizes, now_cpu = _sizes(outputs), tree_cpu_s(proc.pid)
         if now_sizes != sizes or abs(now_cpu - cpu) >= IDLE_CPU_SHARE * quiet_s:
             since, sizes, cpu = time.monotonic(), now_sizes, now_cpu

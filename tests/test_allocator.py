@@ -124,23 +124,32 @@ def test_evaluation_memory_does_not_grow_with_its_micro_batches(tmp_path):
     assert many <= few + 100, (few, many)  # MB
 
 
-@pytest.mark.parametrize("command", ["train", "evaluate"])
-def test_ld_preload_naming_a_missing_tcmalloc_is_no_traceback(tmp_path, command):
+def test_ld_preload_naming_a_missing_tcmalloc_is_no_traceback(tmp_path):
     """LD_PRELOAD naming a TCMalloc that is not there: ld.so ignores it, and so does looking for
-    TCMalloc (find_library reads ld.so's error lines in ldconfig's output as a file name)."""
-    argv = {
-        "train": train_args(tmp_path / "data", tmp_path / "indices", tmp_path / "run"),
-        "evaluate": ["evaluate", "--checkpoint", tmp_path / "ckpt.pt", "--preset", "tiny",
-                     "--data", tmp_path / "data", "--indices", tmp_path / "indices"],
-    }[command]  # fmt: skip
+    TCMalloc (find_library reads ld.so's error lines in ldconfig's output as a file name). Both
+    commands as `python -m repro` runs them, in one process: one start of Python."""
+    commands = [
+        train_args(tmp_path / "data", tmp_path / "indices", tmp_path / "run"),
+        ["evaluate", "--checkpoint", tmp_path / "ckpt.pt", "--preset", "tiny",
+         "--data", tmp_path / "data", "--indices", tmp_path / "indices"],
+    ]  # fmt: skip
+    code = (  # `python -m repro ARGV` for each, its exit status printed
+        "import runpy, sys\n"
+        f"for argv in {[list(map(str, c)) for c in commands]!r}:\n"
+        "    sys.argv = ['repro', *argv]\n"
+        "    try:\n"
+        "        runpy.run_module('repro', run_name='__main__')\n"
+        "    except SystemExit as done:\n"
+        "        print('exit', done.code)"
+    )
     env = os.environ | {"LD_PRELOAD": str(tmp_path / "libtcmalloc_minimal.so.4")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), env.get("PYTHONPATH")]))
     env.pop(preemption.ENV, None)
-    done = subprocess.run(
-        [sys.executable, "-m", "repro", *map(str, argv)], env=env, capture_output=True, text=True
-    )
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert done.stderr.splitlines()[-1].startswith("repro: error: ")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and "exit 2\nexit 2\n" in done.stdout, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("repro: error: ")]
+    assert len(errors) == 2, done.stderr
 
 
 def test_a_missing_library_in_ld_preload_neither_breaks_nor_follows_the_restart(monkeypatch):

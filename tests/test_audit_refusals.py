@@ -84,26 +84,25 @@ def test_a_reimport_on_a_full_disk_keeps_the_earlier_import_and_can_be_retried(
     capsys.readouterr()
 
 
-def cli(*args):
-    """`repro ARGS` in its own process (a hang stays in that process: `timeout` guards the test)."""
-    return subprocess.run(
-        [sys.executable, "-m", "repro", *args], capture_output=True, text=True, timeout=600
-    )
-
-
-@pytest.mark.parametrize("where", ["given", "in the folder"])
-def test_a_fifo_is_refused_not_waited_on(tmp_path, where):
+def test_a_fifo_is_refused_not_waited_on(tmp_path):
+    """A FIFO given, or found in the folder, is refused. Both commands in a process of their own,
+    where a wait would stay (`timeout` guards the test): one start of Python."""
     write_log(tmp_path / "logs" / "gpt3large_x.csv", curve(2000))
     fifo = tmp_path / "logs" / "gpt3large_fifo.csv"
     os.mkfifo(fifo)
-    if where == "given":
-        result = cli("import-audit-log", str(fifo), "--out", str(tmp_path / "run"))
-    else:
-        result = cli("import-audit-logs", str(tmp_path / "logs"), "--out", str(tmp_path / "run"))
-    assert result.returncode == 2 and result.stderr.strip() == (
-        f"repro: error: {fifo}: not a regular file (one of the audit's logs is expected)"
-    ), result.stderr
-    assert not (tmp_path / "run").exists()
+    commands = [
+        ["import-audit-log", str(fifo), "--out", str(tmp_path / "given")],
+        ["import-audit-logs", str(tmp_path / "logs"), "--out", str(tmp_path / "found")],
+    ]
+    code = f"from repro.cli import main\nfor argv in {commands!r}:\n    print(main(argv))"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600
+    )
+    refused = f"repro: error: {fifo}: not a regular file (one of the audit's logs is expected)"
+    said = result.stdout + result.stderr
+    assert result.stdout.split() == ["2", "2"], said  # each command's exit status
+    assert result.stderr.splitlines() == [refused, refused], said
+    assert not (tmp_path / "given").exists() and not (tmp_path / "found").exists()
 
 
 def test_a_link_to_a_device_is_refused_unread(tmp_path, capsys):

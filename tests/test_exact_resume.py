@@ -23,9 +23,9 @@ def one_thread():
 
 
 def test_a_resume_with_the_same_thread_count_is_bit_for_bit_and_recorded(
-    one_thread, token_dir, tiny_indices, tmp_path, monkeypatch
+    one_thread, token_dir, tiny_indices, tiny_baseline_run, tmp_path, monkeypatch
 ):
-    train(RUN, token_dir, tiny_indices, tmp_path / "whole")
+    """The uninterrupted run is the session's tiny baseline, trained with one thread."""
     asked = []
     monkeypatch.setattr(preemption, "requested", lambda: len(asked.append(1) or asked) > 5)
     with pytest.raises(preemption.Preempted):
@@ -33,10 +33,10 @@ def test_a_resume_with_the_same_thread_count_is_bit_for_bit_and_recorded(
     monkeypatch.undo()
     train(RUN, token_dir, tiny_indices, tmp_path / "resumed")
 
-    resumed, whole = read_metrics(tmp_path / "resumed"), read_metrics(tmp_path / "whole")
+    resumed, whole = read_metrics(tmp_path / "resumed"), read_metrics(tiny_baseline_run)
     assert without_timing(resumed) == without_timing(whole)  # the same decimal strings
     sessions = read_record(tmp_path / "resumed").sessions
     assert [s["first_step"] for s in sessions] == [0, 5]
     assert {s["torch_threads"] for s in sessions} == {1}
     assert {(s["device"], s["torch_version"]) for s in sessions} == {("cpu", torch.__version__)}
-    assert read_record(tmp_path / "whole").sessions[0]["torch_threads"] == 1
+    assert read_record(tiny_baseline_run).sessions[0]["torch_threads"] == 1

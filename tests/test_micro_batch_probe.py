@@ -170,20 +170,21 @@ def test_the_probe_leaves_room_for_the_optimiser_state():
 
 
 def test_the_probe_compiles_once_the_graph_training_runs(fake_cuda_memory, capsys):
-    """Of a batch of 48 the probe compiles one size, the largest predicted to fit (here all fit:
-    48), with the inputs training takes (the same overlapping views of a token window); training's
-    steps at that size then run the probe's graph without compiling another."""
+    """Of a batch of 24 the probe compiles one size, the largest predicted to fit (here all fit:
+    24, past the 12 it measures uncompiled), with the inputs training takes (the same overlapping
+    views of a token window); training's steps at that size then run the probe's graph without
+    compiling another."""
     from dataclasses import replace
 
     from torch._dynamo.testing import CompileCounter
 
     run = load_run("tiny", "resgelu-lr3e-3")
-    run = replace(run, train=replace(run.train, batch_size=48)).with_runtime(train_micro_batch=48)
+    run = replace(run, train=replace(run.train, batch_size=24)).with_runtime(train_micro_batch=24)
     model, _, optimizer, autocast = build(run, torch.device("cpu"))
     graphs = CompileCounter()  # compiles nothing, counts what dynamo hands a backend
     compiled = torch.compile(model, backend=graphs, dynamic=False)
     torch._dynamo.reset()
-    assert fit.auto_micro_batch(compiled, 48, run.model.block_size, autocast) == 48
+    assert fit.auto_micro_batch(compiled, 24, run.model.block_size, autocast) == 24
     assert graphs.frame_count == 1
     assert capsys.readouterr().out.count("as the steps run it") == 1
     batches = DeviceBatches(random_batches(run, 2), torch.device("cpu"))
