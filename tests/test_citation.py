@@ -2,8 +2,8 @@
 paper it reproduces, in step with the package's version."""
 
 import yaml
+from config_helpers import pyproject
 from conftest import REPO
-from test_environment import tomllib
 
 import repro
 
@@ -11,7 +11,7 @@ PAPER = "Beyond Linearity in Attention Projections: The Case for Nonlinear Queri
 
 
 def test_the_license_is_the_one_pyproject_declares():
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    project = pyproject()["project"]
     assert project["license"] == {"text": "MIT"}
     text = (REPO / "LICENSE").read_text()
     assert text.startswith("MIT License\n") and "the repro contributors" in text

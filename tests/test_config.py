@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 import yaml
+from config_helpers import write_preset
 from conftest import REPO, write_experiments
 
 from repro.config import (
@@ -21,14 +22,6 @@ from repro.config import (
 from repro.config.schema import load, schema
 from repro.rundir import identity_differences
 from repro.rundir.history import with_later_defaults
-
-
-def write_preset(tmp_path, edit):
-    data = yaml.safe_load((config_dir() / "presets" / "tiny.yaml").read_text())
-    edit(data)
-    path = tmp_path / "mine.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
 
 
 def test_paper_preset_is_the_spec():

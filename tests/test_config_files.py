@@ -88,7 +88,7 @@ def test_a_self_referring_alias_and_deep_nesting_are_refused(tmp_path):
 def test_a_file_too_large_to_be_a_configuration_is_refused(tmp_path):
     path = experiments_text(tmp_path, EXPERIMENT)
     path.write_text(path.read_text() + "#" * MAX_YAML_BYTES + "\n")
-    with pytest.raises(ConfigError, match=r"larger than 1,048,576 bytes"):
+    with pytest.raises(ConfigError, match=r"more than 1,048,576: not a YAML file"):
         load_experiments(path)
 
 

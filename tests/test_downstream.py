@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import one_line_error, write_our_checkpoint
+from downstream_helpers import HUB_TASK
 from model_helpers import small
 
 from repro.cli import main
@@ -189,16 +190,6 @@ def test_downstream_checks_its_options_and_files_before_any_task(tmp_path, capsy
     ):
         one_line_error(capsys, [*argv, *wrong], re.escape(message))
     assert a_file.read_text() == "mine" and not (tmp_path / "out").exists()
-
-
-HUB_TASK = """task: repro_hub
-dataset_path: repro-tests/not-in-the-cache
-output_type: multiple_choice
-validation_split: validation
-doc_to_text: "{{query}}"
-doc_to_target: "{{label}}"
-doc_to_choice: "{{choices}}"
-"""
 
 
 @pytest.mark.slow  # lm-eval indexes its tasks, then loads them

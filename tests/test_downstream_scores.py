@@ -7,9 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 from authors_helpers import write_authors_checkpoint
-from conftest import REPO
+from config_helpers import pyproject
 from model_helpers import small
-from test_environment import tomllib
 
 from repro.config import load_run
 from repro.data.tokenizer import EOT_TOKEN, gpt2_encoding
@@ -85,7 +84,7 @@ def test_loglikelihood_rolling_predicts_every_token_once():
 
 def test_lm_eval_s_entry_point_for_models_names_repro_lm():
     """pyproject.toml's lm_eval.models entry point, resolved as lm-eval's registry resolves one."""
-    target = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]
+    target = pyproject()["project"]["entry-points"]
     registry = Registry("model")
     registry.register("repro", target=target["lm_eval.models"]["repro"])
     assert registry.get("repro") is ReproLM

@@ -3,12 +3,8 @@
 import re
 
 import yaml
+from config_helpers import pyproject
 from conftest import REPO
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10: the test extra installs tomli
-    import tomli as tomllib
 
 # conda-forge names that differ from the PyPI names pyproject uses
 CONDA_TO_PYPI = {"pytorch": "torch"}
@@ -25,7 +21,7 @@ def _name(requirement: str) -> str:
 
 
 def test_environment_matches_pyproject():
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    project = pyproject()["project"]
     wanted = {_name(r) for r in project["dependencies"]}
     wanted |= {_name(r) for r in _unconditional(project["optional-dependencies"]["test"])}
 
@@ -45,7 +41,7 @@ def test_environment_matches_pyproject():
 def test_environment_python_is_supported():
     env = yaml.safe_load((REPO / "environment.yml").read_text())
     (python,) = [d for d in env["dependencies"] if isinstance(d, str) and _name(d) == "python"]
-    required = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"]
+    required = pyproject()["project"]["requires-python"]
     assert required == ">=3.10" and python.split("=")[-1] >= "3.10"
 
 

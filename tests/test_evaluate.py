@@ -12,7 +12,7 @@ import pytest
 import torch
 from authors_helpers import write_authors_checkpoint
 from conftest import one_line_error
-from test_preemption import signal_during
+from preemption_helpers import signal_during
 
 from repro.cli import main
 from repro.config import load_run

@@ -6,8 +6,8 @@ import math
 
 import pytest
 import torch
+from config_helpers import write_preset
 from conftest import read_metrics, shortened, without_timing
-from test_config import write_preset
 
 from repro.annex.perf.bench import random_batches
 from repro.config import ConfigError, load_preset, load_run

@@ -8,8 +8,8 @@ import math
 
 import pytest
 import torch
+from config_helpers import write_preset
 from conftest import COMPILED_ON_CPU, ON_GPU, read_metrics, shortened, train_args
-from test_config import write_preset
 
 import repro.training.loop
 from repro.config import ConfigError, load_preset, load_run

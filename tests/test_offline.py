@@ -9,7 +9,7 @@ import sys
 
 import pytest
 from conftest import REPO
-from test_downstream import HUB_TASK
+from downstream_helpers import HUB_TASK
 
 from repro.runtime import network
 

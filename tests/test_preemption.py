@@ -13,25 +13,13 @@ import pytest
 import torch
 from conftest import REPO, read_metrics, train_args, without_timing
 from hang_guard import watch
+from preemption_helpers import signal_during
 
-import repro.training.loop as loop_module
 from repro.cli import main
 from repro.config import load_run
 from repro.rundir import read_record
 from repro.runtime import preemption
 from repro.training.run import train
-
-
-def signal_during(monkeypatch, step, signum):
-    """Send `signum` to this process during step `step`'s training step."""
-    real_step = loop_module.train_step
-
-    def step_signalled(*args, **kwargs):
-        if args[3] == step:
-            os.kill(os.getpid(), signum)
-        return real_step(*args, **kwargs)
-
-    monkeypatch.setattr(loop_module, "train_step", step_signalled)
 
 
 def checkout_env() -> dict:

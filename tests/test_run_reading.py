@@ -1,13 +1,18 @@
 """A run's metrics.csv as the analysis reads it (repro.analysis.runs.read_run): a loss written
 "nan" is a diverged loss, any other value that is not a number is refused naming its line and
-column."""
+column; `repro status`'s plain reader (repro.rundir.read_rows) refuses the same files alike."""
 
 import math
+import os
+import re
 
+import pandas as pd
 import pytest
 
-from repro.analysis.runs import RunError, read_run
-from repro.rundir import METRICS_CSV
+from repro.analysis import runs
+from repro.analysis.runs import RunError, read_metrics, read_run
+from repro.analysis.status import run_summary
+from repro.rundir import METRICS_COLUMNS, METRICS_CSV, read_rows
 
 
 def damaged(run_dir, row: int, column: str, value: str):
@@ -40,3 +45,105 @@ def test_a_value_that_is_not_a_number_is_refused_naming_its_line_and_column(run,
     assert str(refused.value) == (
         f"{run / METRICS_CSV}, line 5: train_loss {written!r} is not a number"
     )
+
+
+def edited(run_dir, edit):
+    """The run's metrics.csv (as the package wrote it, lines ending in \\r\\n) with its data lines
+    replaced by edit(lines)."""
+    path = run_dir / METRICS_CSV
+    header, *lines = path.read_bytes().decode().split("\r\n")[:-1]
+    path.write_bytes("\r\n".join([header, *edit(lines), ""]).encode())
+    return path
+
+
+def cell(row: int, column: str, value: str):
+    def edit(lines):
+        cells = lines[row].split(",")
+        cells[METRICS_COLUMNS.index(column)] = value
+        return lines[:row] + [",".join(cells)] + lines[row + 1 :]
+
+    return edit
+
+
+REFUSED = {
+    "a word": cell(3, "train_loss", "banana"),
+    "a word pandas reads as 1": cell(3, "lr", "True"),
+    "a NUL in a number": cell(3, "lr", "1\x005"),
+    "a lone carriage return": cell(3, "lr", "1\r5"),
+    "a step written 2.0": cell(2, "step", "2.0"),
+    "a step written 02": cell(2, "step", "02"),
+    "no step": cell(5, "step", ""),
+    "a line too short": lambda lines: lines[:2] + [lines[2].rpartition(",")[0]] + lines[3:],
+    "a line too long": lambda lines: lines[:2] + [lines[2] + ",1"] + lines[3:],
+    "the first line too long": lambda lines: [lines[0] + ",1"] + lines[1:],
+    "a line too long, another too short": lambda lines: (
+        [lines[0] + ",1", lines[1].rpartition(",")[0]] + lines[2:]
+    ),
+    "a blank line": lambda lines: lines[:4] + [""] + lines[4:],
+    "a row missing": lambda lines: lines[:4] + lines[5:],
+    "no row but a blank line": lambda lines: [""],
+}
+READ_ALIKE = {
+    "as written": lambda lines: lines,
+    "no rows": lambda lines: [],
+    "nan spelt NaN": cell(4, "eval_val_loss", "NaN"),
+    "a number written 1_0": cell(3, "tokens_seen", "1_0"),
+    "a number in quotes": cell(3, "lr", '"0.5"'),
+    "a number after a space": cell(3, "lr", " 0.5"),
+    "infinity": cell(3, "train_loss", "-inf"),
+}
+
+
+@pytest.mark.parametrize("edit", REFUSED.values(), ids=REFUSED)
+def test_both_readers_refuse_a_damaged_metrics_file_in_the_same_words(run, edit):
+    path = edited(run, edit)
+    with pytest.raises(RunError) as plain:
+        read_rows(path)
+    with pytest.raises(RunError) as fast:
+        read_metrics(path)
+    assert str(fast.value) == str(plain.value)
+    assert str(plain.value).startswith(f"{path}, line ")
+
+
+@pytest.mark.parametrize("edit", READ_ALIKE.values(), ids=READ_ALIKE)
+def test_both_readers_read_the_same_numbers(run, edit):
+    path = edited(run, edit)
+    plain = pd.DataFrame(read_rows(path), columns=METRICS_COLUMNS, dtype=float)
+    pd.testing.assert_frame_equal(read_metrics(path), plain.astype({"step": int}))
+
+
+def test_a_metrics_file_is_parsed_once_until_it_is_rewritten(run, monkeypatch):
+    parsed = []
+    monkeypatch.setattr(runs, "_plain_rows", lambda text: parsed.append(text) or None)
+    mine = read_run(run).metrics
+    mine.loc[8, "train_loss"] = 99.0  # the caller's own copy
+    assert read_run(run).metrics.at[8, "train_loss"] != 99.0 and len(parsed) == 1
+    path, stat = run / METRICS_CSV, (run / METRICS_CSV).stat()
+    text = path.read_bytes()
+    end = len(text.rstrip().rstrip(b"0123456789"))  # the last value's last digit
+    with open(path, "r+b") as f:  # in place, the same size and time, a digit changed
+        f.write(text[:end] + (b"2" if text[end : end + 1] == b"1" else b"1") + text[end + 1 :])
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert read_run(run).metrics.at[8, "tokens_per_s"] != mine.at[8, "tokens_per_s"]
+    assert len(parsed) == 2
+
+
+def test_a_run_without_metrics_is_refused_alike_by_both_readers(run):
+    (run / METRICS_CSV).unlink()
+    message = f"{run / METRICS_CSV}: no such file (has this run been trained?)"
+    with pytest.raises(RunError, match=f"^{re.escape(message)}$"):
+        read_run(run)
+    with pytest.raises(RunError, match=f"^{re.escape(message)}$"):
+        run_summary(run)
+
+
+def test_only_the_latest_parsed_texts_are_kept(run, monkeypatch):
+    parsed = []
+    monkeypatch.setattr(runs, "_plain_rows", lambda text: parsed.append(text) or None)
+    monkeypatch.setattr(runs, "PARSED_KEPT", 1)
+    path = run / METRICS_CSV
+    written = path.read_bytes()
+    for text in (written, written[: written.rindex(b"\n", 0, -1) + 1], written):
+        path.write_bytes(text)
+        read_run(run)
+    assert len(parsed) == 3  # the first text, dropped for the second, parsed again

@@ -145,7 +145,7 @@ def test_a_disk_that_fills_during_training_is_one_line_and_the_run_resumes(
     """The disk fills at step 7 (the run's log file becomes /dev/full: every write is the kernel's
     ENOSPC): one line naming the file; the checkpoint of step 5 is kept, and the same command,
     once there is room, resumes to the rows of a run never stopped."""
-    from test_train import read_metrics, without_timing
+    from conftest import read_metrics, without_timing
 
     import repro.rundir.metrics
     import repro.runtime.tensorboard

@@ -19,11 +19,11 @@ from repro.analysis.styles import (
     SERIES_COLORS,
     SPLIT_STYLE,
     apply_theme,
-    band,
     bands_title,
     cycle,
     decay_styles,
     legend_beside,
+    seed_mean,
     series_styles,
     steps_axis,
     sweep_colors,
@@ -102,18 +102,7 @@ def figure1(
     losses = figure_data.mean_losses(by_seed, first, last)
     marks = max(1, losses["step"].nunique() // 12)  # about a dozen markers a line
     for (name, split), curve in losses.groupby(["experiment", "split"], sort=False):
-        top.plot(
-            curve["step"],
-            curve["loss_mean"],
-            SPLIT_STYLE[split],
-            **styles[name],
-            markevery=marks,
-            markersize=5,
-            fillstyle="full" if split == "val" else "none",
-            label=name if split == "val" else None,
-        )
-        if split == "val":
-            band(top, curve, "loss", colors[name])
+        seed_mean(top, curve, "loss", split, styles[name], marks, label=name)
     theirs = authors_runs(authors_runs_dir, names, baseline)
     _draw_authors(top, bottom, theirs, baseline, colors, (first, last))
     _mark_off_course(top, figure_data.off_course(losses, by_seed, theirs))
@@ -133,17 +122,7 @@ def figure1(
     for split in ("val", "train"):
         curves = figure_data.mean_improvements(by_seed, baseline, split, first, last)
         for name, curve in curves.groupby("experiment", sort=False):
-            bottom.plot(
-                curve["step"],
-                curve["rel_improvement_mean"],
-                SPLIT_STYLE[split],
-                **styles[name],
-                markevery=marks,
-                markersize=5,
-                fillstyle="full" if split == "val" else "none",
-            )
-            if split == "val":
-                band(bottom, curve, "rel_improvement", colors[name])
+            seed_mean(bottom, curve, "rel_improvement", split, styles[name], marks)
     bottom.axhline(0, color=colors[baseline], lw=1, label="baseline")
     bottom.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=1))
     bottom.set_ylabel("relative improvement\nover baseline (%)")

@@ -11,7 +11,6 @@ from repro.errors import ReproError
 from repro.rundir import (
     LIVE,
     METRICS_CSV,
-    RunError,
     duration,
     files_dir,
     has_run,
@@ -39,8 +38,6 @@ def run_summary(run_dir: Path) -> dict:
     """A run's status, last step (metrics.csv's: run.json's is written at start and end), speed."""
     files = files_dir(run_dir)
     record = read_record(files)
-    if not (files / METRICS_CSV).exists():
-        raise RunError(f"{files / METRICS_CSV}: no such file (has this run been trained?)")
     rows = read_rows(files / METRICS_CSV)
     evals = [r for r in rows if _number(r["eval_val_loss"])]  # a diverged (NaN) one is none
     recent = rows[-RECENT_STEPS:]

@@ -51,6 +51,24 @@ def band(ax, curve: pd.DataFrame, value: str, color) -> None:
     )
 
 
+def seed_mean(ax, curve: pd.DataFrame, value: str, split: str, style: dict, marks: int, label=None):
+    """A mean curve over the seeds of one split: validation solid, filled and banded (and labelled
+    `label`), training dashed and hollow."""
+    val = split == "val"
+    ax.plot(
+        curve["step"],
+        curve[f"{value}_mean"],
+        SPLIT_STYLE[split],
+        **style,
+        markevery=marks,
+        markersize=5,
+        fillstyle="full" if val else "none",
+        label=label if val else None,
+    )
+    if val:
+        band(ax, curve, value, style["color"])
+
+
 def bands_title(n_seeds: int) -> str:
     if n_seeds < 2:
         return ""

@@ -12,7 +12,6 @@ import copy
 import math
 import os
 import re
-import stat
 from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from repro.errors import ReproError
+from repro.files import read_regular
 
 # The largest configuration file here is about 10 kB; experiments.yaml holds about 900 values.
 MAX_YAML_BYTES = 1 << 20
@@ -192,23 +192,6 @@ def validate(data, schema_name: str, source: str | os.PathLike) -> dict:
     return data
 
 
-def _read_config_bytes(path: str | os.PathLike) -> bytes:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a named pipe must not block the reader
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot be read ({e.strerror})") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise ConfigError(f"{path}: not a regular file (a YAML file is expected)")
-    with os.fdopen(fd, "rb") as f:
-        text = f.read(MAX_YAML_BYTES + 1)
-    if len(text) > MAX_YAML_BYTES:
-        raise ConfigError(f"{path}: larger than {MAX_YAML_BYTES:,} bytes, not a configuration file")
-    return text
-
-
 def _parse_yaml_file(text: bytes, path: str) -> dict:
     try:
         data = parse_yaml(text)
@@ -225,7 +208,8 @@ def load(path: Path, schema_name: str) -> dict:
     """A YAML file, validated against a schema, with its defaults filled in. The parse of its
     bytes is kept (a tenth of a second, paid once per run an analysis reads); each call gets a
     copy."""
-    return copy.deepcopy(_load_bytes(_read_config_bytes(path), schema_name, str(path)))
+    text = read_regular(path, MAX_YAML_BYTES, ConfigError, "a YAML file")
+    return copy.deepcopy(_load_bytes(text, schema_name, str(path)))
 
 
 @lru_cache(maxsize=32)

@@ -103,8 +103,8 @@ def rows_before(path: Path, start: int) -> list[dict]:
         return []
     if not path.exists():
         raise RunError(f"{path}: no such file, but the checkpoint is at step {start}")
-    complete = _complete_lines(path, f"empty, but the checkpoint is at step {start}")
-    rows = [_checked_row(path, step, line) for step, line in zip(range(start), complete)]
+    lines = metrics_text(path, f"empty, but the checkpoint is at step {start}").split("\n")
+    rows = [_checked_row(path, step, line) for step, line in zip(range(start), lines[:-1])]
     if len(rows) < start:
         have = f"rows of steps 0..{len(rows) - 1}" if rows else "no row"
         raise RunError(
@@ -117,30 +117,42 @@ def rows_before(path: Path, start: int) -> list[dict]:
 def read_rows(path: Path) -> list[dict]:
     """Every complete row of metrics.csv, checked, as floats (None where empty). Plain Python,
     without pandas: `repro status` reads it and should start in a fraction of a second."""
-    lines = _complete_lines(path, "empty, not a metrics file")
-    rows = [_checked_row(path, step, line, ("step",)) for step, line in enumerate(lines)]
-    return [{k: float(v) if v else None for k, v in row.items()} for row in rows]
+    return checked_rows(path, metrics_text(path))
 
 
-def _complete_lines(path: Path, empty: str) -> list[str]:
-    """The lines after metrics.csv's header that end in a newline (a crash or a run in progress
+def metrics_text(path: Path, empty: str = "empty, not a metrics file") -> str:
+    """metrics.csv's lines after its header up to the last newline (a crash or a run in progress
     can cut the last line anywhere, even between digits); an empty file is `empty`."""
+    if not Path(path).exists():
+        raise RunError(f"{path}: no such file (has this run been trained?)")
     try:
-        lines = read_regular(path, METRICS_BYTES, RunError, "a metrics file").decode().split("\n")
+        text = read_regular(path, METRICS_BYTES, RunError, "a metrics file").decode()
     except UnicodeDecodeError as e:
         raise RunError(f"{path}: cannot be read ({e})") from None
-    if lines == [""]:
+    if not text:
         raise RunError(f"{path}: {empty}")
-    if lines[0].rstrip("\r") != ",".join(METRICS_COLUMNS):
-        raise RunError(f"{path}: not a metrics file (line 1 is {lines[0][:80]!r}, not its header)")
-    return lines[1:-1]  # the last piece is what follows the last newline
+    header, _, rows = text.partition("\n")
+    if header.rstrip("\r") != ",".join(METRICS_COLUMNS):
+        raise RunError(f"{path}: not a metrics file (line 1 is {header[:80]!r}, not its header)")
+    return rows[: rows.rfind("\n") + 1]
+
+
+def checked_rows(path: Path, text: str) -> list[dict]:
+    """The rows of `text` (metrics_text's), each checked, as floats (None where empty). The one
+    judge of a metrics file's rows: every reader refuses what it refuses, in its words."""
+    lines = text.split("\n")[:-1]
+    rows = [_checked_row(path, step, line, ("step",)) for step, line in enumerate(lines)]
+    return [{k: float(v) if v else None for k, v in row.items()} for row in rows]
 
 
 def _checked_row(path: Path, step: int, line: str, required=None) -> dict:
     """The row of `step` (line step + 2 of metrics.csv), whole and numeric, with a value for
     each `required` column (default: all but the evaluations', which a resume rewrites)."""
-    values = next(csv.reader([line.rstrip("\r")]), [])
     where = f"{path}, line {step + 2}"
+    try:
+        values = next(csv.reader([line.rstrip("\r")]), [])
+    except csv.Error as e:  # a carriage return inside the line
+        raise RunError(f"{where}: {e}") from None
     if len(values) != len(METRICS_COLUMNS):
         raise RunError(
             f"{where}: {len(values)} fields, not {len(METRICS_COLUMNS)} (expected step {step})"
