@@ -3,13 +3,11 @@
 column; `repro status`'s plain reader (repro.rundir.read_rows) refuses the same files alike."""
 
 import math
-import os
 import re
 
 import pandas as pd
 import pytest
 
-from repro.analysis import runs
 from repro.analysis.runs import RunError, read_metrics, read_run
 from repro.analysis.status import run_summary
 from repro.rundir import METRICS_COLUMNS, METRICS_CSV, read_rows
@@ -112,22 +110,6 @@ def test_both_readers_read_the_same_numbers(run, edit):
     pd.testing.assert_frame_equal(read_metrics(path), plain.astype({"step": int}))
 
 
-def test_a_metrics_file_is_parsed_once_until_it_is_rewritten(run, monkeypatch):
-    parsed = []
-    monkeypatch.setattr(runs, "_plain_rows", lambda text: parsed.append(text) or None)
-    mine = read_run(run).metrics
-    mine.loc[8, "train_loss"] = 99.0  # the caller's own copy
-    assert read_run(run).metrics.at[8, "train_loss"] != 99.0 and len(parsed) == 1
-    path, stat = run / METRICS_CSV, (run / METRICS_CSV).stat()
-    text = path.read_bytes()
-    end = len(text.rstrip().rstrip(b"0123456789"))  # the last value's last digit
-    with open(path, "r+b") as f:  # in place, the same size and time, a digit changed
-        f.write(text[:end] + (b"2" if text[end : end + 1] == b"1" else b"1") + text[end + 1 :])
-    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert read_run(run).metrics.at[8, "tokens_per_s"] != mine.at[8, "tokens_per_s"]
-    assert len(parsed) == 2
-
-
 def test_a_run_without_metrics_is_refused_alike_by_both_readers(run):
     (run / METRICS_CSV).unlink()
     message = f"{run / METRICS_CSV}: no such file (has this run been trained?)"
@@ -135,15 +117,3 @@ def test_a_run_without_metrics_is_refused_alike_by_both_readers(run):
         read_run(run)
     with pytest.raises(RunError, match=f"^{re.escape(message)}$"):
         run_summary(run)
-
-
-def test_only_the_latest_parsed_texts_are_kept(run, monkeypatch):
-    parsed = []
-    monkeypatch.setattr(runs, "_plain_rows", lambda text: parsed.append(text) or None)
-    monkeypatch.setattr(runs, "PARSED_KEPT", 1)
-    path = run / METRICS_CSV
-    written = path.read_bytes()
-    for text in (written, written[: written.rindex(b"\n", 0, -1) + 1], written):
-        path.write_bytes(text)
-        read_run(run)
-    assert len(parsed) == 3  # the first text, dropped for the second, parsed again

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import math
 import re
@@ -64,25 +63,8 @@ def read_run(run_dir: str | Path) -> Run:
 
 def read_metrics(path: Path) -> pd.DataFrame:
     """metrics.csv, refused where and as repro.rundir.read_rows refuses it (checked_rows is the one
-    judge); pandas parses a file of plainly written rows fast, the judge reads any other. The
-    tables, claims and figures read the same runs many times: a text parsed before is not parsed
-    again (reading the file is cheap; a rewritten file is a new text). The caller gets a copy."""
+    judge); pandas parses a file of plainly written rows fast, the judge reads any other."""
     text = metrics_text(path)
-    key = (Path(path), hashlib.blake2b(text.encode()).digest())
-    if key not in _PARSED:
-        _PARSED[key] = _parsed(path, text)
-        while len(_PARSED) > PARSED_KEPT:
-            del _PARSED[next(iter(_PARSED))]  # the oldest
-    return _PARSED[key].copy()
-
-
-# The parsed texts kept, by path and digest (not the texts: a long run's is 100 MB): as many as
-# the analyses read at once, the paper's 48 configurations over a few seeds.
-PARSED_KEPT = 256
-_PARSED: dict[tuple[Path, bytes], pd.DataFrame] = {}
-
-
-def _parsed(path: Path, text: str) -> pd.DataFrame:
     numbers = _plain_rows(text)
     if numbers is None:
         numbers = pd.DataFrame(checked_rows(path, text), columns=METRICS_COLUMNS, dtype=float)
