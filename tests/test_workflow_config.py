@@ -1,7 +1,9 @@
 """Bad input stops the workflow before any job runs, with a message naming the key or path."""
 
+import multiprocessing
 import re
 import shlex
+import signal
 
 import pytest
 from conftest import random_token_files
@@ -122,3 +124,14 @@ def test_missing_corpus(workdir, tmp_path):
     config.write_text(f"preset: paper\nopenwebtext:\n  data_files: {tmp_path}/owt/*.parquet\n")
     result = snakemake_in_process(workdir, "-n", "--cores", "1", "--configfile", str(config))
     assert_stopped(result, workdir, "openwebtext.data_files", f"{tmp_path}/owt/*.parquet")
+
+
+def test_a_dry_run_in_this_process_leaves_its_signal_handlers_and_pools_work(tmp_path):
+    """Snakemake's scheduler takes SIGTERM for itself; a pool stopped later in this process (as
+    datasets' loaders stop theirs) must still end its children."""
+    before = signal.getsignal(signal.SIGTERM)
+    result = snakemake_in_process(copy_workflow(tmp_path), "-n", "--cores", "1", "all")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert signal.getsignal(signal.SIGTERM) is before
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        assert pool.map(abs, [-1, -2]) == [1, 2]

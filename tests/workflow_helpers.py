@@ -8,6 +8,7 @@ import io
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -86,6 +87,9 @@ def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+CATCHABLE = sorted(signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP})
+
+
 def snakemake_in_process(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     """`snakemake ARGS` in workdir as snakemake() runs it, its command line (snakemake.cli.main)
     run in this process: the exit status and what it prints, without the seconds a fresh
@@ -93,10 +97,13 @@ def snakemake_in_process(workdir: Path, *args: str) -> subprocess.CompletedProce
     a lint, bad input; a job that runs, or the command as a user starts it, needs snakemake().
     Each call parses the Snakefile into a fresh workflow; what the Snakefile defines lands in
     snakemake.workflow's globals and its folder in sys.path, so both are put back afterwards:
-    no call sees what another parsed."""
+    no call sees what another parsed. Snakemake's scheduler takes SIGTERM for itself: the
+    handlers are put back too, or a pool that this process later stops with SIGTERM (datasets'
+    loaders) would wait forever for children that no longer die of it."""
     from snakemake import cli, workflow
 
     parsed_into, path, cwd = vars(workflow), list(sys.path), os.getcwd()
+    handlers = {number: signal.getsignal(number) for number in CATCHABLE}
     before = dict(parsed_into)
     out, err = io.StringIO(), io.StringIO()
     try:
@@ -110,6 +117,9 @@ def snakemake_in_process(workdir: Path, *args: str) -> subprocess.CompletedProce
         parsed_into.clear()
         parsed_into.update(before)
         sys.path[:] = path
+        for number, handler in handlers.items():
+            if handler is not None and signal.getsignal(number) is not handler:
+                signal.signal(number, handler)
     return subprocess.CompletedProcess(["snakemake", *args], status, out.getvalue(), err.getvalue())
 
 
