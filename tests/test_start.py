@@ -1,6 +1,8 @@
 """Commands that do not train start without the libraries they do not need: torch (seconds to
-import), TensorBoard, pandas. benchmarks/bench_cli_start.py measures the start; here, what a
-process has imported once the command is done (a process of its own, as a user starts it)."""
+import), TensorBoard, pandas, rfc3987_syntax (a grammar built as it is imported, which jsonschema
+imports for a format check the package's schemas do not use). benchmarks/bench_cli_start.py
+measures the start; here, what a process has imported once the command is done (a process of its
+own, as a user starts it)."""
 
 import os
 import subprocess
@@ -9,7 +11,7 @@ import sys
 from conftest import REPO
 from workflow_helpers import copy_workflow
 
-HEAVY = ("torch", "tensorboard", "pandas")
+HEAVY = ("torch", "tensorboard", "pandas", "rfc3987_syntax")
 
 
 def imported_after(code: str, cwd=REPO) -> list[str]:
@@ -28,11 +30,12 @@ def imported_after(code: str, cwd=REPO) -> list[str]:
 
 
 def test_the_workflows_dry_run_imports_neither_torch_nor_tensorboard(tmp_path):
-    # pandas is Snakemake's own (its SLURM plugin imports it): not asked about here.
+    # pandas is Snakemake's own (its SLURM plugin imports it), and so is rfc3987_syntax (the
+    # Snakefile's config check, snakemake.utils.validate, imports jsonschema with it).
     work = copy_workflow(tmp_path / "work")
     argv = ["snakemake", "-n", "main", "--cores", "1", "--config", "preset=tiny"]
     code = f"sys.argv = {argv!r}; import runpy; runpy.run_module('snakemake', run_name='__main__')"
-    assert set(imported_after(code, cwd=work)) <= {"pandas"}
+    assert set(imported_after(code, cwd=work)) <= {"pandas", "rfc3987_syntax"}
 
 
 def test_describe_without_a_group_lists_the_groups_without_importing_torch():

@@ -12,6 +12,7 @@ import copy
 import math
 import os
 import re
+import sys
 from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
@@ -133,10 +134,25 @@ def schema(name: str) -> dict:
     return parse_yaml(resources.files("repro.config").joinpath("schemas", name).read_text())
 
 
-def _fill_defaults(validator, properties, instance, subschema):
-    # The jsonschema FAQ's recipe: validate, and fill each missing property's default.
+def _jsonschema():
+    """jsonschema, imported without rfc3987_syntax, which it imports for its "iri" format check
+    whenever that is installed (Jupyter installs it) and which builds a grammar as it is imported:
+    about 2 s of CPU in every command that reads a configuration. The package's schemas check no
+    format; the module stays importable for any other user of this process."""
+    if "jsonschema" not in sys.modules and "rfc3987_syntax" not in sys.modules:
+        sys.modules["rfc3987_syntax"] = None  # an ImportError, which jsonschema passes over
+        try:
+            import jsonschema
+        finally:
+            del sys.modules["rfc3987_syntax"]
     import jsonschema
 
+    return jsonschema
+
+
+def _fill_defaults(validator, properties, instance, subschema):
+    # The jsonschema FAQ's recipe: validate, and fill each missing property's default.
+    jsonschema = _jsonschema()
     for prop, prop_schema in properties.items():
         if isinstance(instance, dict) and "default" in prop_schema:
             instance.setdefault(prop, prop_schema["default"])
@@ -161,7 +177,7 @@ def _is_finite_number(checker, instance) -> bool:
 def _default_filling_validator():
     """The validator class; jsonschema is imported at the first validation, not with the package
     (its format checkers take seconds to import, which `repro train`'s restart would pay twice)."""
-    import jsonschema
+    jsonschema = _jsonschema()
 
     return jsonschema.validators.extend(
         jsonschema.Draft202012Validator,
@@ -174,7 +190,7 @@ def _default_filling_validator():
 
 def validate(data, schema_name: str, source: str | os.PathLike) -> dict:
     """Validate `data`, filling defaults in place; a one-line ConfigError names source and key."""
-    import jsonschema
+    jsonschema = _jsonschema()
 
     error = jsonschema.exceptions.best_match(
         _default_filling_validator()(schema(schema_name)).iter_errors(data)
