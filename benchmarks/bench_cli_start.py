@@ -11,13 +11,12 @@ the ratio. The target for `repro status` is 0.5 s of CPU.
 import argparse
 import os
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from side_by_side import REPO, add_arguments, print_side_by_side
 
 
 def commands(runs: str) -> dict[str, list[str]]:
@@ -48,23 +47,11 @@ def cpu_seconds(argv: list[str], src: Path) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--against", type=Path, help="another checkout, run side by side")
+    add_arguments(parser, repeats=5)
     args = parser.parse_args()
-    sources = {"this": REPO / "src"}
-    if args.against:
-        sources["against"] = args.against.resolve() / "src"
     with tempfile.TemporaryDirectory() as runs:
         for name, argv in commands(runs).items():
-            times = {k: [] for k in sources}
-            for _ in range(args.repeats):
-                for k, src in sources.items():
-                    times[k].append(cpu_seconds(argv, src))
-            medians = {k: statistics.median(v) for k, v in times.items()}
-            line = f"{name:<32} " + "  ".join(f"{k} {m:.2f} s CPU" for k, m in medians.items())
-            if args.against:
-                line += f"  ratio {medians['this'] / medians['against']:.2f}"
-            print(line)
+            print_side_by_side(name, lambda src: cpu_seconds(argv, src), args, "s CPU")
 
 
 if __name__ == "__main__":

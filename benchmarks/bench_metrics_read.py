@@ -12,13 +12,13 @@ so that both meet the same load. Prints the median seconds of each, and the rati
 import argparse
 import os
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from side_by_side import REPO, add_arguments, print_side_by_side
+
 READERS = {
     "read_metrics (analysis)": "from repro.analysis.runs import read_metrics as read",
     "read_rows (repro status)": "from repro.rundir import read_rows as read",
@@ -59,26 +59,14 @@ def seconds(reader: str, src: Path, path: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_120_000)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--against", type=Path, help="another checkout, run side by side")
+    add_arguments(parser, repeats=3)
     args = parser.parse_args()
-    sources = {"this": REPO / "src"}
-    if args.against:
-        sources["against"] = args.against.resolve() / "src"
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "metrics.csv"
         write(path, args.rows)
         print(f"metrics.csv: {args.rows:,} rows, {path.stat().st_size / 1e6:.0f} MB")
         for reader in READERS:
-            times = {k: [] for k in sources}
-            for _ in range(args.repeats):
-                for k, src in sources.items():
-                    times[k].append(seconds(reader, src, path))
-            medians = {k: statistics.median(v) for k, v in times.items()}
-            line = f"{reader:<26} " + "  ".join(f"{k} {m:.2f} s" for k, m in medians.items())
-            if args.against:
-                line += f"  ratio {medians['this'] / medians['against']:.2f}"
-            print(line)
+            print_side_by_side(reader, lambda src: seconds(reader, src, path), args, "s")
 
 
 if __name__ == "__main__":
