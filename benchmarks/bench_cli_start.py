@@ -1,4 +1,5 @@
-"""CPU time of the commands that do not train: `repro status`, `repro --help`, `repro describe`.
+"""CPU time of the commands that do not train: `repro status`, `repro --help`, `repro describe`,
+and the workflow's dry run (`snakemake -n`).
 
 Each command runs as a process of its own, REPEATS times, alternating with the same command of
 another checkout where --against names one (its src/ first on the path), so that both meet the
@@ -16,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from side_by_side import REPO, add_arguments, print_side_by_side
+from side_by_side import add_arguments, print_side_by_side
 
 
 def commands(runs: str) -> dict[str, list[str]]:
@@ -33,14 +34,18 @@ def commands(runs: str) -> dict[str, list[str]]:
             "--group",
             "table1",
         ],
+        "snakemake -n": ["-m", "snakemake", "-n", "--cores", "1", "--quiet"],
     }
 
 
 def cpu_seconds(argv: list[str], src: Path) -> float:
-    """The CPU time of one run of `python ARGV` with `src` first on the path."""
+    """The CPU time of one run of `python ARGV` in the checkout of `src`, that src first on the
+    path."""
     env = os.environ | {"PYTHONPATH": str(src)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, *argv], env=env, cwd=REPO, capture_output=True, check=True)
+    subprocess.run(
+        [sys.executable, *argv], env=env, cwd=src.parent, capture_output=True, check=True
+    )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 

@@ -134,11 +134,12 @@ def schema(name: str) -> dict:
     return parse_yaml(resources.files("repro.config").joinpath("schemas", name).read_text())
 
 
-def _jsonschema():
+def import_jsonschema():
     """jsonschema, imported without rfc3987_syntax, which it imports for its "iri" format check
     whenever that is installed (Jupyter installs it) and which builds a grammar as it is imported:
-    about 2 s of CPU in every command that reads a configuration. The package's schemas check no
-    format; the module stays importable for any other user of this process."""
+    about 2 s of CPU in every command that reads a configuration, and in the workflow's config
+    check (Snakefile). The package's schemas and the workflow's check no format; the module stays
+    importable for any other user of this process."""
     if "jsonschema" not in sys.modules and "rfc3987_syntax" not in sys.modules:
         sys.modules["rfc3987_syntax"] = None  # an ImportError, which jsonschema passes over
         try:
@@ -152,7 +153,7 @@ def _jsonschema():
 
 def _fill_defaults(validator, properties, instance, subschema):
     # The jsonschema FAQ's recipe: validate, and fill each missing property's default.
-    jsonschema = _jsonschema()
+    jsonschema = import_jsonschema()
     for prop, prop_schema in properties.items():
         if isinstance(instance, dict) and "default" in prop_schema:
             instance.setdefault(prop, prop_schema["default"])
@@ -177,7 +178,7 @@ def _is_finite_number(checker, instance) -> bool:
 def _default_filling_validator():
     """The validator class; jsonschema is imported at the first validation, not with the package
     (its format checkers take seconds to import, which `repro train`'s restart would pay twice)."""
-    jsonschema = _jsonschema()
+    jsonschema = import_jsonschema()
 
     return jsonschema.validators.extend(
         jsonschema.Draft202012Validator,
@@ -190,7 +191,7 @@ def _default_filling_validator():
 
 def validate(data, schema_name: str, source: str | os.PathLike) -> dict:
     """Validate `data`, filling defaults in place; a one-line ConfigError names source and key."""
-    jsonschema = _jsonschema()
+    jsonschema = import_jsonschema()
 
     error = jsonschema.exceptions.best_match(
         _default_filling_validator()(schema(schema_name)).iter_errors(data)
