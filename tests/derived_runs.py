@@ -3,12 +3,14 @@ writers (RunRecord, write_metrics): each run's configuration, identity and sizes
 evaluation losses chosen by the test. Fixtures for the results, plots and notebook tests, taken in
 by conftest."""
 
+import copy
+import functools
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from repro.config import load_run
+from repro.config import config_dir, load_run
 from repro.config.schema import ConfigError
 from repro.files import make_dir
 from repro.model import parameter_counts
@@ -61,7 +63,18 @@ def write_run(tiny_baseline_run):
 
 def recorded_configuration(preset: str, experiment: str, seed: int) -> dict:
     """What run.json records of `experiment` at `preset` and `seed`, as training records it; of an
-    experiment the config does not have, its names only (the trained run's sizes kept)."""
+    experiment the config does not have, its names only (the trained run's sizes kept). Worked
+    out once per content of the config files (a group's test writes hundreds of runs of a few
+    experiments; a test that edits the files gets the new content's)."""
+    directory = config_dir()
+    files = [directory / "experiments.yaml", directory / "presets" / f"{preset}.yaml"]
+    contents = tuple(f.read_bytes() if f.is_file() else None for f in files)
+    key = (str(directory.resolve()), contents)
+    return copy.deepcopy(_recorded_configuration(preset, experiment, seed, key))
+
+
+@functools.cache
+def _recorded_configuration(preset: str, experiment: str, seed: int, config_files: tuple) -> dict:
     try:
         run = load_run(preset, experiment, seed=seed)
     except ConfigError:

