@@ -3,6 +3,7 @@
 results, plots and notebook tests, in derived_runs), and the helpers every test file uses."""
 
 import csv
+import ctypes.util
 import os
 import re
 from dataclasses import asdict, replace
@@ -17,6 +18,7 @@ from repro.config import Report, load_preset
 from repro.data.indices import write_indices
 from repro.data.tokens import write_token_files
 from repro.rundir import METRICS_COLUMNS, METRICS_CSV
+from repro.runtime import preemption
 from repro.training.checkpoints import save_checkpoint
 
 # No test reaches the network: Hugging Face libraries (read when first imported, here and in the
@@ -29,6 +31,13 @@ os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
 # its own.
 os.environ["OMP_NUM_THREADS"] = "1"
 torch.set_num_threads(1)
+
+# The tests' processes allocate as `repro train` does (repro.runtime.preemption): under TCMalloc
+# where it is installed. Set here, before pytest-xdist starts its workers, which inherit it as do
+# the processes they start: the workers train in-process, where glibc's page faults take a sixth
+# of a training test's CPU. The allocator's own tests take it out where they need glibc's.
+if not preemption.active() and (tcmalloc := ctypes.util.find_library(preemption.LIBRARY)):
+    os.environ["LD_PRELOAD"] = " ".join(filter(None, [tcmalloc, os.environ.get("LD_PRELOAD")]))
 
 GiB = 2**30
 # The tests marked `gpu` that need a CUDA device (`pytest -m gpu tests` runs them where one is).

@@ -63,7 +63,8 @@ def repro_train(tmp_path, name: str, eval_batches: int, **env) -> tuple[str, int
     """`repro train` of the probe, as a user starts it: (its output, its peak resident MB)."""
     preset, data, indices = prepared(tmp_path, name, eval_batches)
     path = os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])
-    environ = {k: v for k, v in os.environ.items() if k != preemption.ENV}
+    # a user's shell: no allocator chosen yet (the tests' processes run under TCMalloc: conftest)
+    environ = {k: v for k, v in os.environ.items() if k not in (preemption.ENV, "LD_PRELOAD")}
     process = subprocess.Popen(
         [sys.executable, "-m", "repro", *train_args(data, indices, tmp_path / name, preset=preset)],
         env=environ | {"PYTHONPATH": path} | env,
@@ -102,6 +103,7 @@ def test_repro_train_runs_under_tcmalloc_with_glibcs_numbers(tmp_path):
 
 def test_without_tcmalloc_training_says_so_in_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+    monkeypatch.setattr(preemption, "active", lambda: False)  # the tests' TCMalloc (conftest)
     monkeypatch.delenv(preemption.ENV, raising=False)
     preemption.restart_under_tcmalloc()  # nothing to start: this process goes on
     preset, data, indices = prepared(tmp_path, "run", eval_batches=2)

@@ -58,6 +58,7 @@ def test_figures_draw_the_authors_runs_beside_ours(tiny_runs, imported):
         assert len(both.axes[0].lines) > len(ours.axes[0].lines)
 
 
+@pytest.mark.slow  # authors_workflow: Snakemake running the job that finds their runs
 def test_the_workflow_adds_the_authors_targets(authors_workflow, tmp_path):
     workdir, folder = authors_workflow.workdir, authors_workflow.folder
     (runs,) = (workdir / "results/authors/found").glob("*.json")
@@ -112,6 +113,7 @@ def test_authors_runs_names_a_missing_folder_in_one_line(tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.slow  # authors_workflow
 def test_the_workflow_compares_each_run_with_the_authors(authors_workflow):
     """`all` compares our runs with theirs of the same configuration (compare.smk)."""
     out = authors_workflow.dry_run.stdout + authors_workflow.dry_run.stderr

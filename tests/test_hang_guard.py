@@ -17,6 +17,7 @@ def python(code: str) -> list[str]:
     return [sys.executable, "-c", code]
 
 
+@pytest.mark.slow  # a job of its own, run for seconds past the quiet window
 def test_a_job_that_prints_slowly_runs_past_the_quiet_window():
     start = time.monotonic()
     slow = "import time\nfor i in range(6):\n    print(i, flush=True); time.sleep(0.7)"
@@ -25,11 +26,13 @@ def test_a_job_that_prints_slowly_runs_past_the_quiet_window():
     assert time.monotonic() - start > 2 * QUIET_S
 
 
+@pytest.mark.slow  # a job of its own, run for seconds past the quiet window
 def test_a_silent_job_that_computes_runs_past_the_quiet_window():
     busy = "import time\nend = time.monotonic() + 4\nwhile time.monotonic() < end: pass"
     assert run_watched(python(busy), quiet_s=QUIET_S).returncode == 0
 
 
+@pytest.mark.slow  # a job of its own, run for seconds past the quiet window
 def test_a_job_that_writes_its_log_file_runs_past_the_quiet_window(tmp_path):
     log = tmp_path / "train.log"
     writes = (
@@ -38,6 +41,7 @@ def test_a_job_that_writes_its_log_file_runs_past_the_quiet_window(tmp_path):
     assert run_watched(python(writes), quiet_s=QUIET_S, logs=[log]).returncode == 0
 
 
+@pytest.mark.slow  # a job and its child, stalled until the guard kills them
 def test_a_stalled_job_is_killed_and_named():
     # a Snakemake log whose job then sleeps: the guard names the rule and its wildcards
     stalls = (

@@ -49,6 +49,7 @@ def test_a_dry_run_creates_nothing(two_seeds):
     assert tree(workdir) == before
 
 
+@pytest.mark.slow  # Snakemake running a job, as a user starts it
 def test_the_console_points_to_repro_status_for_training_progress(tmp_path):
     # Said once as a workflow with jobs to run starts (a dry run runs nothing and says nothing).
     # The job is drawing the indices of token files already there: a second, not a corpus.
