@@ -3,7 +3,6 @@
 results, plots and notebook tests, in derived_runs), and the helpers every test file uses."""
 
 import csv
-import ctypes.util
 import os
 import re
 from dataclasses import asdict, replace
@@ -36,7 +35,7 @@ torch.set_num_threads(1)
 # where it is installed. Set here, before pytest-xdist starts its workers, which inherit it as do
 # the processes they start: the workers train in-process, where glibc's page faults take a sixth
 # of a training test's CPU. The allocator's own tests take it out where they need glibc's.
-if not preemption.active() and (tcmalloc := ctypes.util.find_library(preemption.LIBRARY)):
+if not preemption.active() and (tcmalloc := preemption.tcmalloc_library()):
     os.environ["LD_PRELOAD"] = " ".join(filter(None, [tcmalloc, os.environ.get("LD_PRELOAD")]))
 
 GiB = 2**30

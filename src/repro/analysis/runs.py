@@ -25,7 +25,6 @@ from repro.rundir import (
     read_record,
 )
 
-
 EVAL_COLUMNS = ["eval_train_loss", "eval_train_std", "eval_val_loss", "eval_val_std"]
 
 

@@ -117,7 +117,7 @@ def restart_under_tcmalloc(held: set[int] = frozenset()) -> None:
     them (repro.cli.main), never meeting Python's defaults (a traceback, or exit 143)."""
     if os.environ.get(ENV) or not sys.platform.startswith("linux") or active():
         return
-    library = _library()
+    library = tcmalloc_library()
     if library is None:
         return
     # what LD_PRELOAD names that exists: a missing file would make ld.so print an error line
@@ -131,7 +131,7 @@ def restart_under_tcmalloc(held: set[int] = frozenset()) -> None:
     os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
 
 
-def _library() -> str | None:
+def tcmalloc_library() -> str | None:
     """TCMalloc's library, or None. find_library runs ldconfig and gcc: with LD_PRELOAD naming a
     missing file, ld.so's error lines in their output make it raise an OSError."""
     try:
@@ -142,7 +142,7 @@ def _library() -> str | None:
 
 def notice() -> str | None:
     """One line for a CPU run where TCMalloc is not installed; else None."""
-    if active() or os.environ.get(ENV) == "glibc" or _library():
+    if active() or os.environ.get(ENV) == "glibc" or tcmalloc_library():
         return None
     return (
         f"repro: TCMalloc not found ({INSTALL}): training under glibc's malloc, whose page "
