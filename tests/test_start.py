@@ -42,3 +42,11 @@ def test_the_workflows_dry_run_imports_neither_torch_nor_tensorboard(tmp_path):
 def test_describe_without_a_group_lists_the_groups_without_importing_torch():
     code = "from repro.cli import main; main(['describe', '--preset', 'paper'])"
     assert imported_after(code) == []
+
+
+def test_train_refuses_a_configuration_before_importing_torch(tmp_path):
+    """A misspelt experiment is refused in a blink, not after seconds of importing torch."""
+    argv = ["train", "--preset", "tiny", "--experiment", "nope", "--data", str(tmp_path),
+            "--indices", str(tmp_path), "--out", str(tmp_path / "run")]  # fmt: skip
+    code = f"from repro.cli import main; main({argv!r})"
+    assert imported_after(code) == []

@@ -25,10 +25,6 @@ def cmd_indices(args) -> None:
 
 
 def cmd_train(args) -> None:
-    from repro import rundir
-    from repro.runtime import distributed
-    from repro.training import run as train
-
     if args.experiment is None:
         raise ReproError("train: --experiment is required")
     options.check_positive(args, "loss_chunks")
@@ -45,6 +41,11 @@ def cmd_train(args) -> None:
         device=args.device,
         train_micro_batch=args.train_micro_batch,
     )
+    # torch and the model only now: a configuration refused above is refused in a blink
+    from repro import rundir
+    from repro.runtime import distributed
+    from repro.training import run as train
+
     with preemption.stop_signals(args.stop_signal or preemption.STOP_SIGNALS):
         record = train.train(run, args.data, args.indices, args.out)
     if args.publish and distributed.first_process():
