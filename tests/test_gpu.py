@@ -137,15 +137,17 @@ def test_the_first_step_of_a_session_is_timed_alone(token_dir, tiny_indices, tmp
 
 def test_bench_with_breakdown(device, tmp_path):
     path = tmp_path / "bench.json"
-    compile = ["--compile"] if device.type == "cuda" else []  # the smoke preset says false
-    args = ["bench", "--preset", "smoke", "--device", device.type, *compile]
+    cuda = device.type == "cuda"
+    # the smoke preset on a GPU, compiled (the preset says not); the tiny one on the CPU
+    compile = ["--compile"] if cuda else []
+    args = ["bench", "--preset", "smoke" if cuda else "tiny", "--device", device.type, *compile]
     args += ["--experiment", "baseline", "--experiment", "resgelu-lr3e-3"]
     args += ["--steps", "2", "--warmup", "2", "--breakdown", "--json", str(path)]
     assert main(args) == 0
     report = json.loads(path.read_text())
     assert report["device_type"] == device.type and "resgelu-lr3e-3" in report["step_time_ratios"]
     for row in report["fastest"]:
-        assert row["compile"] == (device.type == "cuda") and math.isfinite(row["loss"])
+        assert row["compile"] == cuda and math.isfinite(row["loss"])
         assert row["breakdown"].get("matmul", 0) > 0
 
 
