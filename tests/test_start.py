@@ -50,3 +50,10 @@ def test_train_refuses_a_configuration_before_importing_torch(tmp_path):
             "--indices", str(tmp_path), "--out", str(tmp_path / "run")]  # fmt: skip
     code = f"from repro.cli import main; main({argv!r})"
     assert imported_after(code) == []
+
+
+def test_an_audit_log_that_is_refused_is_refused_before_importing_torch(tmp_path):
+    log = tmp_path / "gpt3large_x.csv"
+    log.write_text("not a loss log\n")
+    argv = ["import-audit-log", str(log), "--out", str(tmp_path / "run")]
+    assert "torch" not in imported_after(f"from repro.cli import main; main({argv!r})")

@@ -14,7 +14,6 @@ from repro.annex.authors.audit_log import (
     preset_of,
     read_audit_log,
 )
-from repro.annex.perf.cost import model_size
 from repro.config import Experiments, Preset, load_preset, resolve_run
 from repro.files import atomic_folder, file_sha256, make_dir
 from repro.rundir import METRICS_CSV, RUN_JSON, RunRecord, code_version, read_record, write_metrics
@@ -118,6 +117,8 @@ def import_audit_log(
     rows = metric_rows(evaluations, preset.tokens_per_step)
     make_dir(out)
     _refuse_foreign(out)
+    from repro.annex.perf.cost import model_size  # torch's: only once a log is read and fits
+
     size = model_size(run.model) if run else {}
     record = RunRecord(
         status=status,
