@@ -53,16 +53,20 @@ pytest_plugins = ["derived_runs", "workflow_plans"]
 def freeze_what_is_held() -> None:
     """What the process holds that is still reachable (most of a million objects: the libraries
     imported so far, torch's, pandas', scipy's, and the session's fixtures) is frozen, out of every
-    later garbage collection. Otherwise each full collection walks it all again, a fifth of a
-    second or more each, tens of times in a worker's life (torch's compiler and the package's
-    probe call gc.collect too): the quick suite's two workers spent 22 s in full collections,
-    9 s with these freezes (their own collections counted). What the tests make is collected as
-    before; cyclic garbage of what was frozen stays, which a test process can afford."""
+    later garbage collection, which would otherwise walk it all again: a fifth of a second or more
+    each full collection, tens of them in a worker's life (torch's compiler and the package's probe
+    call gc.collect too). What the tests make is collected as before; cyclic garbage of what was
+    frozen stays, which a test process can afford."""
     gc.collect()
     gc.freeze()
 
 
 freeze_what_is_held()  # torch and the package, before the test modules are imported
+# The youngest generation collected every 20,000 allocations rather than 700: the tests' pandas
+# frames and configurations are short-lived, and fewer survive into the older generations, whose
+# collections are the slow ones. With the freezes, the quick suite's two workers spend 5 s in the
+# garbage collector against 26 s.
+gc.set_threshold(20_000, 10, 10)
 
 
 @pytest.fixture(scope="module", autouse=True)
