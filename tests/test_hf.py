@@ -64,14 +64,12 @@ def test_transformers_computes_repro_s_logits(exported):
     assert all(torch.equal(back.state_dict()[k], t) for k, t in model.state_dict().items())
 
 
-@pytest.mark.parametrize("name", ["baseline", "identity"])
-def test_the_folder_s_tokenizer_is_the_gpt2_encoding(name, tmp_path):
+@pytest.mark.parametrize("exported", ["baseline", "identity"], indirect=True)
+def test_the_folder_s_tokenizer_is_the_gpt2_encoding(exported):
     """Every model's tokenizer files are the same but for the block size (save_tokenizer): read
     where the folder is GPT-2's own and where it carries code (its config names the code)."""
-    save_model(GPT(load_run("tiny", name).model), tmp_path / "model")
-    tokenizer = AutoTokenizer.from_pretrained(
-        tmp_path / "model", trust_remote_code=name not in GPT2
-    )
+    name, _, _, folder, _ = exported
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=name not in GPT2)
     text = TEXT + " <|endoftext|> é\n\n  x"
     assert tokenizer(text).input_ids == gpt2_encoding().encode(text, allowed_special="all")
     assert tokenizer.eos_token_id == EOT_TOKEN

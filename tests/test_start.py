@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from conftest import REPO
+from conftest import REPO, train_args
 from workflow_helpers import copy_workflow
 
 HEAVY = ("torch", "tensorboard", "pandas", "rfc3987_syntax")
@@ -46,8 +46,7 @@ def test_describe_without_a_group_lists_the_groups_without_importing_torch():
 
 def test_train_refuses_a_configuration_before_importing_torch(tmp_path):
     """A misspelt experiment is refused in a blink, not after seconds of importing torch."""
-    argv = ["train", "--preset", "tiny", "--experiment", "nope", "--data", str(tmp_path),
-            "--indices", str(tmp_path), "--out", str(tmp_path / "run")]  # fmt: skip
+    argv = train_args(tmp_path, tmp_path, tmp_path / "run", experiment="nope")
     code = f"from repro.cli import main; main({argv!r})"
     assert imported_after(code) == []
 
