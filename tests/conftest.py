@@ -61,7 +61,11 @@ def freeze_what_is_held() -> None:
     gc.freeze()
 
 
-freeze_what_is_held()  # torch and the package, before the test modules are imported
+def pytest_collection(session):
+    freeze_what_is_held()  # torch and the package, before the test modules are imported
+    # (not in pytest-xdist's controller, which collects nothing: its workers start sooner)
+
+
 # The youngest generation collected every 20,000 allocations rather than 700: the tests' pandas
 # frames and configurations are short-lived, and fewer survive into the older generations, whose
 # collections are the slow ones. With the freezes, the quick suite's two workers spend 5 s in the
