@@ -11,15 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 import yaml
 
 from repro.config import Report, load_preset
-from repro.data.indices import write_indices
 from repro.data.tokens import write_token_files
 from repro.rundir import METRICS_COLUMNS, METRICS_CSV
 from repro.runtime import preemption
-from repro.training.checkpoints import save_checkpoint
 
 # No test reaches the network: Hugging Face libraries (read when first imported, here and in the
 # tests' subprocesses) fail at once instead of downloading.
@@ -28,9 +25,8 @@ os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
 # One CPU thread for each test process and the processes it starts: the tests' models are tiny,
 # where a second thread gains nothing, and the quick suite runs a test process per core
 # (`pytest -n auto`), which more threads would only make contend. A test of thread counts sets
-# its own.
+# its own. (torch's own setting once it is imported, in pytest_collection.)
 os.environ["OMP_NUM_THREADS"] = "1"
-torch.set_num_threads(1)
 
 # The tests' processes allocate as `repro train` does (repro.runtime.preemption): under TCMalloc
 # where it is installed. Set here, before pytest-xdist starts its workers, which inherit it as do
@@ -40,11 +36,6 @@ if not preemption.active() and (tcmalloc := preemption.tcmalloc_library()):
     os.environ["LD_PRELOAD"] = " ".join(filter(None, [tcmalloc, os.environ.get("LD_PRELOAD")]))
 
 GiB = 2**30
-# The tests marked `gpu` that need a CUDA device (`pytest -m gpu tests` runs them where one is).
-ON_GPU = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")]
-# The GPU's compiled path on CPU (inductor's C++ kernels), where no GPU is. Compiling takes minutes
-# here: run where REPRO_TEST_COMPILED_CPU=1 (benchmarks/gpu/ci.sh, under the GPU node's torch).
-COMPILED_ON_CPU = os.environ.get("REPRO_TEST_COMPILED_CPU") == "1"
 
 # write_run, tiny_runs (derived_runs); the workflow's plans, built once a session (workflow_plans)
 pytest_plugins = ["derived_runs", "workflow_plans"]
@@ -62,8 +53,13 @@ def freeze_what_is_held() -> None:
 
 
 def pytest_collection(session):
-    freeze_what_is_held()  # torch and the package, before the test modules are imported
-    # (not in pytest-xdist's controller, which collects nothing: its workers start sooner)
+    """In each process that runs tests, before the test modules are imported; not in
+    pytest-xdist's controller, which collects nothing: this file imports no torch, so that the
+    controller starts its workers seconds sooner."""
+    import torch
+
+    torch.set_num_threads(1)
+    freeze_what_is_held()  # torch and the package
 
 
 # The youngest generation collected every 20,000 allocations rather than 700: the tests' pandas
@@ -108,6 +104,8 @@ def token_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_indices(token_dir, tmp_path_factory):
+    from repro.data.indices import write_indices
+
     out = tmp_path_factory.mktemp("indices")
     write_indices(load_preset("tiny"), token_dir, out)
     return out
@@ -132,26 +130,29 @@ def tiny_baseline_run(token_dir, tiny_indices, tmp_path_factory):
 # there is one file per unit, named by torch.backends.cpu.get_cpu_capability(). A change of the
 # numbers is a change of training; where it is meant, copy these columns of the new run's
 # metrics.csv into the file of the machine's unit (and into the others on machines that have them).
-STORED_LOSSES = (
-    Path(__file__).parent
-    / "fixtures"
-    / f"tiny-baseline-losses-{torch.backends.cpu.get_cpu_capability().lower()}.csv"
-)
 LOSS_COLUMNS = [c for c in METRICS_COLUMNS if c not in ("step_time_s", "tokens_per_s")]
 
 
+def stored_losses() -> Path:
+    import torch
+
+    unit = torch.backends.cpu.get_cpu_capability().lower()
+    return Path(__file__).parent / "fixtures" / f"tiny-baseline-losses-{unit}.csv"
+
+
 def assert_stored_losses(metrics: Path) -> None:
-    assert STORED_LOSSES.is_file(), (
-        f"{STORED_LOSSES} missing: no losses are stored for this CPU's vector unit; copy the "
+    stored_file = stored_losses()
+    assert stored_file.is_file(), (
+        f"{stored_file} missing: no losses are stored for this CPU's vector unit; copy the "
         f"columns {LOSS_COLUMNS} of {metrics} there"
     )
     with open(metrics, newline="") as f:
         trained = [{c: row[c] for c in LOSS_COLUMNS} for row in csv.DictReader(f)]
-    with open(STORED_LOSSES, newline="") as f:
+    with open(stored_file, newline="") as f:
         stored = list(csv.DictReader(f))
     changed = [(s, t) for s, t in zip(stored, trained) if s != t]
     assert len(trained) == len(stored) and not changed, (
-        f"{metrics}: the tiny baseline's numbers differ from {STORED_LOSSES.name}; first "
+        f"{metrics}: the tiny baseline's numbers differ from {stored_file.name}; first "
         f"(stored, trained): {changed[:1]}"
     )
 
@@ -280,6 +281,10 @@ def write_experiments(path: Path, name: str, **fields) -> Path:
 
 def write_our_checkpoint(path, model, step: int = 7):
     """A checkpoint of `model` as training writes one (its identity and model), without training."""
+    import torch
+
+    from repro.training.checkpoints import save_checkpoint
+
     optimizer = torch.optim.AdamW(model.parameters())
     shape = asdict(model.config)  # what training writes: the run's identity and the model
     save_checkpoint(path, model, optimizer, step, {"identity": {"model": shape}, "model": shape})
@@ -288,6 +293,8 @@ def write_our_checkpoint(path, model, step: int = 7):
 
 def edit_checkpoint(path, edit):
     """The checkpoint at `path` loaded, changed in place by `edit(state)`, and saved again."""
+    import torch
+
     state = torch.load(path, weights_only=True)
     edit(state)
     torch.save(state, path)

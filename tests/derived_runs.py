@@ -13,7 +13,6 @@ import pytest
 from repro.config import config_dir, load_run
 from repro.config.schema import ConfigError
 from repro.files import make_dir
-from repro.model import parameter_counts
 from repro.rundir import METRICS_CSV, read_record, rows_before, write_metrics
 
 
@@ -75,6 +74,8 @@ def recorded_configuration(preset: str, experiment: str, seed: int) -> dict:
 
 @functools.cache
 def _recorded_configuration(preset: str, experiment: str, seed: int, config_files: tuple) -> dict:
+    from repro.model import parameter_counts  # torch: not where this module is only loaded
+
     try:
         run = load_run(preset, experiment, seed=seed)
     except ConfigError:

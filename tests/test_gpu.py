@@ -14,7 +14,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import COMPILED_ON_CPU, ON_GPU, read_metrics
+from conftest import read_metrics
+from devices import COMPILED_ON_CPU, ON_GPU
 
 from repro.annex.perf.bench import random_batches
 from repro.cli import main

@@ -9,7 +9,8 @@ import math
 import pytest
 import torch
 from config_helpers import write_preset
-from conftest import COMPILED_ON_CPU, ON_GPU, read_metrics, shortened, train_args
+from conftest import read_metrics, shortened, train_args
+from devices import COMPILED_ON_CPU, ON_GPU
 
 import repro.training.loop
 from repro.config import ConfigError, load_preset, load_run

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import COMPILED_ON_CPU, GiB
+from conftest import GiB
+from devices import COMPILED_ON_CPU
 
 from repro.annex.perf.bench import random_batches
 from repro.config import load_run
