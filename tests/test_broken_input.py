@@ -45,6 +45,21 @@ def test_an_all_zeros_train_index_file_is_refused_before_training(token_dir, ind
     assert not (tmp_path / "run" / "run.json").exists()
 
 
+def test_a_missing_data_folder_is_refused_before_the_model_is_built(
+    tiny_indices, tmp_path, monkeypatch, capsys
+):
+    """On a GPU, building the model starts CUDA and the micro-batch probe compiles: minutes
+    before a misspelt folder would be named."""
+    import repro.training.run
+
+    def build(*args):
+        pytest.fail("the model was built before the token files were read")
+
+    monkeypatch.setattr(repro.training.run, "build", build)
+    argv = train_args(tmp_path / "no-data", tiny_indices, tmp_path / "run")
+    one_line_error(capsys, argv, r"no-data/manifest\.json: no such file")
+
+
 def test_another_presets_train_index_file_is_refused(token_dir, indices, tmp_path):
     write_indices(load_preset("smoke"), token_dir, tmp_path / "smoke")
     shutil.copy(tmp_path / "smoke" / "train.npy", indices / "train.npy")

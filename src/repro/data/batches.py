@@ -126,7 +126,7 @@ class Batches:
     tokens: dict[str, np.memmap]
     block_size: int
     eval_micro_batch: int  # train.eval_micro_batch
-    train_micro_batch: int  # this machine's (repro.training.loop.with_train_micro_batch)
+    train_micro_batch: int  # this machine's (resolved by training.loop.with_train_micro_batch)
     manifest: dict = field(default_factory=dict)  # the token files' and the indices' metadata,
     sidecar: dict = field(default_factory=dict)  # for run.json
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import platform
 from contextlib import nullcontext
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -100,10 +101,13 @@ def _train(
     run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path, previous: RunRecord | None
 ) -> RunRecord:
     """train(), in a run directory this process holds, of a run not finished."""
+    # The token files and indices first: a wrong folder is refused before the model is built
+    # (on a GPU: before CUDA starts and the micro-batch probe compiles).
+    batches = Batches.open(data_dir, indices_dir, run)
     built = build(run, training_device(run))
     check_checkpoint_space(out_dir / CHECKPOINT, built.model)
     run = with_train_micro_batch(run, built)
-    batches = Batches.open(data_dir, indices_dir, run)
+    batches = replace(batches, train_micro_batch=run.runtime.train_micro_batch)
     if run.corpus == "openwebtext":
         print(corpus_note(batches.manifest), flush=True)
     start, kept = resume(out_dir / CHECKPOINT, built, run)
