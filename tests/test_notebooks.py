@@ -14,9 +14,10 @@ import pandas as pd
 import pytest
 from conftest import REPO
 
-# Not on a GPU node (no papermill there): `pytest -m gpu` still collects this module.
+# Not on a GPU node (no papermill there): `pytest -m gpu` still collects this module. papermill
+# (with IPython and Jupyter's client: 0.4 s) where a notebook runs, not in the quick suite's
+# collection of these slow tests.
 nbformat = pytest.importorskip("nbformat")
-papermill = pytest.importorskip("papermill")
 
 pytestmark = pytest.mark.slow  # each notebook in a Jupyter kernel of its own: several processes
 
@@ -41,6 +42,7 @@ def checkout(tmp_path, tiny_runs, monkeypatch, write_run):
 
 def run_notebook(checkout, name: str, **parameters) -> nbformat.NotebookNode:
     """Execute notebooks/<name>.ipynb from notebooks/ (as Jupyter would) with `parameters`."""
+    papermill = pytest.importorskip("papermill")
     out = checkout / "notebooks" / f"{name}.out.ipynb"
     papermill.execute_notebook(
         str(checkout / "notebooks" / f"{name}.ipynb"),
