@@ -4,6 +4,7 @@ The procedure is docs/specification.md §5."""
 
 import hashlib
 import json
+import shutil
 
 import numpy as np
 import pyarrow as pa
@@ -52,18 +53,35 @@ def _documents(n):
     return [" ".join(rng.choice(words, size=rng.integers(0, 120))) for _ in range(n)]
 
 
-@pytest.fixture
-def corpus(tmp_path):
+def write_corpus(folder):
     """A three-shard Parquet corpus, as the hub's Parquet conversion or a user's files look."""
     docs = _documents(N_DOCS)
-    shards = tmp_path / "corpus"
+    shards = folder / "corpus"
     shards.mkdir()
     for i, chunk in enumerate(np.array_split(np.arange(N_DOCS), 3)):
         pq.write_table(
             pa.table({"text": [docs[j] for j in chunk], "id": chunk}),
             shards / f"train-{i:05d}.parquet",
         )
-    return Source("files", data_files=(str(shards / "*.parquet"),), cache_dir=str(tmp_path / "hf"))
+    return Source("files", data_files=(str(shards / "*.parquet"),), cache_dir=str(folder / "hf"))
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    return write_corpus(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    """The corpus prepared once for the tests that read or break its token files (a copy each)."""
+    folder = tmp_path_factory.mktemp("prepared")
+    prepare(write_corpus(folder), folder / "out", expected_docs=N_DOCS, test_size=TEST_SIZE)
+    return folder / "out"
+
+
+@pytest.fixture
+def prepared_copy(prepared, tmp_path):
+    return shutil.copytree(prepared, tmp_path / "out")
 
 
 def _reference_splits(source):
@@ -99,14 +117,13 @@ def test_prepare_matches_datasets_split_and_per_document_encoding(corpus, tmp_pa
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "train.bin", "val.bin"]
 
 
-def test_token_memmap_is_read_only(corpus, tmp_path):
-    prepare(corpus, tmp_path / "out", expected_docs=N_DOCS, test_size=TEST_SIZE)
-    tokens = token_memmap(tmp_path / "out", read_manifest(tmp_path / "out"), "val")
+def test_token_memmap_is_read_only(prepared):
+    tokens = token_memmap(prepared, read_manifest(prepared), "val")
     assert tokens.dtype == np.uint16
     with pytest.raises(ValueError):
         tokens[0] = 1
     with pytest.raises(DataError, match="no split 'test'"):
-        token_memmap(tmp_path / "out", read_manifest(tmp_path / "out"), "test")
+        token_memmap(prepared, read_manifest(prepared), "test")
 
 
 def test_wrong_document_count_is_refused(corpus, tmp_path):
@@ -147,9 +164,8 @@ def test_interrupted_write_leaves_no_finished_looking_file(corpus, tmp_path, mon
     assert list(out.iterdir()) == []
 
 
-def test_interrupted_write_keeps_the_finished_files(corpus, tmp_path, monkeypatch):
-    out = tmp_path / "out"
-    prepare(corpus, out, expected_docs=N_DOCS, test_size=TEST_SIZE)
+def test_interrupted_write_keeps_the_finished_files(corpus, prepared_copy, monkeypatch):
+    out = prepared_copy
     finished = {p.name: p.read_bytes() for p in out.iterdir()}
     monkeypatch.setattr(
         prepare_module, "encoded_split", _failing_on_second_piece(prepare_module.encoded_split)
@@ -160,10 +176,9 @@ def test_interrupted_write_keeps_the_finished_files(corpus, tmp_path, monkeypatc
     read_manifest(out)
 
 
-def test_truncated_file_is_refused(corpus, tmp_path):
-    out = tmp_path / "out"
-    manifest = prepare(corpus, out, expected_docs=N_DOCS, test_size=TEST_SIZE)
-    size = 2 * manifest["splits"]["train"]["tokens"]
+def test_truncated_file_is_refused(prepared_copy):
+    out = prepared_copy
+    size = 2 * read_manifest(out)["splits"]["train"]["tokens"]
     with open(out / "train.bin", "r+b") as f:
         f.truncate(size - 2)
     with pytest.raises(DataError) as e:
@@ -172,9 +187,8 @@ def test_truncated_file_is_refused(corpus, tmp_path):
     read_manifest(out, verify=False)  # the manifest itself is fine
 
 
-def test_changed_file_is_refused(corpus, tmp_path):
-    out = tmp_path / "out"
-    prepare(corpus, out, expected_docs=N_DOCS, test_size=TEST_SIZE)
+def test_changed_file_is_refused(prepared_copy):
+    out = prepared_copy
     tokens = np.fromfile(out / "val.bin", dtype=np.uint16)
     tokens[0] ^= 1
     tokens.tofile(out / "val.bin")
