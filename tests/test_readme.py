@@ -4,6 +4,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO
 
 
@@ -64,6 +65,7 @@ def test_the_layout_lists_every_module_and_package_of_the_library():
     assert modules | packages <= set(listed)
 
 
+@pytest.mark.slow  # pytest-xdist in a process of its own: its controller and a worker
 def test_the_test_command_shows_each_test_as_it_starts_and_ends(tmp_path):
     (tmp_path / "test_some.py").write_text("def test_one():\n    pass\n")
     config = [
