@@ -6,6 +6,7 @@ finished step's outcome in its JSON (the step runner itself: test_gpu_steps.py).
 import importlib.metadata
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks" / "gpu"))
 
 import packages  # noqa: E402 (the benchmark's folder is no package)
+import summary  # noqa: E402
 from processes import alive, wait_for  # noqa: E402
 from steps import alarming  # noqa: E402
 
@@ -198,6 +200,11 @@ def test_the_window_stage_brings_back_every_figure(tmp_path):
     assert 0 < steps["probe"]["fastest"][0]["loss"] < 12  # random tokens: about ln(50257)
     files = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert len(files) <= 8 and "window-train-metrics.csv" in files, files
+    assert record["started"].endswith("Z") and len(record["load"]) == 3
+    page = summary.page(tmp_path / "out", None, None)  # the figures' page, from these files
+    base = steps["pair_baseline"]["fastest"][0]
+    assert f"| baseline | {base['train_micro_batch']} | {base['step_s'] * 1000:.1f} |" in page
+    assert f"Measured {record['started']}" in page
 
 
 @pytest.mark.slow
@@ -236,10 +243,23 @@ def test_the_levers_stage_times_both_models_under_each_lever(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:]
     record = json.loads((tmp_path / "out" / "levers.json").read_text())
     steps = record["steps"]
-    assert list(steps) == ["environment", "default", "attention", "compile_mode", "fused_loss"]
+    assert list(steps) == ["environment", "default", "attention", "fused_loss", "compile_mode"]
     for lever in ("attention", "compile_mode", "fused_loss"):
         assert set(steps[lever]["over_default"]) == {"baseline", "resgelu-lr3e-3"}
         assert all(ratio > 0 for ratio in steps[lever]["over_default"].values())
     assert "--fused-loss" in (tmp_path / "out" / "levers.log").read_text()
     files = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert len(files) <= 8 and "levers-fused_loss.json" in files, files
+
+
+def test_the_committed_gpu_figures_are_what_their_raw_files_say():
+    """benchmarks/results/gpu-<gpu>.md is summary.py's page of results/bench/<gpu>/, figure for
+    figure: regenerated from the raw files with the date and load its header states."""
+    for page_file in (REPO / "benchmarks" / "results").glob("gpu-*.md"):
+        text = page_file.read_text()
+        header = re.search(
+            r"Measured (\S+) on a node to itself \(load (.+?)\); raw files in `(.+?)/`", text
+        )
+        assert header, f"{page_file}: no header naming the date, load and raw files"
+        date, load, folder = header.groups()
+        assert summary.page(Path(folder), date, load) == text, page_file

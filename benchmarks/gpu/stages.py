@@ -30,6 +30,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from runs import RESUME_TOLERANCE, safe_micro_batch
@@ -58,6 +59,9 @@ def open_stage(name: str, args) -> tuple[Stage, Path]:
     command = " ".join(["benchmarks/gpu/validate.sh", *sys.argv[1:]])
     about = {"command": command, "device": args.device, "preset": args.preset}
     about["budget_s"] = args.budget
+    # When and under what load: benchmarks/gpu/summary.py puts both beside the figures.
+    about["started"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    about["load"] = os.getloadavg()
     return Stage(name, args.out, args.budget, args.skip, about), scratch
 
 
@@ -141,13 +145,14 @@ def stage_extras(args) -> int:
 
 def levers(device: str) -> dict[str, list[str]]:
     """The levers a run can choose (docs/gpu.md), as `repro bench` options, the defaults first,
-    then those that change no computation (the attention kernel, the compile mode), then the
-    fused loss, which sums in another order. On CPU, without cuDNN, the math kernel stands in."""
+    then the cheap ones (the attention kernel; the fused loss, which sums in another order), the
+    compile mode last: max-autotune's compile of the paper's graphs outlasts 180 s on an H200,
+    more than a window's budget leaves. On CPU, without cuDNN, the math kernel stands in."""
     return {
         "default": [],
         "attention": ["--attention", "cudnn" if device.startswith("cuda") else "math"],
-        "compile_mode": ["--compile-mode", "max-autotune-no-cudagraphs"],
         "fused_loss": ["--fused-loss"],
+        "compile_mode": ["--compile-mode", "max-autotune-no-cudagraphs"],
     }
 
 
