@@ -253,8 +253,8 @@ def test_the_levers_stage_times_both_models_under_each_lever(tmp_path):
 
 
 def test_the_committed_gpu_figures_are_what_their_raw_files_say():
-    """benchmarks/results/gpu-<gpu>.md is summary.py's page of results/bench/<gpu>/, figure for
-    figure: regenerated from the raw files with the date and load its header states."""
+    """Each GPU page of benchmarks/results/ is summary.py's page of the raw files it names,
+    figure for figure: regenerated from them with the date and load its header states."""
     for page_file in (REPO / "benchmarks" / "results").glob("gpu-*.md"):
         text = page_file.read_text()
         header = re.search(

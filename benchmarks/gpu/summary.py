@@ -2,7 +2,9 @@
 of a folder that validate.sh wrote, rendered into Markdown with the date, the machine, the command
 and the load they were measured under, beside the targets of docs/performance.md.
 
-    python benchmarks/gpu/summary.py results/bench/<gpu> > benchmarks/results/gpu-<gpu>.md
+    python benchmarks/gpu/summary.py results/bench/nvidia-h200
+
+writes benchmarks/results/ its page, named after the folder (gpu-nvidia-h200.md).
 
 Every figure is read from the JSON; none is typed here. A record written before the stages kept
 their start (`started`, `load`) takes them from --date and --load.
@@ -14,6 +16,7 @@ from pathlib import Path
 
 MFU_TARGET, MFU_FLOOR = 0.50, 0.45  # docs/performance.md, "The targets"
 RATIO_TARGET, RATIO_FLOOR = 1.03, 1.05
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
 def verdict(value: float, target: float, floor: float, higher_is_better: bool) -> str:
@@ -127,8 +130,14 @@ def main(argv=None) -> None:
     parser.add_argument("folder", type=Path, help="where validate.sh wrote window.json")
     parser.add_argument("--date", help="when, for a record that does not say")
     parser.add_argument("--load", help="the load average, for a record that does not say")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="default benchmarks/results")
     args = parser.parse_args(argv)
-    print(page(args.folder, args.date, args.load), end="")
+    target = args.out / f"gpu-{args.folder.resolve().name}.md"
+    partial = target.with_name(target.name + ".partial")
+    partial.unlink(missing_ok=True)  # a stale one, or a link: never written through
+    partial.write_text(page(args.folder, args.date, args.load))
+    partial.replace(target)
+    print(target)
 
 
 if __name__ == "__main__":
