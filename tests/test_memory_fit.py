@@ -1,4 +1,4 @@
-"""What fits this machine's memory (repro.runtime.fit): a run is refused before allocating where
+"""What fits this machine's memory (repro.training.fit): a run is refused before allocating where
 its weights and training state or one evaluation micro-batch's logits cannot fit at all."""
 
 import os
@@ -8,8 +8,10 @@ import pytest
 import torch
 from conftest import one_line_error, train_args
 
+from repro import evaluate
 from repro.config import load_run
-from repro.runtime import device, fit
+from repro.runtime import device
+from repro.training import fit
 from repro.training.checkpoints import save_checkpoint
 from repro.training.loop import make_model, make_optimizer
 
@@ -40,7 +42,9 @@ def test_evaluating_where_its_logits_cannot_fit_is_one_line(
     checkpoint = tmp_path / "ckpt.pt"
     config = {"identity": run.identity(), "model": run.identity()["model"]}
     save_checkpoint(checkpoint, model, make_optimizer(model, run, False), 4, config)
-    monkeypatch.setattr(device, "physical_memory", lambda: fit.evaluation_logits_bytes(run) - 1)
+    monkeypatch.setattr(
+        device, "physical_memory", lambda: evaluate.evaluation_logits_bytes(run) - 1
+    )
     argv = ["evaluate", "--checkpoint", str(checkpoint), "--preset", "tiny", "--step", "4"]
     one_line_error(
         capsys,
@@ -65,7 +69,7 @@ def test_the_memory_check_honours_the_address_space_limit(
     """`ulimit -v` (RLIMIT_AS) well below the machine's memory: the logits that fit the machine
     but not the limit are refused in one line, not a MemoryError's traceback."""
     argv = evaluate_argv(token_dir, tiny_indices, tmp_path)
-    logits = fit.evaluation_logits_bytes(load_run("tiny", "baseline"))
+    logits = evaluate.evaluation_logits_bytes(load_run("tiny", "baseline"))
     real = resource.getrlimit
 
     def limited(which):  # half the logits more than the process uses when asked
@@ -84,7 +88,7 @@ def test_the_memory_check_honours_the_cgroups_limit(
     """A container's or SLURM job's cgroup (memory.max, memory.limit_in_bytes) below the
     machine's memory."""
     argv = evaluate_argv(token_dir, tiny_indices, tmp_path)
-    logits = fit.evaluation_logits_bytes(load_run("tiny", "baseline"))
+    logits = evaluate.evaluation_logits_bytes(load_run("tiny", "baseline"))
     root = tmp_path / "cgroup"
     files = {"v2": ("memory.max", "memory.current"), "v1": ("memory.limit_in_bytes",
              "memory.usage_in_bytes")}[version]  # fmt: skip

@@ -1,4 +1,4 @@
-"""The auto micro-batch (`runtime.train_micro_batch: auto`, repro.runtime.fit): the sizes it
+"""The auto micro-batch (`runtime.train_micro_batch: auto`, repro.training.fit): the sizes it
 chooses from measured memory (faked here), a probe that runs out of memory leaving nothing behind,
 room left for the optimiser state, and the one graph the probe compiles that training's steps then
 run; the GPU's compiled path on CPU where REPRO_TEST_COMPILED_CPU=1; on a GPU (marked `gpu`), the
@@ -16,7 +16,8 @@ from devices import COMPILED_ON_CPU
 from repro.annex.perf.bench import random_batches
 from repro.config import load_run
 from repro.data.batches import DeviceBatches
-from repro.runtime import fit
+from repro.runtime import device
+from repro.training import fit
 from repro.training.loop import build, make_optimizer, train_step
 from repro.training.run import train
 
@@ -87,8 +88,8 @@ def test_auto_micro_batch_edges():
 @pytest.fixture
 def fake_cuda_memory(monkeypatch):
     """torch.cuda's memory calls, logged, with 1 GiB peaks and an 80 GiB device."""
-    log, collect = [], fit.gc.collect
-    monkeypatch.setattr(fit.gc, "collect", lambda *a: log.append("gc.collect") or collect(*a))
+    log, collect = [], device.gc.collect
+    monkeypatch.setattr(device.gc, "collect", lambda *a: log.append("gc.collect") or collect(*a))
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: log.append("empty_cache"))
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda d=None: log.append("reset"))
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda d=None: GiB)

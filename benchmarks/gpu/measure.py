@@ -42,7 +42,7 @@ GPU_PATH = MODULES + [
     "repro.annex.perf.cost",
     "repro.runtime.device",
     "repro.runtime.distributed",
-    "repro.runtime.fit",
+    "repro.training.fit",
     "repro.runtime.gpus",
     "repro.runtime.lock",
     "repro.runtime.preemption",
@@ -151,8 +151,7 @@ def pair(name: str, args) -> dict:
     """Both sides of pair `name`, one after the other; the ratio of their step times."""
     from repro.annex.perf import bench
     from repro.config import load_run
-    from repro.runtime.device import resolve_device
-    from repro.runtime.fit import out_of_memory
+    from repro.runtime.device import out_of_memory, resolve_device
 
     device, steps, warmup = resolve_device(args.device), args.steps, args.warmup
     run = load_run(args.preset, PAIRED).with_runtime(

@@ -8,6 +8,7 @@ address-space limit's and its cgroup's (a container, SLURM's --mem).
 
 from __future__ import annotations
 
+import gc
 import os
 import resource
 from contextlib import ExitStack, nullcontext
@@ -17,6 +18,10 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from repro.errors import ReproError
+
+# What an allocation failure says, wherever it surfaces: torch's own OutOfMemoryError, cuBLAS or
+# cuDNN failing to allocate a workspace, or inductor wrapping either while it autotunes.
+OUT_OF_MEMORY = ("out of memory", "ALLOC_FAILED")
 
 
 def resolve_device(name: str) -> torch.device:
@@ -155,3 +160,20 @@ def check_memory(what: str, needed: int, device: torch.device = torch.device("cp
             f"{what} needs {needed / 2**30:,.1f} GiB, more than the {available / 2**30:,.1f} GiB "
             f"of {name}: choose smaller sizes"
         )
+
+
+def out_of_memory(error: BaseException) -> bool:
+    """Whether an error, or one it wraps, is a failure to allocate device memory."""
+    while error is not None:
+        if isinstance(error, torch.cuda.OutOfMemoryError) or any(
+            s in str(error) for s in OUT_OF_MEMORY
+        ):
+            return True
+        error = getattr(error, "inner_exception", None) or error.__cause__ or error.__context__
+    return False
+
+
+def free_device_memory() -> None:
+    """Collect what still holds tensors, then hand the cached blocks back to the device."""
+    gc.collect()
+    torch.cuda.empty_cache()

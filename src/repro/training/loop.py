@@ -12,17 +12,13 @@ import torch
 
 from repro.config import RunConfig
 from repro.data.batches import Batches, DeviceBatches
+from repro.evaluate import eval_losses, evaluation_logits_bytes
 from repro.model import GPT
 from repro.rundir import RunRecord
 from repro.runtime import distributed, preemption
 from repro.runtime.device import Kernels, check_memory, precision
-from repro.runtime.fit import (
-    TRAINING_COPIES,
-    auto_micro_batch,
-    evaluation_logits_bytes,
-    weight_bytes,
-)
 from repro.training.checkpoints import Checkpoints
+from repro.training.fit import TRAINING_COPIES, auto_micro_batch, weight_bytes
 from repro.training.logs import StepLog
 
 
@@ -128,30 +124,6 @@ class Schedule:
         return self.lr_min + 0.5 * (1.0 + math.cos(math.pi * progress)) * (
             self.lr_max - self.lr_min
         )
-
-
-@torch.no_grad()
-def eval_losses(model, batches: Batches, row: int, n_batches: int, autocast) -> dict:
-    """Mean and std of the micro-batch losses on the fixed eval-train and eval-val sequences."""
-    model.eval()
-    device = next(model.parameters()).device
-    mine = distributed.share(n_batches)
-    pinned = device.type == "cuda"  # copies from pinned memory do not block the host
-    result = {}
-    for stream in ("eval_train", "eval_val"):
-        losses = []  # kept on the device: one synchronisation per stream, not per micro-batch
-        for k in mine:
-            x, y = (
-                (t.pin_memory() if pinned else t).to(device, non_blocking=pinned)
-                for t in batches.get(stream, row, k)
-            )
-            with autocast:
-                losses.append(model(x, y).float())
-        losses = distributed.gather(torch.stack(losses), n_batches, mine)  # each rank's share
-        result[f"{stream}_loss"] = losses.mean().item()
-        result[f"{stream}_std"] = losses.std().item()
-    model.train()
-    return result
 
 
 def train_step(

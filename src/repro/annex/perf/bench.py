@@ -14,7 +14,7 @@ import torch
 from repro.annex.perf.cost import known_peak_flops, model_size
 from repro.config import RunConfig
 from repro.data.batches import Batches, DeviceBatches
-from repro.runtime.fit import free_device_memory, out_of_memory
+from repro.runtime.device import free_device_memory, out_of_memory
 from repro.training.loop import build, train_step, with_train_micro_batch
 
 

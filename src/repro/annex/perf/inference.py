@@ -13,7 +13,7 @@ from repro.annex.perf.bench import _synchronize, device_name
 from repro.config import QUERY_MODES, ConfigError, Experiments, RunConfig
 from repro.model import GPT, KVCache
 from repro.runtime.device import check_memory
-from repro.runtime.fit import weight_bytes
+from repro.training.fit import weight_bytes
 from repro.training.loop import make_model
 
 

@@ -5,7 +5,6 @@ so the graph compiled at the chosen size is training's own: one cold compile per
 
 from __future__ import annotations
 
-import gc
 import math
 from collections.abc import Callable
 
@@ -15,15 +14,13 @@ from repro.config import ModelConfig
 from repro.data.batches import inputs_targets
 from repro.errors import ReproError
 from repro.model import parameter_counts
+from repro.runtime.device import free_device_memory, out_of_memory
 
 LARGEST_PROBED = 96  # micro-batches of 32-96 are where an H100/H200 is expected to gain
 MEMORY_HEADROOM = 0.85  # of the GPU's memory a probe may use: the optimiser state comes later
 # What the optimiser state may take at most, beside the probe's peak: the rest is the allocator's.
 OPTIMIZER_HEADROOM = 0.95
 FIRST_PROBED = 12  # the paper's micro-batch: where the uncompiled pass measures the memory
-# What an allocation failure says, wherever it surfaces: torch's own OutOfMemoryError, cuBLAS or
-# cuDNN failing to allocate a workspace, or inductor wrapping either while it autotunes.
-OUT_OF_MEMORY = ("out of memory", "ALLOC_FAILED")
 
 
 def candidates(batch_size: int, ranks: int = 1, largest: int = LARGEST_PROBED) -> list[int]:
@@ -39,12 +36,6 @@ def candidates(batch_size: int, ranks: int = 1, largest: int = LARGEST_PROBED) -
 
 # What training holds for each weight: the weight, its gradient and AdamW's two moments.
 TRAINING_COPIES = 4
-
-
-def evaluation_logits_bytes(run) -> int:
-    """The float32 logits the loss holds at once for one evaluation micro-batch."""
-    m = run.model
-    return 4 * run.train.eval_micro_batch * m.block_size * m.vocab_size // run.runtime.loss_chunks
 
 
 def weight_bytes(config: ModelConfig) -> int:
@@ -91,23 +82,6 @@ def largest_fitting(
         f"no training micro-batch fits this device's memory as compiled (batch {batch_size}, "
         f"{ranks} rank(s), limit {limit / 2**30:.1f} GiB)"
     )
-
-
-def out_of_memory(error: BaseException) -> bool:
-    """Whether an error, or one it wraps, is a failure to allocate device memory."""
-    while error is not None:
-        if isinstance(error, torch.cuda.OutOfMemoryError) or any(
-            s in str(error) for s in OUT_OF_MEMORY
-        ):
-            return True
-        error = getattr(error, "inner_exception", None) or error.__cause__ or error.__context__
-    return False
-
-
-def free_device_memory() -> None:
-    """Collect what still holds tensors, then hand the cached blocks back to the device."""
-    gc.collect()
-    torch.cuda.empty_cache()
 
 
 def peak_memory(model, micro_batch: int, block_size: int, autocast) -> int | None:
