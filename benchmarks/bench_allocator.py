@@ -1,5 +1,5 @@
 """Peak resident memory and CPU time of CPU training under glibc's malloc as it is and under the
-allocator `repro train` runs with (TCMalloc where installed: repro.runtime.preemption), side by
+allocator `repro train` runs with (TCMalloc where installed: repro.runtime.allocator), side by
 side.
 
     python benchmarks/bench_allocator.py [--runs smoke eval-heavy] [--smoke-steps 21]
@@ -13,7 +13,7 @@ step, an evaluation of 4 x 4 sequences per split every 20 steps), its first --sm
 paper's batch structure: 480 sequences a step as 40 micro-batches of 12, and at step 0 an
 evaluation of --eval-batches micro-batches of 12 sequences per split (the paper's 200).
 The settings: "glibc", the process as started (REPRO_MALLOC=glibc); "repro", the process
-restarted as `repro train` restarts itself (preemption.restart_under_tcmalloc). The settings of a
+restarted as `repro train` restarts itself (allocator.restart_under_tcmalloc). The settings of a
 run train at the same time, so that the machine's load falls on each alike. Printed per setting:
 the allocator in use, CPU seconds and minor page faults per training step (the steps after the
 first, or the one step), CPU seconds of the step-0 evaluation, peak resident memory (VmHWM), then
@@ -83,10 +83,10 @@ def cpu_faults() -> tuple[float, int]:
 
 def child(setting: str, preset: str, data: str, indices: str, out: str) -> None:
     """One training run under `setting`; prints its figures as JSON."""
-    from repro.runtime import preemption
+    from repro.runtime import allocator
 
     if setting == "repro":
-        preemption.restart_under_tcmalloc()  # as `repro train` does: this process, once more
+        allocator.restart_under_tcmalloc()  # as `repro train` does: this process, once more
     import repro.training.loop
     import repro.training.run
     from repro.config import load_experiments, load_preset, resolve_run
@@ -111,7 +111,7 @@ def child(setting: str, preset: str, data: str, indices: str, out: str) -> None:
     print(
         json.dumps(
             {
-                "allocator": "tcmalloc" if preemption.active() else "glibc",
+                "allocator": "tcmalloc" if allocator.active() else "glibc",
                 "cpu_s_per_step": sum(cpu for cpu, _ in timed) / len(timed),
                 "faults_per_step": sum(faults for _, faults in timed) / len(timed),
                 "eval_cpu_s": evaluations[0][0],

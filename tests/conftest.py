@@ -16,7 +16,7 @@ import yaml
 from repro.config import Report, load_preset
 from repro.data.tokens import write_token_files
 from repro.rundir import METRICS_COLUMNS, METRICS_CSV
-from repro.runtime import preemption
+from repro.runtime import allocator
 
 # No test reaches the network: Hugging Face libraries (read when first imported, here and in the
 # tests' subprocesses) fail at once instead of downloading.
@@ -28,11 +28,11 @@ os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
 # its own. (torch's own setting once it is imported, in pytest_collection.)
 os.environ["OMP_NUM_THREADS"] = "1"
 
-# The tests' processes allocate as `repro train` does (repro.runtime.preemption): under TCMalloc
+# The tests' processes allocate as `repro train` does (repro.runtime.allocator): under TCMalloc
 # where it is installed. Set here, before pytest-xdist starts its workers, which inherit it as do
 # the processes they start: the workers train in-process, where glibc's page faults take a sixth
 # of a training test's CPU. The allocator's own tests take it out where they need glibc's.
-if not preemption.active() and (tcmalloc := preemption.tcmalloc_library()):
+if not allocator.active() and (tcmalloc := allocator.tcmalloc_library()):
     os.environ["LD_PRELOAD"] = " ".join(filter(None, [tcmalloc, os.environ.get("LD_PRELOAD")]))
 
 GiB = 2**30

@@ -1,4 +1,4 @@
-"""The C allocator of the commands that run the model (repro.runtime.preemption): `repro train`
+"""The C allocator of the commands that run the model (repro.runtime.allocator): `repro train`
 starts itself again under TCMalloc where it is installed; elsewhere it runs under glibc's malloc
 as it is, saying so in one line; either way an evaluation's memory stays bounded."""
 
@@ -17,11 +17,11 @@ from workflow_helpers import REPO
 import repro.training.run
 from repro.config import load_experiments, load_preset, resolve_run
 from repro.data.indices import write_indices
-from repro.runtime import preemption
+from repro.runtime import allocator
 
 tcmalloc = pytest.mark.skipif(
-    ctypes.util.find_library(preemption.LIBRARY) is None,
-    reason=f"TCMalloc is not installed ({preemption.INSTALL})",
+    ctypes.util.find_library(allocator.LIBRARY) is None,
+    reason=f"TCMalloc is not installed ({allocator.INSTALL})",
 )
 
 # GPT-2's vocabulary at d = 32: the logits of an evaluation micro-batch of 8 x 64 tokens are
@@ -64,7 +64,7 @@ def repro_train(tmp_path, name: str, eval_batches: int, **env) -> tuple[str, int
     preset, data, indices = prepared(tmp_path, name, eval_batches)
     path = os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])
     # a user's shell: no allocator chosen yet (the tests' processes run under TCMalloc: conftest)
-    environ = {k: v for k, v in os.environ.items() if k not in (preemption.ENV, "LD_PRELOAD")}
+    environ = {k: v for k, v in os.environ.items() if k not in (allocator.ENV, "LD_PRELOAD")}
     process = subprocess.Popen(
         [sys.executable, "-m", "repro", *train_args(data, indices, tmp_path / name, preset=preset)],
         env=environ | {"PYTHONPATH": path} | env,
@@ -103,9 +103,9 @@ def test_repro_train_runs_under_tcmalloc_with_glibcs_numbers(tmp_path):
 
 def test_without_tcmalloc_training_says_so_in_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
-    monkeypatch.setattr(preemption, "active", lambda: False)  # the tests' TCMalloc (conftest)
-    monkeypatch.delenv(preemption.ENV, raising=False)
-    preemption.restart_under_tcmalloc()  # nothing to start: this process goes on
+    monkeypatch.setattr(allocator, "active", lambda: False)  # the tests' TCMalloc (conftest)
+    monkeypatch.delenv(allocator.ENV, raising=False)
+    allocator.restart_under_tcmalloc()  # nothing to start: this process goes on
     preset, data, indices = prepared(tmp_path, "run", eval_batches=2)
     run = resolve_run(load_preset(str(preset)), load_experiments()["baseline"])
     record = repro.training.run.train(run, data, indices, tmp_path / "run")
@@ -146,7 +146,7 @@ def test_ld_preload_naming_a_missing_tcmalloc_is_no_traceback(tmp_path):
     )
     env = os.environ | {"LD_PRELOAD": str(tmp_path / "libtcmalloc_minimal.so.4")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), env.get("PYTHONPATH")]))
-    env.pop(preemption.ENV, None)
+    env.pop(allocator.ENV, None)
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert done.returncode == 0 and "exit 2\nexit 2\n" in done.stdout, done.stdout + done.stderr
     assert "Traceback" not in done.stderr, done.stderr
@@ -160,17 +160,17 @@ def test_a_missing_library_in_ld_preload_neither_breaks_nor_follows_the_restart(
     installed. Where it is installed, the restart preloads it without the missing file, which
     would make ld.so print an error line in every process started."""
     monkeypatch.setenv("LD_PRELOAD", "/nowhere/libtcmalloc_minimal.so.4")
-    monkeypatch.delenv(preemption.ENV, raising=False)
-    monkeypatch.setattr(preemption, "active", lambda: False)
+    monkeypatch.delenv(allocator.ENV, raising=False)
+    monkeypatch.setattr(allocator, "active", lambda: False)
 
     def unreadable(name):
         raise FileNotFoundError(2, "No such file or directory", "ERROR: ld.so: object")
 
     monkeypatch.setattr(ctypes.util, "find_library", unreadable)
-    assert preemption.notice().startswith("repro: TCMalloc not found")
-    preemption.restart_under_tcmalloc()  # nothing to restart under
+    assert allocator.notice().startswith("repro: TCMalloc not found")
+    allocator.restart_under_tcmalloc()  # nothing to restart under
     preloads = []
     monkeypatch.setattr(ctypes.util, "find_library", lambda name: "libtcmalloc_minimal.so.4")
     monkeypatch.setattr(os, "execve", lambda path, argv, env: preloads.append(env["LD_PRELOAD"]))
-    preemption.restart_under_tcmalloc()
+    allocator.restart_under_tcmalloc()
     assert preloads == ["libtcmalloc_minimal.so.4"]

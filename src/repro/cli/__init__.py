@@ -14,7 +14,7 @@ import repro
 from repro.annex.cli import authors, compare, downstream, models, perf
 from repro.cli import data, status, training
 from repro.errors import ReproError
-from repro.runtime import preemption
+from repro.runtime import allocator, preemption
 from repro.runtime.parent import exit_with_parent
 
 # In the order `repro --help` lists them: the pipeline's own commands first.
@@ -46,9 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"repro: error: {e}", file=sys.stderr)
         return 2
     if argv is None and getattr(args, "tcmalloc", False):
-        # The command as it was started, again under TCMalloc (repro.runtime.preemption): before
+        # The command as it was started, again under TCMalloc (repro.runtime.allocator): before
         # torch is imported, so that the restart costs only Python's start.
-        preemption.restart_under_tcmalloc(held)
+        allocator.restart_under_tcmalloc(held)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, held)  # those the restart held, handled now
     if getattr(args, "exit_with_parent", False):
         # Armed before torch is imported (seconds): a parent killed meanwhile is caught too.

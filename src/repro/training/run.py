@@ -29,7 +29,7 @@ from repro.rundir import (
     read_record,
 )
 from repro.rundir.history import legacy_identity, with_later_defaults
-from repro.runtime import distributed, preemption
+from repro.runtime import allocator, distributed, preemption
 from repro.runtime.device import resolve_device
 from repro.runtime.lock import hold
 from repro.training.checkpoints import Checkpoints, check_checkpoint_space, load_checkpoint, restore
@@ -92,7 +92,7 @@ def training_device(run: RunConfig) -> torch.device:
 
         device = claim_device(wait=not distributed.launched())
     distributed.init(device)
-    if device.type == "cpu" and distributed.is_main() and (line := preemption.notice()):
+    if device.type == "cpu" and distributed.is_main() and (line := allocator.notice()):
         print(line, flush=True)
     return device
 
@@ -195,7 +195,7 @@ def run_record(
         fused_projection=model.transformer.h[0].attn.fused,
         train_micro_batch=run.runtime.train_micro_batch,
         torch_threads=torch.get_num_threads(),
-        malloc="tcmalloc" if preemption.active() else "glibc",
+        malloc="tcmalloc" if allocator.active() else "glibc",
         started=previous.started if previous else now(),
     )
     record.sessions = [*(previous.sessions if previous else []), record.session()]
