@@ -12,9 +12,9 @@ import torch
 from repro.analysis.curves import relative_improvement
 from repro.analysis.runs import read_run
 from repro.annex.authors.checkpoint import authors_model_config, authors_step
+from repro.annex.authors.folders import source_of
 from repro.annex.perf.cost import model_size
 from repro.config import Experiments, Preset, RunConfig, resolve_run
-from repro.config.experiments import source_of
 from repro.errors import ReproError
 from repro.files import make_dir, read_json
 from repro.rundir import (

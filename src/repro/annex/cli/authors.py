@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from repro import config
+from repro.annex.authors.folders import authors_runs
 from repro.cli import options
-from repro.config.experiments import authors_runs
 from repro.files import parse_json, write_csv, write_json
 
 
