@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from repro import config
-from repro.cli import options
+from repro.config import options
 from repro.errors import ReproError
 from repro.files import make_dir
 from repro.runtime import preemption

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from repro import config
 from repro.annex.authors.folders import authors_runs
-from repro.cli import options
+from repro.config import options
 from repro.files import parse_json, write_csv, write_json
 
 

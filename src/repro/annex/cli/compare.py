@@ -6,7 +6,7 @@ import tempfile
 from pathlib import Path
 
 from repro import config
-from repro.cli import options
+from repro.config import options
 from repro.files import write_csv
 
 

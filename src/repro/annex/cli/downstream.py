@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from repro.cli import options
+from repro.config import options
 from repro.errors import ReproError
 from repro.runtime import network
 

@@ -6,7 +6,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-from repro.cli import options
+from repro.config import options
 from repro.errors import ReproError
 
 

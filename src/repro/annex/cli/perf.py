@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from repro import config
-from repro.cli import options
+from repro.config import options
 from repro.errors import ReproError
 from repro.files import read_json, write_json
 

@@ -1,4 +1,6 @@
-"""The options several `repro` commands share, each defined once, and the checks on their values."""
+"""The command-line options that choose a configuration and how it runs (preset, experiment, config
+dir, seed, device, the speed levers), which the core's commands and the annex's share, each
+defined once, and the checks on their values."""
 
 from __future__ import annotations
 
