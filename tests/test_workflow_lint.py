@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from workflow_helpers import REPO, copy_workflow, snakemake_in_process
 
 EXPLAINED = "Specify a conda environment or container for each rule."
@@ -28,6 +29,27 @@ def test_the_workflow_is_formatted_as_snakefmt_formats_it():
     snakefmt = Path(sys.executable).with_name("snakefmt")
     if not snakefmt.exists():  # a GPU node's environment; the test extra installs it
         pytest.skip("snakefmt is not installed (pip install -e '.[test]')")
-    files = ["Snakefile", *sorted(str(p.relative_to(REPO)) for p in REPO.glob("workflow/**/*.smk"))]
+    files = [
+        "Snakefile",
+        "workflow/Snakefile",
+        *sorted(str(p.relative_to(REPO)) for p in REPO.glob("workflow/**/*.smk")),
+    ]
     result = subprocess.run([snakefmt, "--check", *files], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr + result.stdout
+
+
+def test_the_catalog_finds_the_workflow_where_its_standard_says(tmp_path):
+    """The Snakemake workflow catalog's conventions: workflow/Snakefile (here the root Snakefile,
+    included, so that both plan the same jobs) and its usage file's current keys."""
+    workdir = copy_workflow(tmp_path)
+    plans = [
+        snakemake_in_process(workdir, "main", "--dry-run", *snakefile)
+        for snakefile in ([], ["--snakefile", "workflow/Snakefile"])
+    ]
+    assert plans[0].returncode == plans[1].returncode == 0, plans[1].stderr
+    stats = [re.search(r"Job stats:.*?total\s+\d+", p.stdout, re.S) for p in plans]
+    assert stats[0] and stats[1] and stats[0].group(0) == stats[1].group(0), plans[1].stdout
+    usage = yaml.safe_load((REPO / ".snakemake-workflow-catalog.yml").read_text())["usage"]
+    deployment = usage["software-stack-deployment"]
+    assert set(deployment) == {"conda", "apptainer", "apptainer+conda", "report"}
+    assert deployment["report"] is True
