@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import one_line_error, train_args
 
-from repro import evaluate
+from repro.training import evaluation
 from repro.config import load_run
 from repro.runtime import device
 from repro.training import fit
@@ -43,7 +43,7 @@ def test_evaluating_where_its_logits_cannot_fit_is_one_line(
     config = {"identity": run.identity(), "model": run.identity()["model"]}
     save_checkpoint(checkpoint, model, make_optimizer(model, run, False), 4, config)
     monkeypatch.setattr(
-        device, "physical_memory", lambda: evaluate.evaluation_logits_bytes(run) - 1
+        device, "physical_memory", lambda: evaluation.evaluation_logits_bytes(run) - 1
     )
     argv = ["evaluate", "--checkpoint", str(checkpoint), "--preset", "tiny", "--step", "4"]
     one_line_error(
@@ -69,7 +69,7 @@ def test_the_memory_check_honours_the_address_space_limit(
     """`ulimit -v` (RLIMIT_AS) well below the machine's memory: the logits that fit the machine
     but not the limit are refused in one line, not a MemoryError's traceback."""
     argv = evaluate_argv(token_dir, tiny_indices, tmp_path)
-    logits = evaluate.evaluation_logits_bytes(load_run("tiny", "baseline"))
+    logits = evaluation.evaluation_logits_bytes(load_run("tiny", "baseline"))
     real = resource.getrlimit
 
     def limited(which):  # half the logits more than the process uses when asked
@@ -88,7 +88,7 @@ def test_the_memory_check_honours_the_cgroups_limit(
     """A container's or SLURM job's cgroup (memory.max, memory.limit_in_bytes) below the
     machine's memory."""
     argv = evaluate_argv(token_dir, tiny_indices, tmp_path)
-    logits = evaluate.evaluation_logits_bytes(load_run("tiny", "baseline"))
+    logits = evaluation.evaluation_logits_bytes(load_run("tiny", "baseline"))
     root = tmp_path / "cgroup"
     files = {"v2": ("memory.max", "memory.current"), "v1": ("memory.limit_in_bytes",
              "memory.usage_in_bytes")}[version]  # fmt: skip

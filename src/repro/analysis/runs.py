@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from repro.analysis import status
 from repro.rundir import (
     METRICS_COLUMNS,
     METRICS_CSV,
@@ -140,7 +139,3 @@ def read_run_list(runs_dir: str | Path, runs: str | Path | list) -> dict[str, Ru
 
 def evals_table(runs: dict[str, Run]) -> pd.DataFrame:
     return pd.concat({label: run.evals() for label, run in runs.items()}, names=["run"])
-
-
-def list_runs(runs_dir: str | Path, names: list[str] | None = None) -> pd.DataFrame:
-    return pd.DataFrame(status.summaries(runs_dir, names), columns=status.RUN_COLUMNS)

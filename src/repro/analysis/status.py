@@ -171,3 +171,11 @@ def format_status(table: list[dict]) -> str:
     return "\n".join(
         [*(" ".join(v.rjust(w) for v, w in zip(line, widths)) for line in lines), *problems]
     )
+
+
+def list_runs(runs_dir: str | Path, names: list[str] | None = None):
+    """The summaries as a pandas table, for a notebook (pandas imported here alone: `repro status`
+    starts without it)."""
+    import pandas as pd
+
+    return pd.DataFrame(summaries(runs_dir, names), columns=RUN_COLUMNS)

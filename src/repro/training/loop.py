@@ -12,12 +12,12 @@ import torch
 
 from repro.config import RunConfig
 from repro.data.batches import Batches, DeviceBatches
-from repro.evaluate import eval_losses, evaluation_logits_bytes
 from repro.model import GPT
 from repro.rundir import RunRecord
 from repro.runtime import distributed, preemption
 from repro.runtime.device import Kernels, check_memory, precision
 from repro.training.checkpoints import Checkpoints
+from repro.training.evaluation import eval_losses, evaluation_logits_bytes
 from repro.training.fit import TRAINING_COPIES, auto_micro_batch, weight_bytes
 from repro.training.logs import StepLog
 
