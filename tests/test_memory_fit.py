@@ -8,10 +8,9 @@ import pytest
 import torch
 from conftest import one_line_error, train_args
 
-from repro.training import evaluation
 from repro.config import load_run
 from repro.runtime import device
-from repro.training import fit
+from repro.training import evaluation, fit
 from repro.training.checkpoints import save_checkpoint
 from repro.training.loop import make_model, make_optimizer
 
