@@ -257,9 +257,7 @@ def test_the_committed_gpu_figures_are_what_their_raw_files_say():
     figure for figure: regenerated from them with the date and load its header states."""
     for page_file in (REPO / "benchmarks" / "results").glob("gpu-*.md"):
         text = page_file.read_text()
-        header = re.search(
-            r"Measured (\S+) on a node to itself \(load (.+?)\); raw files in `(.+?)/`", text
-        )
+        header = re.search(r"Measured (\S+) \(load (.+?)\); raw files in `(.+?)/`", text)
         assert header, f"{page_file}: no header naming the date, load and raw files"
         date, load, folder = header.groups()
         assert summary.page(Path(folder), date, load) == text, page_file

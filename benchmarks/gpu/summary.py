@@ -19,7 +19,18 @@ RATIO_TARGET, RATIO_FLOOR = 1.03, 1.05
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
-def verdict(value: float, target: float, floor: float, higher_is_better: bool) -> str:
+def shown(value, fmt: str) -> str:
+    """A figure in `fmt`, or "-" where the device gives none (a CPU: no MFU, no peak memory)."""
+    return "-" if value is None else format(value, fmt)
+
+
+def gib(n: int | None) -> float | None:
+    return None if n is None else n / 2**30
+
+
+def verdict(value: float | None, target: float, floor: float, higher_is_better: bool) -> str:
+    if value is None:
+        return "not measured on this device"
     sign = 1 if higher_is_better else -1
     if sign * (value - target) >= 0:
         return "meets the target"
@@ -30,8 +41,25 @@ def row(fastest: dict) -> str:
     return (
         f"| {fastest['experiment']} | {fastest['train_micro_batch']} | "
         f"{fastest['step_s'] * 1000:.1f} | {fastest['tokens_per_s']:,.0f} | "
-        f"{fastest['mfu']:.1%} | {fastest['peak_memory_bytes'] / 2**30:.1f} |"
+        f"{shown(fastest['mfu'], '.1%')} | {shown(gib(fastest['peak_memory_bytes']), '.1f')} |"
     )
+
+
+def gpu_details(env: dict) -> str:
+    if env.get("capability") is None:
+        return ""
+    return f" (compute capability {env['capability']}, driver {env['driver']})"
+
+
+def load_average(load) -> str:
+    """os.getloadavg()'s three figures as the stage recorded them, or a record's own words."""
+    if isinstance(load, list):
+        return ", ".join(f"{x:.2f}" for x in load) + " over 1, 5 and 15 minutes"
+    return str(load)
+
+
+def device(window: dict) -> str:
+    return window["steps"]["environment"].get("gpu") or window["device"]
 
 
 def window_lines(window: dict) -> list[str]:
@@ -41,8 +69,8 @@ def window_lines(window: dict) -> list[str]:
     ratio = steps["pair"]["step_time_ratios"]
     resume = steps["resume"]
     lines = [
-        f"Device {env['gpu']} (compute capability {env['capability']}, driver {env['driver']}), "
-        f"torch {env['torch']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}, triton {env['triton']}, "
+        f"Device {device(window)}{gpu_details(env)}, torch {env['torch']}, CUDA {env['cuda']}, "
+        f"cuDNN {env['cudnn']}, triton {env['triton']}, "
         f"Python {env['python']}; attention kernel {window['attention_kernel']}, compile mode "
         f"{window['compile_mode']}; the stage took {window['seconds']} s of its "
         f"{window['budget_s']} s budget.",
@@ -54,7 +82,8 @@ def window_lines(window: dict) -> list[str]:
         row(base),
         *(row(r) for r in steps["pair_resgelu-lr3e-3"]["fastest"]),
         "",
-        f"- Baseline MFU {base['mfu']:.1%}: {verdict(base['mfu'], MFU_TARGET, MFU_FLOOR, True)} "
+        f"- Baseline MFU {shown(base['mfu'], '.1%')}: "
+        f"{verdict(base['mfu'], MFU_TARGET, MFU_FLOOR, True)} "
         f"(target {MFU_TARGET:.0%}, floor {MFU_FLOOR:.0%}).",
     ]
     for name, value in ratio.items():
@@ -67,7 +96,7 @@ def window_lines(window: dict) -> list[str]:
         f"- `repro train` of resgelu-lr3e-3, 21 steps: training graph compiled in "
         f"{train['compile_time_s']:.1f} s, evaluation graph in "
         f"{train['eval_compile_time_s']:.1f} s; "
-        f"{train['tokens_per_s']:,.0f} tokens/s, MFU {train['mfu']:.1%}; loss "
+        f"{train['tokens_per_s']:,.0f} tokens/s, MFU {shown(train.get('mfu'), '.1%')}; loss "
         f"{train['first_loss']:.3f} -> {train['last_loss']:.3f}.",
         f"- Stopped by SIGTERM (exit {steps['stopped']['exit']}) and resumed: largest relative "
         f"difference from the uninterrupted run {resume['largest_relative_difference']:.2e} "
@@ -77,8 +106,9 @@ def window_lines(window: dict) -> list[str]:
         probe = steps["probe"]["fastest"][0]
         lines.append(
             f"- `runtime.train_micro_batch: auto` chose {probe['train_micro_batch']} "
-            f"(peak {probe['peak_memory_bytes'] / 2**30:.1f} GiB); one step there, timed without "
-            f"warm-up (not comparable with the table): {probe['step_s'] * 1000:.1f} ms."
+            f"(peak {shown(gib(probe['peak_memory_bytes']), '.1f')} GiB); one step there, "
+            f"timed without warm-up (not comparable with the table): "
+            f"{probe['step_s'] * 1000:.1f} ms."
         )
     return lines
 
@@ -104,12 +134,15 @@ def levers_lines(levers: dict) -> list[str]:
 def page(folder: Path, date: str | None, load: str | None) -> str:
     window = json.loads((folder / "window.json").read_text())
     started = window.get("started", date)
-    measured_load = window.get("load", load)
+    measured_load = load_average(window.get("load", load))
+    command = f"benchmarks/gpu/summary.py {folder.as_posix()}"
+    if "started" not in window:  # a record older than the stages' own date and load
+        command += f" --date {date} --load '{load}'"
     lines = [
-        f"# GPU window: {window['steps']['environment']['gpu']}",
+        f"# GPU window: {device(window)}",
         "",
-        f"Measured {started} on a node to itself (load {measured_load}); raw files in "
-        f"`{folder.as_posix()}/`. Written by `benchmarks/gpu/summary.py {folder.as_posix()}`.",
+        f"Measured {started} (load {measured_load}); raw files in "
+        f"`{folder.as_posix()}/`. Written by `{command}`.",
         "",
         "## Window",
         "",
