@@ -2,6 +2,7 @@
 preempted DDP run resumes exactly, and a checkpoint moves between world sizes."""
 
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -99,6 +100,22 @@ def torchrun_two(token_dir, tiny_indices, tmp_path_factory):
     return out
 
 
+def two_nodes_command(port: int, data, indices, out) -> list[str]:
+    """Two torchrun "nodes" on this machine, each a process group of its own with one rank,
+    meeting over loopback as nodes of a cluster meet at their first node's address (static
+    rendezvous: node 0 hosts the store); both write into one folder, as a shared filesystem."""
+    nodes = []
+    for node_rank in (0, 1):
+        node = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2"]
+        node += ["--nproc_per_node", "1", "--node_rank", str(node_rank)]
+        node += ["--master_addr", "127.0.0.1", "--master_port", str(port), "-m", "repro"]
+        node += train_args(data, indices, out, "--device", "cpu", "--train-micro-batch", MICRO,
+                           experiment=EXPERIMENT)  # fmt: skip
+        nodes.append("setsid " + shlex.join(node))
+    script = f"{nodes[0]} & first=$!; {nodes[1]}; second=$?; wait $first; exit $(($? | second))"
+    return ["bash", "-c", script]
+
+
 def assert_close(rows, reference):
     """Losses within 1e-5 relative; stds within 1e-5 of their loss (a std of losses that differ
     by 1e-3 carries their float32 rounding, one unit of which is 1e-6 at a loss of 10)."""
@@ -130,6 +147,17 @@ def test_two_ranks_give_the_one_process_losses(torchrun_two, one_process):
         "run.json",
         "train.log",
     ]
+
+
+@pytest.mark.slow  # several processes
+def test_two_nodes_give_the_one_process_losses(one_process, token_dir, tiny_indices, tmp_path):
+    """torchrun across nodes (--nnodes 2): the figures of one process, rank 0 alone writing."""
+    out = tmp_path / "run"
+    result = run_watched(two_nodes_command(free_port(), token_dir, tiny_indices, out))
+    assert result.returncode == 0, tail(result.stdout + result.stderr)
+    assert_close(read_metrics(out), one_process)
+    record = read_record(out)
+    assert record.status == "completed" and record.world_size == 2
 
 
 @pytest.mark.slow  # several processes
