@@ -40,7 +40,11 @@ def test_run_counts_and_gpu_hours_the_pages_state_are_the_codes():
         sum(gpu_hours("paper", "table1")),
         sum(gpu_hours("paper", "figure2")),
     )
-    readme, spec, tuning = page("README.md"), page("docs/specification.md"), page("docs/tuning.md")
+    readme, spec, tuning = (
+        page("README.md"),
+        page("docs/specification.md"),
+        page("docs/annex/tuning.md"),
+    )
     assert f"| one run (baseline, 0.855 GFLOP/token) | {paper_run:.1f} |" in readme
     assert f"| Table 1 + Figure 1 ({len(table1)} runs) | {table1_hours:.1f} |" in readme
     shared = len(table1 & figure2)
@@ -79,13 +83,21 @@ def test_each_groups_cpu_time_at_tiny_names_the_groups_run_count():
     stated = [  # the page, the group, how the page counts the runs it timed
         ("README.md", "figure2", "(`results/figures/figure2.png`, its {} runs) 322 s of CPU"),
         (
-            "docs/decay_to_zero.md",
+            "docs/annex/decay_to_zero.md",
             "decay_to_zero",
             "its {} runs and the notebook took 129 s of CPU",
         ),
-        ("docs/ablation.md", "query_ablation", "the group's {} runs and the notebook took 404 s"),
-        ("docs/tuning.md", "tuning", "the group's {} runs and the notebook took 181 s of CPU"),
-        ("docs/v3.md", "v3", "the group's {} runs and the notebook took 200 s of CPU"),
+        (
+            "docs/annex/ablation.md",
+            "query_ablation",
+            "the group's {} runs and the notebook took 404 s",
+        ),
+        (
+            "docs/annex/tuning.md",
+            "tuning",
+            "the group's {} runs and the notebook took 181 s of CPU",
+        ),
+        ("docs/annex/v3.md", "v3", "the group's {} runs and the notebook took 200 s of CPU"),
     ]
     for name, group, phrase in stated:
         assert phrase.format(len(groups.group(group))) in page(name), (name, group)
