@@ -65,8 +65,8 @@ def section(command: str, body: str, load_start: str, load_end: str, when=None) 
 
 
 def write(topic: str, title: str, new_section: str, results: Path = RESULTS) -> Path:
-    """Put `new_section` into benchmarks/results/TOPIC.md, in place of the section of the same
-    command if there is one; the page's title and the other sections stay."""
+    """Put `new_section` into the topic's page of benchmarks/results/, in place of the section of
+    the same command if there is one; the page's title and the other sections stay."""
     target = results / f"{topic}.md"
     text = target.read_text() if target.is_file() and not target.is_symlink() else ""
     head, *sections = re.split(r"(?m)^(?=## )", text) if text else [f"# {title}\n\n"]
@@ -128,7 +128,7 @@ def add_argument(parser: argparse.ArgumentParser) -> None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description="Record standard input as a results section.")
-    parser.add_argument("topic", help="the page: benchmarks/results/TOPIC.md")
+    parser.add_argument("topic", help="the page: TOPIC.md in benchmarks/results/")
     parser.add_argument("--title", required=True, help="the page's title, for a new page")
     parser.add_argument("--command", required=True, help="the command that measured")
     parser.add_argument("--load-start", default="", help="the load average at its start")
