@@ -55,12 +55,13 @@ def test_a_page_that_is_a_link_is_replaced_not_written_through(record, tmp_path)
 
 
 def test_recording_keeps_what_is_printed_and_writes_it(record, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(sys, "argv", [str(BENCHMARKS / "bench_x.py"), "--n", "2", "--record"])
+    script = BENCHMARKS / "bench_startup.py"
+    monkeypatch.setattr(sys, "argv", [str(script), "--n", "2", "--record"])
     with record.recording("topic", "A topic", enabled=True, results=tmp_path):
         print("3.5 s")
     assert "3.5 s" in capsys.readouterr().out
     text = (tmp_path / "topic.md").read_text()
-    assert "## `python benchmarks/bench_x.py --n 2`" in text and "```\n3.5 s\n```" in text
+    assert "## `python benchmarks/bench_startup.py --n 2`" in text and "```\n3.5 s\n```" in text
     with record.recording("other", "Other", enabled=False, results=tmp_path):
         print("not kept")
     assert not (tmp_path / "other.md").exists()
