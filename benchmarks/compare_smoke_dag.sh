@@ -9,7 +9,7 @@ set -euo pipefail
 invocation="benchmarks/compare_smoke_dag.sh $*"
 record=
 if [ "${1:-}" = --record ]; then record=1; shift; fi
-load_start=$(cut -d' ' -f1-3 /proc/loadavg | sed 's| | / |g')
+load_start=$(awk '{printf "%.1f / %.1f / %.1f", $1, $2, $3}' /proc/loadavg)
 ref=${1:-0d4add5}
 cores=${2:-2}
 repo=$(cd "$(dirname "$0")/.." && pwd)

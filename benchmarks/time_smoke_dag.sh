@@ -15,7 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 invocation="benchmarks/time_smoke_dag.sh $*"
 record=
 if [ "${1:-}" = --record ]; then record=1; shift; fi
-load_start=$(cut -d' ' -f1-3 /proc/loadavg | sed 's| | / |g')
+load_start=$(awk '{printf "%.1f / %.1f / %.1f", $1, $2, $3}' /proc/loadavg)
 cores=${1:-2}
 repo=$(cd "${2:-$(dirname "$0")/..}" && pwd)
 target=${3:-main}
