@@ -4,11 +4,11 @@
 #
 # The rules call the `repro` command line and papermill; the logic lives in src/repro.
 # Targets: results/table1.csv, results/table1_seeds.csv, results/figures/figure{1,2}.{png,pdf},
-# results/tuning.csv (docs/tuning.md), results/ablation.csv (docs/ablation.md),
-# results/decay_to_zero.csv (docs/decay_to_zero.md), results/v3.csv (docs/v3.md),
+# results/tuning.csv (docs/annex/tuning.md), results/ablation.csv (docs/annex/ablation.md),
+# results/decay_to_zero.csv (docs/annex/decay_to_zero.md), results/v3.csv (docs/annex/v3.md),
 # results/runs/<preset>/<experiment>/metrics.csv, `main` (Table 1 + Figure 1), `all`;
-# results/downstream.csv when config downstream_tasks names lm-eval tasks (docs/downstream.md);
-# results/audit/ when config audit_logs names the audit's logs (docs/authors.md).
+# results/downstream.csv when config downstream_tasks names lm-eval tasks (docs/annex/downstream.md);
+# results/audit/ when config audit_logs names the audit's logs (docs/annex/authors.md).
 
 from snakemake.utils import min_version, validate
 

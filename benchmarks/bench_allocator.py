@@ -32,6 +32,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import record
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -182,27 +183,35 @@ def main() -> None:
         "--eval-batches", type=int, default=200, help="eval-heavy's evaluation micro-batches"
     )
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    record.add_argument(parser)
     args = parser.parse_args()
     if args.child:
         return child(*args.child)
-    presets = run_presets(args.smoke_steps, args.eval_heavy_steps, args.eval_batches)
-    print(f"load average at the start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    print(HEADER, flush=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        write_tokens(work / "data", 300_000)
-        results = [r for name in args.runs for r in measure(work, name, presets[name])]
-    for name in args.runs:
-        glibc, repro = ({r["setting"]: r for r in results if r["run"] == name}[s] for s in SETTINGS)
-        ratio = {
-            key: repro[key] / glibc[key] for key in ("cpu_s_per_step", "eval_cpu_s", "peak_mb")
-        }
-        print(
-            f"{name}: repro / glibc: CPU time per step {ratio['cpu_s_per_step']:.2f}, "
-            f"evaluation CPU time {ratio['eval_cpu_s']:.2f}, "
-            f"peak resident memory {ratio['peak_mb']:.2f}"
-        )
-    print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    with record.recording(
+        "allocator",
+        "CPU training's allocator: glibc's malloc against TCMalloc",
+        enabled=args.record,
+    ):
+        presets = run_presets(args.smoke_steps, args.eval_heavy_steps, args.eval_batches)
+        print(f"load average at the start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        print(HEADER, flush=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp)
+            write_tokens(work / "data", 300_000)
+            results = [r for name in args.runs for r in measure(work, name, presets[name])]
+        for name in args.runs:
+            glibc, repro = (
+                {r["setting"]: r for r in results if r["run"] == name}[s] for s in SETTINGS
+            )
+            ratio = {
+                key: repro[key] / glibc[key] for key in ("cpu_s_per_step", "eval_cpu_s", "peak_mb")
+            }
+            print(
+                f"{name}: repro / glibc: CPU time per step {ratio['cpu_s_per_step']:.2f}, "
+                f"evaluation CPU time {ratio['eval_cpu_s']:.2f}, "
+                f"peak resident memory {ratio['peak_mb']:.2f}"
+            )
+        print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import record
 from side_by_side import add_arguments, print_side_by_side
 
 
@@ -53,10 +54,14 @@ def cpu_seconds(argv: list[str], src: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(parser, repeats=5)
+    record.add_argument(parser)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as runs:
-        for name, argv in commands(runs).items():
-            print_side_by_side(name, lambda src: cpu_seconds(argv, src), args, "s CPU")
+    with record.recording(
+        "cli-start", "The start of the commands that do not train", enabled=args.record
+    ):
+        with tempfile.TemporaryDirectory() as runs:
+            for name, argv in commands(runs).items():
+                print_side_by_side(name, lambda src: cpu_seconds(argv, src), args, "s CPU")
 
 
 if __name__ == "__main__":

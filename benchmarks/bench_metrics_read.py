@@ -17,6 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import record
 from side_by_side import REPO, add_arguments, print_side_by_side
 
 READERS = {
@@ -60,13 +61,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_120_000)
     add_arguments(parser, repeats=3)
+    record.add_argument(parser)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "metrics.csv"
-        write(path, args.rows)
-        print(f"metrics.csv: {args.rows:,} rows, {path.stat().st_size / 1e6:.0f} MB")
-        for reader in READERS:
-            print_side_by_side(reader, lambda src: seconds(reader, src, path), args, "s")
+    with record.recording("metrics-read", "Reading a long metrics.csv", enabled=args.record):
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "metrics.csv"
+            write(path, args.rows)
+            print(f"metrics.csv: {args.rows:,} rows, {path.stat().st_size / 1e6:.0f} MB")
+            for reader in READERS:
+                print_side_by_side(reader, lambda src: seconds(reader, src, path), args, "s")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import record
+
 from repro.data.tokens import MANIFEST, fingerprint, read_manifest, token_memmap
 
 PAPER_TRAIN_TOKENS, VAL_TOKENS = 9_035_582_489, 4_434_606
@@ -55,15 +57,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, default=None, help="where the sparse files go")
     parser.add_argument("--full", action="store_true", help="also time the full SHA-256 check")
+    record.add_argument(parser)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        data_dir = Path(tmp)
-        write_sparse_data(data_dir)
-        size = os.path.getsize(data_dir / "train.bin")
-        print(f"train.bin: {size:,} bytes (sparse), {PAPER_TRAIN_TOKENS:,} tokens")
-        print(f"start-up (size + fingerprint): {start(data_dir, full=False):.3f} s")
-        if args.full:
-            print(f"start-up (full SHA-256): {start(data_dir, full=True):.1f} s")
+    with record.recording(
+        "startup", "A paper-scale run's start: the token files' checks", enabled=args.record
+    ):
+        with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+            data_dir = Path(tmp)
+            write_sparse_data(data_dir)
+            size = os.path.getsize(data_dir / "train.bin")
+            print(f"train.bin: {size:,} bytes (sparse), {PAPER_TRAIN_TOKENS:,} tokens")
+            print(f"start-up (size + fingerprint): {start(data_dir, full=False):.3f} s")
+            if args.full:
+                print(f"start-up (full SHA-256): {start(data_dir, full=True):.1f} s")
 
 
 if __name__ == "__main__":

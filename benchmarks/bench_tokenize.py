@@ -31,6 +31,7 @@ import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import record
 
 from repro.data import corpus, prepare, python_docs
 from repro.data.tokenizer import gpt2_encoding, tokenizer_identity
@@ -184,45 +185,51 @@ def main() -> None:
     parser.add_argument("--run", choices=["load", "nanogpt", "ours"], help=argparse.SUPPRESS)
     parser.add_argument("--sample", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    record.add_argument(parser)
     args = parser.parse_args()
     if args.run:
         print(json.dumps(run_one(args.run, args.sample, args.out, args.num_proc)))
         return
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_tokenize"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    docs = owt_sized_documents()
-    print(
-        f"{args.num_proc} worker processes; sample, method, tokens, wall s, tokens/s, CPU s, "
-        f"peak RSS MB (process / largest worker), peak anonymous RSS MB (process)"
-    )
-    for megabytes in args.sizes_mb:
-        sample = workdir / f"sample-{megabytes:g}MB.parquet"
-        build_sample(sample, docs, megabytes)
-        sample_mb = pq.read_table(sample)["text"].nbytes / 1e6  # text bytes, not compressed
-        runs = [
-            (m, measure(m, sample, workdir, args.num_proc))
-            for _ in range(args.repeat)
-            for m in ("nanogpt", "ours")
-        ]  # interleaved
-        results = {
-            m: min((r for name, r in runs if name == m), key=lambda r: r["seconds"])
-            for m in ("nanogpt", "ours")
-        }
-        assert all(r["sha256"] == results["ours"]["sha256"] for _, r in runs), "outputs differ"
-        for method, r in results.items():
-            print(
-                f"{sample_mb:6.1f} MB  {method:8s} {r['tokens']:>11,} {r['seconds']:7.2f} s "
-                f"{r['tokens'] / r['seconds']:>11,.0f} tok/s {r['cpu_seconds']:7.2f} s  "
-                f"{r['maxrss_mb']:6.0f} / "
-                f"{r['child_maxrss_mb']:4.0f}  {r['anon_rss_mb']:6.0f}"
-            )
-        speedup, cpu = (
-            results["nanogpt"][k] / results["ours"][k] for k in ("seconds", "cpu_seconds")
-        )
+    with record.recording(
+        "tokenize",
+        "Tokenizing and writing a corpus: nanoGPT's prepare.py against repro.data",
+        enabled=args.record,
+    ):
+        workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_tokenize"))
+        workdir.mkdir(parents=True, exist_ok=True)
+        docs = owt_sized_documents()
         print(
-            f"{sample_mb:6.1f} MB  ratio ours / nanoGPT: tokens/s {speedup:.2f}x, "
-            f"tokens per CPU second {cpu:.2f}x (identical output)"
+            f"{args.num_proc} worker processes; sample, method, tokens, wall s, tokens/s, CPU s, "
+            f"peak RSS MB (process / largest worker), peak anonymous RSS MB (process)"
         )
+        for megabytes in args.sizes_mb:
+            sample = workdir / f"sample-{megabytes:g}MB.parquet"
+            build_sample(sample, docs, megabytes)
+            sample_mb = pq.read_table(sample)["text"].nbytes / 1e6  # text bytes, not compressed
+            runs = [
+                (m, measure(m, sample, workdir, args.num_proc))
+                for _ in range(args.repeat)
+                for m in ("nanogpt", "ours")
+            ]  # interleaved
+            results = {
+                m: min((r for name, r in runs if name == m), key=lambda r: r["seconds"])
+                for m in ("nanogpt", "ours")
+            }
+            assert all(r["sha256"] == results["ours"]["sha256"] for _, r in runs), "outputs differ"
+            for method, r in results.items():
+                print(
+                    f"{sample_mb:6.1f} MB  {method:8s} {r['tokens']:>11,} {r['seconds']:7.2f} s "
+                    f"{r['tokens'] / r['seconds']:>11,.0f} tok/s {r['cpu_seconds']:7.2f} s  "
+                    f"{r['maxrss_mb']:6.0f} / "
+                    f"{r['child_maxrss_mb']:4.0f}  {r['anon_rss_mb']:6.0f}"
+                )
+            speedup, cpu = (
+                results["nanogpt"][k] / results["ours"][k] for k in ("seconds", "cpu_seconds")
+            )
+            print(
+                f"{sample_mb:6.1f} MB  ratio ours / nanoGPT: tokens/s {speedup:.2f}x, "
+                f"tokens per CPU second {cpu:.2f}x (identical output)"
+            )
 
 
 if __name__ == "__main__":

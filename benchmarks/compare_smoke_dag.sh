@@ -2,14 +2,22 @@
 # The CPU speed-up of the smoke DAG, in one run on one machine: the DAG from a fresh copy at commit REF
 # (default 0d4add5, before the CPU fixes) and at this checkout, back to back, and the time of
 # `snakemake -n` (the workflow's parse) at this checkout, the median of 5.
-# Usage: benchmarks/compare_smoke_dag.sh [REF] [CORES]   (default: 0d4add5, 2 cores).
+# Usage: benchmarks/compare_smoke_dag.sh [--record] [REF] [CORES]   (default: 0d4add5, 2 cores).
+#   --record also writes the figures into benchmarks/results/smoke-dag-compare.md
+#   (benchmarks/record.py: date, machine, command, load).
 set -euo pipefail
+invocation="benchmarks/compare_smoke_dag.sh $*"
+record=
+if [ "${1:-}" = --record ]; then record=1; shift; fi
+load_start=$(awk '{printf "%.1f / %.1f / %.1f", $1, $2, $3}' /proc/loadavg)
 ref=${1:-0d4add5}
 cores=${2:-2}
 repo=$(cd "$(dirname "$0")/.." && pwd)
+summary=$(mktemp)
 old=$(mktemp -d)
 trap 'git -C "$repo" worktree remove --force "$old"' EXIT
 git -C "$repo" worktree add --detach -q "$old" "$ref"
+{
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$repo/benchmarks/time_smoke_dag.sh" "$cores" "$old" | tail -1
 "$repo/benchmarks/time_smoke_dag.sh" "$cores" "$repo" | tail -1
@@ -24,3 +32,9 @@ for i in 1 2 3 4 5; do
   python3 -c "print($e - $s)"
 done | sort -n | sed -n 3p | python3 -c "print(f'snakemake -n main: {float(input()):.1f} s (median of 5)')"
 rm -rf "$work"
+} | tee "$summary"
+if [ -n "$record" ]; then
+  python3 "$repo/benchmarks/record.py" smoke-dag-compare --title "The smoke DAG beside an older checkout's" \
+    --command "${invocation/ --record/}" --load-start "$load_start" < "$summary"
+fi
+rm -f "$summary"

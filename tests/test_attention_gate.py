@@ -1,4 +1,4 @@
-"""The attention gate (`model.attention_gate`: headwise or elementwise, docs/ablation.md): its
+"""The attention gate (`model.attention_gate`: headwise or elementwise, docs/annex/ablation.md): its
 formula by hand in float64 with every query mode and QK-norm, a model otherwise unchanged, its
 parameters at the paper's size, its cached generation, and the identity of runs recorded without
 it."""

@@ -28,7 +28,7 @@ from workflow_helpers import copy_workflow, snakemake_in_process
 
 from repro.cli import build_parser
 
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 MARKERS = ("GPU", "cluster", "download")
 PRESETS = re.compile(r"\b(smoke|screen|paper|large)\b")
 # Programs the blocks run that these tests leave alone: set-up, lint, viewers, uploads, scripts.

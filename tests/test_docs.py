@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-PAGES = [REPO / "README.md", REPO / "config" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+PAGES = [REPO / "README.md", REPO / "config" / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 # Stand-ins left for a figure or a text to come: TODO marks, or an ALL-CAPS word ending in what
 # it stands for (SMOKETIME, NUMRUNS...). Code (fenced or `inline`) is not prose and is skipped.
 PLACEHOLDER = re.compile(
@@ -159,7 +159,7 @@ def test_counts_the_docs_give_are_the_configuration_s():
     sweep = len(load_experiments().group("figure2"))
     assert f"adds Figure 2's sweep: {sweep} runs)" in (REPO / "docs" / "scale.md").read_text()
     untied = load_run("paper", "untied-baseline").train.max_step
-    tuning = " ".join((REPO / "docs" / "tuning.md").read_text().split())
+    tuning = " ".join((REPO / "docs" / "annex" / "tuning.md").read_text().split())
     assert f"run {untied + 1:,} steps" in tuning
     assert f"max_step is {untied:,} at `paper` ({untied + 1:,} steps" in tuning
 

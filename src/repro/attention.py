@@ -1,6 +1,6 @@
 """Causal self-attention: the query of each mode (the nonlinear one the bottleneck MLP of eq. (3)),
 the optional QK-norm and output gate, and the key/value cache of generation
-(docs/specification.md §1, docs/ablation.md)."""
+(docs/specification.md §1, docs/annex/ablation.md)."""
 
 from __future__ import annotations
 

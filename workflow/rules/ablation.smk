@@ -1,4 +1,4 @@
-# The query ablation (docs/ablation.md): group `query_ablation` of config/experiments.yaml (ten
+# The query ablation (docs/annex/ablation.md): group `query_ablation` of config/experiments.yaml (ten
 # query arms, gated attention's among them, each at the same three learning-rate settings) trained at the configured preset and
 # seeds, then notebooks/ablation.ipynb writes each arm's best setting paired with the best linear
 # arm (results/ablation.csv, and as HTML on the report's page), every setting

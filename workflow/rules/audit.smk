@@ -1,4 +1,4 @@
-# The independent audit's logs (docs/authors.md, "The audit's logs"), when config key audit_logs
+# The independent audit's logs (docs/annex/authors.md, "The audit's logs"), when config key audit_logs
 # names its neurreps_writeup/logs/ folder: every loss log imported read-only at the preset its
 # name says (results/audit/logs/<preset>/<log name>/, a reference for `repro compare`), and each
 # log that audit_runs says is an experiment of ours imported as that experiment at the configured
@@ -53,7 +53,7 @@ rule audit:
 # runs of every seed, the authors' imported runs and the audit's logs (those imported as our
 # experiments, and those audit_configs states to be one), at the paper's step and at each run's
 # end, every number read again from its file; then every claim the package checks with its
-# verdict, redone as the groups' runs finish (`repro evidence`, docs/authors.md).
+# verdict, redone as the groups' runs finish (`repro evidence`, docs/annex/authors.md).
 rule evidence:
     input:
         runs=run_files(TABLE1, seeds=SEEDS),

@@ -184,9 +184,9 @@ PAPERMILL = (
 )
 
 
-# The tuning comparison's runs (tuning.smk, docs/tuning.md), the query ablation's
-# (ablation.smk, docs/ablation.md), decay to zero's (decay_to_zero.smk, docs/decay_to_zero.md) and
-# version 3's (v3.smk, docs/v3.md).
+# The tuning comparison's runs (tuning.smk, docs/annex/tuning.md), the query ablation's
+# (ablation.smk, docs/annex/ablation.md), decay to zero's (decay_to_zero.smk, docs/annex/decay_to_zero.md) and
+# version 3's (v3.smk, docs/annex/v3.md).
 TUNING = [e.name for e in checked(EXPERIMENTS.group, "tuning")]
 ABLATION = [e.name for e in checked(EXPERIMENTS.group, "query_ablation")]
 DECAY_TO_ZERO = [e.name for e in checked(EXPERIMENTS.group, "decay_to_zero")]
@@ -206,7 +206,7 @@ def trained_tuning_runs(wildcards):
     return [path for path in run_files(extra, seeds=SEEDS) if os.path.exists(path)]
 
 
-# Downstream tasks (downstream.smk, docs/downstream.md).
+# Downstream tasks (downstream.smk, docs/annex/downstream.md).
 DOWNSTREAM_TASKS = config["downstream_tasks"]
 
 

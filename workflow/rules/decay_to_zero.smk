@@ -1,4 +1,4 @@
-# Decay to zero (docs/decay_to_zero.md): group `decay_to_zero` of config/experiments.yaml (the
+# Decay to zero (docs/annex/decay_to_zero.md): group `decay_to_zero` of config/experiments.yaml (the
 # linear baseline and the nonlinear query, each at two peak rates, the learning rate decaying to
 # zero linearly and by cosine) trained at the configured preset and seeds, then
 # notebooks/decay_to_zero.ipynb writes each setting's loss at its last evaluation with its interval

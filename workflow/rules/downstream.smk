@@ -1,4 +1,4 @@
-# Downstream tasks (docs/downstream.md): each Table 1 run's last checkpoint through
+# Downstream tasks (docs/annex/downstream.md): each Table 1 run's last checkpoint through
 # lm-evaluation-harness (`repro downstream`, the `downstream` extra), then the configurations side
 # by side with the baseline (`repro downstream-table`): results/downstream.csv. Only when the config
 # names tasks (downstream_tasks); their data come from the Hugging Face hub on first use.

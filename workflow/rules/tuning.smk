@@ -1,4 +1,4 @@
-# The tuning comparison (docs/tuning.md): group `tuning` of config/experiments.yaml (the linear
+# The tuning comparison (docs/annex/tuning.md): group `tuning` of config/experiments.yaml (the linear
 # models at the nonlinear query's settings) trained at the configured preset and seeds, then
 # notebooks/tuning.ipynb writes each setting's loss with its interval and each model's best
 # (results/tuning.csv, and as HTML on the report's page), and the best nonlinear setting against each linear model's best

@@ -1,4 +1,4 @@
-# Version 3 (docs/v3.md): group `v3` of config/experiments.yaml (the recipe behind version 3's
+# Version 3 (docs/annex/v3.md): group `v3` of config/experiments.yaml (the recipe behind version 3's
 # abstract: the nonlinear query at weight decay 0.1, cosine from 3.6e-3 to 2e-5, its neighbours,
 # the identity query with and without the larger MLP, the MLP-widened controls, the baseline, and
 # the linear query on the same recipe) trained at the configured preset and seeds, then

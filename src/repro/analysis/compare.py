@@ -2,7 +2,7 @@
 of the authors' imported: repro.annex.authors.runs), step by step.
 
 The tolerance is the 95% prediction half-width of two single runs' difference over the
-experiment's seeds, t(0.975, n - 1) x sd x sqrt(2), else DEFAULT_TOLERANCE (docs/tuning.md).
+experiment's seeds, t(0.975, n - 1) x sd x sqrt(2), else DEFAULT_TOLERANCE (docs/annex/tuning.md).
 """
 
 from __future__ import annotations

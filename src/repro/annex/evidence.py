@@ -1,4 +1,4 @@
-"""results/evidence.csv: each of the paper's claims beside every source (docs/authors.md)."""
+"""results/evidence.csv: each of the paper's claims beside every source (docs/annex/authors.md)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ QUERIES = {  # docs/specification.md §1.2
     "residual_bottleneck_linear": "q = (x + LN(RMSNorm(x) W1 W2)) / 2 (an ablation: no GELU)",
 }
 QK_NORM = "; queries and keys RMS-normalised per head (qk_norm)"
-GATES = {  # attention_gate: each head's output times sigmoid(x W_g) (docs/ablation.md)
+GATES = {  # attention_gate: each head's output times sigmoid(x W_g) (docs/annex/ablation.md)
     None: "",
     "headwise": "; each head's attention output gated, one sigmoid gate per head",
     "elementwise": "; each head's attention output gated, one sigmoid gate per channel",

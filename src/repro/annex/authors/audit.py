@@ -1,4 +1,4 @@
-"""An independent audit's loss logs as read-only run directories of ours (docs/authors.md)."""
+"""An independent audit's loss logs as read-only run directories of ours (docs/annex/authors.md)."""
 
 from __future__ import annotations
 

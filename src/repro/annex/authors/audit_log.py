@@ -1,4 +1,4 @@
-"""One of the audit's loss logs (docs/authors.md), read and checked; what its user states of it."""
+"""One of the audit's loss logs (docs/annex/authors.md), read and checked; what its user states."""
 
 from __future__ import annotations
 

@@ -232,7 +232,7 @@ def checkpoint_table(
     experiments: Experiments,
     group: str = "table1",
 ) -> pd.DataFrame:
-    """Table 1 from the authors' checkpoints evaluated on our data (docs/authors.md)."""
+    """Table 1 from the authors' checkpoints evaluated on our data (docs/annex/authors.md)."""
     rows = []
     for e in experiments.group(group):
         paths = {

@@ -1,4 +1,4 @@
-"""The command line of the authors' artefacts and the audit's logs (docs/authors.md)."""
+"""The command line of the authors' artefacts and the audit's logs (docs/annex/authors.md)."""
 
 from __future__ import annotations
 
@@ -171,7 +171,7 @@ def _audit_parsers(sub) -> None:
 
 def _stated_option(p, example: str) -> None:
     p.add_argument(
-        "--stated", metavar="JSON", help=f"what you know of {example} (keys: docs/authors.md)"
+        "--stated", metavar="JSON", help=f"what you know of {example} (keys: docs/annex/authors.md)"
     )
 
 

@@ -1,1 +1,1 @@
-"""Downstream tasks through lm-evaluation-harness (docs/downstream.md): the `downstream` extra."""
+"""Downstream tasks through lm-evaluation-harness (docs/annex/downstream.md): extra `downstream`."""

@@ -1,4 +1,4 @@
-"""The Table 1 configurations on downstream tasks, paired item by item (docs/downstream.md)."""
+"""The Table 1 configurations on downstream tasks, item by item (docs/annex/downstream.md)."""
 
 from __future__ import annotations
 

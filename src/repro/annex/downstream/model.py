@@ -1,4 +1,4 @@
-"""Our GPT as an lm-evaluation-harness model, registered as "repro" (docs/downstream.md)."""
+"""Our GPT as an lm-evaluation-harness model, registered as "repro" (docs/annex/downstream.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The query ablation (docs/ablation.md): which part of the nonlinear query makes its gain?"""
+"""The query ablation (docs/annex/ablation.md): which part of the nonlinear query makes its gain?"""
 
 from __future__ import annotations
 

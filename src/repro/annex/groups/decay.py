@@ -1,4 +1,4 @@
-"""Decay to zero (docs/decay_to_zero.md): does the nonlinear query's gain survive the linear
+"""Decay to zero (docs/annex/decay_to_zero.md): does the nonlinear query's gain survive the linear
 baseline's best schedule?
 
 A run that decays to zero is read where its decay ends, at its last evaluation, not at the

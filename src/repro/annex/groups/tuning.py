@@ -1,4 +1,4 @@
-"""The tuning comparison (docs/tuning.md): is the nonlinear query's gain more than its tuning?
+"""The tuning comparison (docs/annex/tuning.md): is the nonlinear query's gain more than its tuning?
 
 Each model is represented by its best setting over the seeds, chosen the same way on both sides,
 so the winner's curse favours neither much.

@@ -1,4 +1,4 @@
-"""Version 3 (docs/v3.md): the claim of the paper's third version, on the recipe behind it.
+"""Version 3 (docs/annex/v3.md): the claim of the paper's third version, on the recipe behind it.
 
 Runs are read at their last evaluation; each model by its best setting (repro.annex.groups.tuning).
 """
