@@ -51,7 +51,7 @@ def test_run_counts_and_gpu_hours_the_pages_state_are_the_codes():
     sweep = f"({len(figure2)} runs, {shared} of them shared with Table 1) | {figure2_hours:.1f} |"
     assert sweep in spec
     assert f"(group `figure2`, {len(figure2)} runs: it trains them)" in readme
-    assert f"({table1_hours:.0f} GPU-hours at 40% MFU" in readme
+    assert f"take {table1_hours:.0f} GPU-hours at 40% MFU" in readme
     assert f"For less than {table1_hours:.0f} GPU-hours" in readme
     assert f"the `figure2` group adds {len(figure2 - table1)} runs beyond Table 1's" in spec
     assert f"less than a paper run's {paper_run:.1f} GPU-hours?" in tuning
