@@ -1,5 +1,9 @@
-"""LICENSE and CITATION.cff: the license pyproject declares, a citation of the package and of the
-paper it reproduces, in step with the package's version."""
+"""LICENSE, CITATION.cff and CHANGELOG.md: the license pyproject declares, a citation of the
+package and of the paper it reproduces, in step with the package's version and the release the
+changelog dates."""
+
+import datetime
+import re
 
 import yaml
 from config_helpers import pyproject
@@ -26,3 +30,15 @@ def test_citation_cff_cites_the_package_and_the_paper():
     assert paper["title"] == PAPER and paper["year"] == 2026
     assert paper["authors"] == [{"family-names": "Karbevski", "given-names": "Marko"}]
     assert paper["doi"] == "10.48550/arXiv.2603.13381"
+
+
+def test_the_version_is_one_release_of_the_changelog_and_the_citation():
+    """pyproject.toml, repro.__version__, CITATION.cff's version and date-released, and the newest
+    release of CHANGELOG.md (Keep a Changelog: `## [X.Y.Z] - YYYY-MM-DD`) name one release."""
+    cff = yaml.safe_load((REPO / "CITATION.cff").read_text())
+    releases = re.findall(r"^## \[(\d+\.\d+\.\d+)\] - (\d{4}-\d{2}-\d{2})$",
+                          (REPO / "CHANGELOG.md").read_text(), re.M)  # fmt: skip
+    assert releases, "CHANGELOG.md: no release heading `## [X.Y.Z] - YYYY-MM-DD`"
+    version, date = releases[0]
+    assert pyproject()["project"]["version"] == repro.__version__ == cff["version"] == version
+    assert cff["date-released"] in (date, datetime.date.fromisoformat(date))
