@@ -134,7 +134,9 @@ def verdict(standings: list[str]) -> str:
     return "supported" if all(s == "ahead" for s in standings) else "contradicted"
 
 
-def settle_cost(settle: dict, preset: str, config_dir=None) -> tuple[list[str], list, float]:
+def settle_cost(
+    settle: dict, preset: str, config_dir=None, where: str = "settle"
+) -> tuple[list[str], list, float]:
     """The runs `settle` names (a `group NAME` expanded), how the page names them, and their
     GPU-hours over its seeds, as `repro describe --seeds N` computes them (40% MFU of an H100)."""
     from repro.annex.perf import cost  # torch, to count parameters
@@ -143,6 +145,10 @@ def settle_cost(settle: dict, preset: str, config_dir=None) -> tuple[list[str], 
     names, shown = [], []
     for run in settle["runs"]:
         group = run.removeprefix("group ")
+        known = experiments.groups if group != run else experiments.by_name
+        if group not in known:
+            kind = "group" if group != run else "experiment"
+            raise ConfigError(f"{where}.runs: {group!r} is no {kind} of {experiments.source}")
         if group != run:
             members = [e.name for e in experiments.group(group)]
             names += members
@@ -213,11 +219,12 @@ def assess(data: dict, source, config_dir=None) -> list[dict]:
     """Each claim with its comparisons' sentences, its verdict and its settling runs' cost."""
     found, preset = values(data, source), data["preset"]
     assessed = []
-    for claim in data["claims"]:
+    for i, claim in enumerate(data["claims"]):
         claimed = [_comparison(data, found, c)[1] for c in claim["claimed"]]
         tests = [_comparison(data, found, c) for c in claim["tests"]]
         bracket = claim.get("bracket")
-        names, shown, hours = settle_cost(claim["settle"], preset, config_dir)
+        where = f"{source}: claims[{i}].settle"
+        names, shown, hours = settle_cost(claim["settle"], preset, config_dir, where)
         assessed.append(
             claim
             | {
