@@ -207,8 +207,9 @@ def _bracket(data: dict, found: dict, bracket: dict, preset: str, config_dir) ->
     inside = found[key].high >= low.low and found[key].low <= high.high
     where = "lies between" if inside else "lies outside"
     entry = data["values"][key]
+    at = f"step {_step_text(entry, preset, config_dir)}" if "step" in entry else "its tokens"
     return (
-        f"{key} {found[key].text} at {_step_text(entry, preset, config_dir)} {where} {a} "
+        f"{key} {found[key].text} at {at} {where} {a} "
         f"{found[a].text} and {b} {found[b].text}: "
         + ("in line with" if inside else "not in line with")
         + " a published curve of the same model and batch size"
@@ -272,8 +273,11 @@ def render(data: dict, source, config_dir=None) -> str:
         f"is the paper's (preset `{preset}`). A value is known to the decimals its source "
         "prints; a comparison is ahead or behind only beyond that rounding, else level. A claim "
         "is **supported** where every comparison with an independent source is ahead, "
-        "**contradicted** where one is not, and **untested** where there is none. What would "
-        "settle it is costed as `repro describe --seeds N` costs it.",
+        "**contradicted** where one is not, and **untested** where there is none: one run "
+        "against another, without seeds, at most points the way. What would settle it is "
+        "costed as `repro describe --seeds N` costs it; over three seeds the claims check holds "
+        "a claim only where its paired test survives Holm's correction over the claims checked "
+        "together ([seeds.md](seeds.md)).",
         "",
         "| claim | verdict | what would settle it |",
         "|---|---|---|",
