@@ -61,7 +61,7 @@ def _beats_baseline(curve: pd.DataFrame) -> tuple[bool | None, str, float]:
         f"{len(curve)} evaluations, steps {curve['step'].min()}..{curve['step'].max()}, "
         f"{n} seed{'s' * (n > 1)}; " + ("; ".join(where) or "ahead at all")
     )
-    return (*verdict(by_step, n, detail), max(ps) if ps else np.nan)
+    return (*verdict(by_step, n, detail), float(np.max(ps)) if ps else np.nan)  # NaN: untested
 
 
 def _beats_control(name: str, control: str, by_seed: BySeed, step: int) -> tuple:
