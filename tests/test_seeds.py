@@ -270,3 +270,18 @@ def test_a_claim_that_holds_alone_may_not_hold_among_several():
     assert corrected(claims.assign(holds=[True, True, None], p_value=[0.01, 0.02, None]))[
         "holds"
     ].tolist()[:2] == [True, True]
+
+
+def test_the_seeds_table_states_bits_per_byte_over_the_seeds(seed_runs):
+    from repro.analysis.results import val_bpb
+    from repro.analysis.runs import read_run
+
+    row = seeds.table1_seeds(seed_runs, "tiny", 3).set_index("experiment").loc["resgelu-lr3e-3"]
+    runs = [read_run(seed_runs / seed_dir("", k) / "resgelu-lr3e-3") for k in range(3)]
+    bpb = [val_bpb(run, run.loss_at(12)) for run in runs]
+    assert bpb[0] / 4.93 == pytest.approx(bpb[1] / 5.12)  # one text: bits per byte scale with loss
+    assert row["val_bpb_mean"] == pytest.approx(sum(bpb) / 3)
+    sd = pd.Series(bpb).std()
+    assert row["val_bpb_ci_high"] == pytest.approx(
+        sum(bpb) / 3 + T_TABLE[2] * sd / math.sqrt(3), rel=1e-3
+    )

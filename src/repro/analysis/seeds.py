@@ -16,7 +16,7 @@ import pandas as pd
 from scipy import stats
 
 from repro.analysis.curves import relative_improvement
-from repro.analysis.results import run_differences, table1_experiments
+from repro.analysis.results import run_differences, table1_experiments, val_bpb
 from repro.analysis.runs import Run, read_runs
 from repro.config import Experiment, Preset, load_config, seed_dir
 from repro.config.schema import ConfigError
@@ -37,6 +37,9 @@ TABLE1_SEEDS_COLUMNS = [
     "val_loss_sd",
     "val_loss_ci_low",
     "val_loss_ci_high",
+    "val_bpb_mean",  # bits per byte of the validation text (results.val_bpb)
+    "val_bpb_ci_low",
+    "val_bpb_ci_high",
     "n_pairs",
     "rel_improvement_mean",
     "rel_improvement_sd",
@@ -205,11 +208,15 @@ def table1_seeds(
     names = [e.name for e in members]
     by_seed, differing = checked_runs(read_seed_runs(runs_dir, names, seeds), members, preset)
     losses = losses_at(by_seed, names, preset.report.table_step)
+    losses["val_bpb"] = [
+        val_bpb(by_seed[k].get(n), loss) for n, k, loss in losses.itertuples(index=False)
+    ]
+    bpb = summarise(losses.groupby("experiment", sort=False), "val_bpb").drop(columns="n_seeds")
     by_seed = losses.pivot(index="seed", columns="experiment", values="val_loss")
     gains = pd.DataFrame(
         [paired_difference(by_seed, name, experiments.baseline) for name in names], index=names
     ).filter(regex="^(n_pairs|rel_improvement_|spread_|gap_in_spreads)")
-    table = summarise(losses.groupby("experiment", sort=False), "val_loss").join(gains)
+    table = summarise(losses.groupby("experiment", sort=False), "val_loss").join(bpb).join(gains)
     table = table.rename_axis("experiment").reset_index()
     table = table.assign(
         query_mode=[e.query_mode for e in members],
