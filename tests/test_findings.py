@@ -205,6 +205,7 @@ def bad(tmp_path, old: str, new: str):
             r"claims\[0\]\.settle\.runs: 'nope' is no experiment of .*experiments\.yaml$",
         ),
         ("runs: [group tuning]", "runs: [group tunin]", r"'tunin' is no group of"),
+        ("- id: v1-wider-mlp", "- id: v1-gain", r"claims\[1\]\.id: 'v1-gain' is an earlier"),
     ],
 )
 def test_bad_data_is_one_line_naming_the_file_and_field(tmp_path, capsys, old, new, message):

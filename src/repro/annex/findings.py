@@ -88,7 +88,10 @@ def check(data: dict, source) -> None:
             raise ConfigError(f"{source}: values.{key}.source: no source {v['source']!r}")
         if ("step" in v) == ("tokens" in v):
             raise ConfigError(f"{source}: values.{key}: give one of step and tokens")
+    ids = [claim["id"] for claim in data["claims"]]
     for i, claim in enumerate(data["claims"]):
+        if claim["id"] in ids[:i]:  # each claim is a section of the page, its id the anchor
+            raise ConfigError(f"{source}: claims[{i}].id: {claim['id']!r} is an earlier claim's")
         for part in ("claimed", "tests"):
             for j, c in enumerate(claim[part]):
                 _check_comparison(data, c, f"{source}: claims[{i}].{part}[{j}]")
