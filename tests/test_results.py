@@ -166,3 +166,30 @@ def test_read_run_list_takes_names_paths_and_one_name(tiny_runs, tmp_path, write
         f"basline: no run of that name in {tiny_runs} (its runs: baseline, mlp4.75, "
         "mlp4.75-scaled, resgelu-lr2.6e-3, resgelu-lr3e-3) and no run folder at that path"
     )
+
+
+def test_table1_states_bits_per_byte_of_the_validation_text(tiny_runs, tmp_path):
+    from pathlib import Path
+
+    from repro.data.tokenizer import EOT_TOKEN, gpt2_encoding
+    from repro.data.tokens import read_manifest, token_memmap
+
+    table = results.table1(tiny_runs, "tiny").set_index("experiment")
+    folder = Path(read_run(tiny_runs / "baseline").record.data["dir"])
+    tokens = [int(t) for t in token_memmap(folder, read_manifest(folder), "val")]
+    text = gpt2_encoding().decode_bytes([t for t in tokens if t != EOT_TOKEN])  # the documents
+    bits = table["val_loss"] * len(tokens) / math.log(2)  # the loss over the whole split, in bits
+    assert table["val_bpb"].tolist() == pytest.approx((bits / len(text)).tolist(), nan_ok=True)
+    assert table["val_bpb"].notna().sum() >= 5  # each run trained (one is not, here)
+    moved = tmp_path / "moved"
+    (tiny_runs / "baseline").rename(moved)  # a run whose token files are not at hand: NaN
+    record = (moved / "run.json").read_text().replace(str(folder), str(tmp_path / "gone"))
+    (moved / "run.json").write_text(record)
+    assert math.isnan(results.table1_row(*row_of(moved)).get("val_bpb"))
+
+
+def row_of(run_dir):
+    from repro.config import load_config
+
+    preset, experiments = load_config("tiny")
+    return experiments["baseline"], read_run(run_dir), preset, 5.0

@@ -201,3 +201,87 @@ def test_a_folder_holding_another_experiments_run_is_left_out_and_named(seed_run
         "seed2: experiment: 'mlp4.75-scaled' -> 'mlp4.75'"
     )
     assert table.at["baseline", "config_differences"] == ""
+
+
+def test_holm_by_hand():
+    # m = 3 tested: 0.01 x 3 = 0.03; 0.03 x 2 = 0.06; 0.04 x 1 = 0.04, raised to the 0.06 before it
+    corrected = seeds.holm([0.04, 0.01, float("nan"), 0.03])
+    assert corrected[[0, 1, 3]] == pytest.approx([0.06, 0.03, 0.06])
+    assert math.isnan(corrected[2])
+    assert seeds.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
+    assert len(seeds.holm([])) == 0
+
+
+def test_the_p_value_is_the_paired_t_tests_and_agrees_with_the_interval():
+    from scipy import stats
+
+    gains = [0.012, 0.015, 0.004]
+    mean, sd = sum(gains) / 3, pd.Series(gains).std()
+    p = seeds.paired_p_value(mean, sd, 3)
+    assert p == pytest.approx(stats.ttest_1samp(gains, 0).pvalue)
+    half = T_TABLE[2] * sd / math.sqrt(3)
+    assert (p < seeds.ALPHA) == (mean - half > 0)  # the 95% interval excludes zero
+    assert math.isnan(seeds.paired_p_value(mean, sd, 2))  # below three seeds: no test
+    assert seeds.paired_p_value(0.01, 0.0, 3) == 0.0
+
+
+def test_each_claim_carries_its_p_value_and_holms(seed_runs):
+    from scipy import stats
+
+    from repro.analysis.runs import read_run
+
+    claims = check_claims(seed_runs, "tiny", seeds=3)
+    tested = claims.dropna(subset=["p_value"])
+    assert len(tested) >= 4  # every paired claim of Table 1's nonlinear queries
+    assert claims["p_holm"].tolist() == pytest.approx(
+        seeds.holm(claims["p_value"]).tolist(), nan_ok=True
+    )
+    by = claims.set_index(["claim", "experiment"])
+    control = by.loc[("beats mlp4.75", "resgelu-lr3e-3")]
+    loss = lambda name, k: read_run(seed_runs / seed_dir("", k) / name).loss_at(12)
+    gains = [
+        (loss("mlp4.75", k) - loss("resgelu-lr3e-3", k)) / loss("mlp4.75", k) for k in range(3)
+    ]
+    assert control["p_value"] == pytest.approx(stats.ttest_1samp(gains, 0).pvalue)
+    assert control["p_holm"] >= control["p_value"]
+    assert not (claims["holds"] == True)[claims["p_holm"] >= seeds.ALPHA].any()  # noqa: E712
+    one = check_claims(seed_runs, "tiny")  # one seed: no test, nothing corrected
+    assert one["p_value"].isna().all() and one["p_holm"].isna().all()
+
+
+def test_a_claim_that_holds_alone_may_not_hold_among_several():
+    from repro.annex.claims import corrected
+
+    claims = pd.DataFrame(
+        {
+            "claim": ["a", "b", "c"],
+            "holds": [True, True, None],
+            "detail": ["x", "y", "z"],
+            "p_value": [0.03, 0.04, float("nan")],
+        }
+    )
+    out = corrected(claims)
+    assert out["p_holm"].tolist()[:2] == pytest.approx([0.06, 0.06])
+    assert out["holds"].tolist() == [None, None, None]
+    assert out.at[0, "detail"].startswith(
+        "not distinguishable after Holm's correction over the 2 claims checked together: "
+        "paired t-test p 0.03, corrected 0.06"
+    )
+    assert corrected(claims.assign(holds=[True, True, None], p_value=[0.01, 0.02, None]))[
+        "holds"
+    ].tolist()[:2] == [True, True]
+
+
+def test_the_seeds_table_states_bits_per_byte_over_the_seeds(seed_runs):
+    from repro.analysis.results import val_bpb
+    from repro.analysis.runs import read_run
+
+    row = seeds.table1_seeds(seed_runs, "tiny", 3).set_index("experiment").loc["resgelu-lr3e-3"]
+    runs = [read_run(seed_runs / seed_dir("", k) / "resgelu-lr3e-3") for k in range(3)]
+    bpb = [val_bpb(run, run.loss_at(12)) for run in runs]
+    assert bpb[0] / 4.93 == pytest.approx(bpb[1] / 5.12)  # one text: bits per byte scale with loss
+    assert row["val_bpb_mean"] == pytest.approx(sum(bpb) / 3)
+    sd = pd.Series(bpb).std()
+    assert row["val_bpb_ci_high"] == pytest.approx(
+        sum(bpb) / 3 + T_TABLE[2] * sd / math.sqrt(3), rel=1e-3
+    )

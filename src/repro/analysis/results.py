@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict
 from pathlib import Path
@@ -11,6 +12,7 @@ import pandas as pd
 from repro.analysis.curves import relative_improvement
 from repro.analysis.runs import Run, read_runs
 from repro.config import Experiment, Experiments, Preset, load_config, load_preset, resolve_run
+from repro.data.tokens import MANIFEST
 from repro.rundir import identity_differences
 
 TABLE1_COLUMNS = [
@@ -23,6 +25,7 @@ TABLE1_COLUMNS = [
     "non_embedding_params",
     "step",
     "val_loss",
+    "val_bpb",  # bits per byte of the validation text (val_bpb)
     "rel_improvement",
     "paper_val_loss",
     "paper_rel_improvement",
@@ -143,6 +146,7 @@ def table1_row(
         "non_embedding_params": params.get("non_embedding_params"),
         "step": step,
         "val_loss": loss,
+        "val_bpb": val_bpb(run, loss),
         "rel_improvement": relative_improvement(loss, baseline_loss),
         "paper_val_loss": paper.val_loss if paper else None,
         "paper_rel_improvement": paper.rel_improvement if paper else None,
@@ -150,6 +154,22 @@ def table1_row(
         "preset": preset.name,
         "config_differences": differences,
     }
+
+
+def val_bpb(run: Run | None, loss: float) -> float:
+    """A validation loss (nats per token) in bits per byte of the validation text, with the
+    bytes per token of the token files the run trained on (NaN where they are not at hand)."""
+    folder = (run.record.data or {}).get("dir") if run is not None else None
+    if folder is None or math.isnan(loss) or not (Path(folder) / MANIFEST).is_file():
+        return math.nan
+    return loss / math.log(2) / _bytes_per_token(str(Path(folder).resolve()))
+
+
+@functools.lru_cache(maxsize=8)
+def _bytes_per_token(folder: str) -> float:  # a split of OpenWebText: 4M tokens, read once
+    from repro.data.tokens import bytes_per_token
+
+    return bytes_per_token(folder)
 
 
 def table1(

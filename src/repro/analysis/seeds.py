@@ -16,12 +16,15 @@ import pandas as pd
 from scipy import stats
 
 from repro.analysis.curves import relative_improvement
-from repro.analysis.results import run_differences, table1_experiments
+from repro.analysis.results import run_differences, table1_experiments, val_bpb
 from repro.analysis.runs import Run, read_runs
 from repro.config import Experiment, Preset, load_config, seed_dir
 from repro.config.schema import ConfigError
 
 CONFIDENCE = 0.95
+ALPHA = 1 - CONFIDENCE  # a p-value below it: the interval at CONFIDENCE excludes zero
+# Below three seeds a t-test has one degree of freedom or none: no claim carries a p-value there.
+MIN_SEEDS_FOR_P = 3
 MAX_SEEDS = 100  # seeds 0..99: a count beyond it is a typing error, and would be read for hours
 TABLE1_SEEDS_COLUMNS = [
     "experiment",
@@ -34,6 +37,9 @@ TABLE1_SEEDS_COLUMNS = [
     "val_loss_sd",
     "val_loss_ci_low",
     "val_loss_ci_high",
+    "val_bpb_mean",  # bits per byte of the validation text (results.val_bpb)
+    "val_bpb_ci_low",
+    "val_bpb_ci_high",
     "n_pairs",
     "rel_improvement_mean",
     "rel_improvement_sd",
@@ -81,6 +87,30 @@ def summarise(groups, value: str) -> pd.DataFrame:
             f"{value}_ci_high": s["mean"] + half,
         }
     )
+
+
+def paired_p_value(mean: float, sd: float, n: int) -> float:
+    """The two-sided p-value of a paired t-test of mean differences over `n` seeds (NaN below
+    MIN_SEEDS_FOR_P): below ALPHA exactly where the paired 95% interval excludes zero."""
+    if not n >= MIN_SEEDS_FOR_P or not (np.isfinite(mean) and np.isfinite(sd)):
+        return np.nan
+    if sd == 0:
+        return 0.0 if mean != 0 else 1.0
+    return float(2 * stats.t.sf(abs(mean) / (sd / np.sqrt(n)), n - 1))
+
+
+def holm(p_values) -> np.ndarray:
+    """Holm's step-down correction of the p-values checked together (NaN: not tested, kept NaN):
+    the k-th smallest of m is multiplied by m - k + 1, and no corrected value falls below an
+    earlier one's. It holds the chance of any false claim among them to ALPHA."""
+    p = np.asarray(p_values, dtype=float)
+    tested = np.flatnonzero(~np.isnan(p))
+    order = tested[np.argsort(p[tested], kind="stable")]
+    m = len(order)
+    scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    corrected = np.full(p.shape, np.nan)
+    corrected[order] = np.maximum.accumulate(scaled) if m else scaled
+    return corrected
 
 
 def paired_difference(losses: pd.DataFrame, ours: str, reference: str) -> pd.Series:
@@ -178,11 +208,15 @@ def table1_seeds(
     names = [e.name for e in members]
     by_seed, differing = checked_runs(read_seed_runs(runs_dir, names, seeds), members, preset)
     losses = losses_at(by_seed, names, preset.report.table_step)
+    losses["val_bpb"] = [
+        val_bpb(by_seed[k].get(n), loss) for n, k, loss in losses.itertuples(index=False)
+    ]
+    bpb = summarise(losses.groupby("experiment", sort=False), "val_bpb").drop(columns="n_seeds")
     by_seed = losses.pivot(index="seed", columns="experiment", values="val_loss")
     gains = pd.DataFrame(
         [paired_difference(by_seed, name, experiments.baseline) for name in names], index=names
     ).filter(regex="^(n_pairs|rel_improvement_|spread_|gap_in_spreads)")
-    table = summarise(losses.groupby("experiment", sort=False), "val_loss").join(gains)
+    table = summarise(losses.groupby("experiment", sort=False), "val_loss").join(bpb).join(gains)
     table = table.rename_axis("experiment").reset_index()
     table = table.assign(
         query_mode=[e.query_mode for e in members],

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from repro.analysis.curves import relative_improvement, relative_improvement_curves
 from repro.analysis.results import equal_rate_arms, scale_caveat
 from repro.analysis.seeds import (
+    ALPHA,
     BySeed,
     checked_runs,
+    holm,
     losses_at,
     over_seeds,
     paired,
+    paired_p_value,
     read_seed_runs,
     summarise,
 )
@@ -21,7 +25,9 @@ from repro.annex.groups import claims as group_claims
 from repro.annex.groups.claims import standing, verdict
 from repro.config import Experiments, Preset, load_config
 
-CLAIM_COLUMNS = ["claim", "experiment", "holds", "detail", "group"]  # group: whose runs answer it
+# group: whose runs answer it; p_value: its paired t-test's (three seeds or more), p_holm: that
+# p-value corrected by Holm's method over the claims of one check (seeds.holm)
+CLAIM_COLUMNS = ["claim", "experiment", "holds", "detail", "group", "p_value", "p_holm"]
 
 
 def verdicts_caveat(preset: Preset, config_dir: str | Path | None = None) -> str:
@@ -39,9 +45,13 @@ def _early_limit(preset: Preset) -> int:
     return max(preset.train.warmup_steps, preset.train.eval_interval)
 
 
-def _beats_baseline(curve: pd.DataFrame) -> tuple[bool | None, str]:
+def _beats_baseline(curve: pd.DataFrame) -> tuple[bool | None, str, float]:
+    """Ahead at every evaluation; p, the largest of the steps' p-values: the claim is that every
+    step is ahead, so it is no more certain than its least certain step (intersection-union)."""
     by_step = pd.Series(standing(curve, "rel_improvement"), index=curve["step"])
     n = int(curve["n_seeds"].min())
+    columns = curve[["rel_improvement_mean", "rel_improvement_sd", "n_seeds"]]
+    ps = [paired_p_value(m, sd, int(k)) for m, sd, k in columns.itertuples(index=False)]
     where = [
         f"{s} at steps {list(by_step.index[by_step == s])}"
         for s in ("not ahead", "not distinguishable")
@@ -51,10 +61,11 @@ def _beats_baseline(curve: pd.DataFrame) -> tuple[bool | None, str]:
         f"{len(curve)} evaluations, steps {curve['step'].min()}..{curve['step'].max()}, "
         f"{n} seed{'s' * (n > 1)}; " + ("; ".join(where) or "ahead at all")
     )
-    return verdict(by_step, n, detail)
+    return (*verdict(by_step, n, detail), float(np.max(ps)) if ps else np.nan)  # NaN: untested
 
 
-def _beats_control(name: str, control: str, by_seed: BySeed, step: int) -> tuple[bool | None, str]:
+def _beats_control(name: str, control: str, by_seed: BySeed, step: int) -> tuple:
+    """(holds, detail, p) of `name` against `control` at `step`, paired over seeds."""
     losses = losses_at(by_seed, [name, control], step).pivot(
         index="seed", columns="experiment", values="val_loss"
     )
@@ -63,14 +74,15 @@ def _beats_control(name: str, control: str, by_seed: BySeed, step: int) -> tuple
     n, (ours, theirs) = int(summary["n_seeds"].iloc[0]), losses[[name, control]].mean()
     detail = f"val loss at step {step}: {ours:.4f} vs {control} {theirs:.4f}"
     if n == 0:
-        return None, detail
+        return None, detail, np.nan
     if n > 1:
         low, high = summary.iloc[0][["rel_improvement_ci_low", "rel_improvement_ci_high"]]
         detail += (
             f" (means of {n} seeds; paired improvement "
             f"{summary['rel_improvement_mean'].iloc[0]:.2%}, 95% CI {low:.2%}..{high:.2%})"
         )
-    return verdict(standing(summary, "rel_improvement"), n, detail)
+    mean, sd = summary[["rel_improvement_mean", "rel_improvement_sd"]].iloc[0]
+    return (*verdict(standing(summary, "rel_improvement"), n, detail), paired_p_value(mean, sd, n))
 
 
 def _equal_rate_claim(name: str, linear: str, by_seed: BySeed, step: int) -> tuple:
@@ -153,10 +165,10 @@ def check_claims(
     by_seed, _ = checked_runs(  # a run that is not its experiment's answers no claim
         read_seed_runs(runs_dir, names, seeds), [experiments[n] for n in names], preset
     )
-    rows = [
-        (claim, name, holds, detail, "table1")
+    rows = [  # (claim, experiment, holds, detail, group[, p])
+        (claim, name, holds, detail, "table1", *p)
         for name in nonlinear
-        for claim, holds, detail in _nonlinear_claims(name, by_seed, experiments, preset)
+        for claim, holds, detail, *p in _nonlinear_claims(name, by_seed, experiments, preset)
     ]
     runs = by_seed[0]  # the divergence claim: seed 0's run
 
@@ -181,7 +193,26 @@ def check_claims(
     else:
         rows.append((claim, unstable, None, "not trained (group `claims`)", "claims"))
     for group, answer in group_claims.GROUPS.items():
-        rows += [(*row, group) for row in answer(runs_dir, preset, experiments, seeds, config_dir)]
-    claims = pd.DataFrame(rows, columns=CLAIM_COLUMNS)
+        answers = answer(runs_dir, preset, experiments, seeds, config_dir)
+        rows += [(*row[:4], group, *row[4:]) for row in answers]
+    rows = [(*row, np.nan) if len(row) == 5 else row for row in rows]  # no p-value: NaN
+    claims = corrected(pd.DataFrame(rows, columns=CLAIM_COLUMNS[:-1]))
     claims["caveat"] = verdicts_caveat(preset, config_dir)
+    return claims
+
+
+def corrected(claims: pd.DataFrame) -> pd.DataFrame:
+    """p_holm beside each p_value; a claim whose interval holds but whose corrected p-value is
+    not below ALPHA no longer holds: among this many claims, one as strong may be chance."""
+    claims = claims.copy()
+    claims["p_holm"] = holm(claims["p_value"])
+    weak = (claims["holds"] == True) & (claims["p_holm"] >= ALPHA)  # noqa: E712 (NaN: untested)
+    m = int(claims["p_value"].notna().sum())
+    for i in claims.index[weak]:
+        claims.at[i, "holds"] = None
+        claims.at[i, "detail"] = (
+            f"not distinguishable after Holm's correction over the {m} claims checked "
+            f"together: paired t-test p {claims.at[i, 'p_value']:.3g}, corrected "
+            f"{claims.at[i, 'p_holm']:.3g} (not below {ALPHA:.2g}): {claims.at[i, 'detail']}"
+        )
     return claims

@@ -11,14 +11,14 @@ import signal
 import sys
 
 import repro
-from repro.annex.cli import authors, compare, downstream, models, perf
+from repro.annex.cli import authors, compare, downstream, findings, models, perf
 from repro.cli import data, status, training
 from repro.errors import ReproError
 from repro.runtime import allocator, preemption
 from repro.runtime.parent import exit_with_parent
 
 # In the order `repro --help` lists them: the pipeline's own commands first.
-FAMILIES = (data, training, perf, status, compare, models, authors, downstream)
+FAMILIES = (data, training, perf, status, compare, models, authors, downstream, findings)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from repro.analysis.seeds import paired_difference
+from repro.analysis.seeds import paired_difference, paired_p_value
 from repro.annex.groups import ablation as query_ablation
 from repro.annex.groups import decay as decay_to_zero
 from repro.annex.groups import tuning, v3
@@ -82,7 +82,8 @@ def best_against_best(result: tuning.Tuning, group: str, claims: dict, seeds: in
 
 
 def paired_claim(claim: str, where: str, row: pd.Series, ours: str, reference: str) -> tuple:
-    """(claim, ours, holds, detail) of a paired comparison: holds where its interval is above 0."""
+    """(claim, ours, holds, detail, p) of a paired comparison: holds where its interval is above
+    0; p, its paired t-test's p-value (NaN below three seeds), for the correction over claims."""
     n = int(row["n_pairs"])
     low, high = row["rel_improvement_ci_low"], row["rel_improvement_ci_high"]
     interval = f" (95% CI {low:.2%}..{high:.2%})" if n > 1 else ""
@@ -96,7 +97,8 @@ def paired_claim(claim: str, where: str, row: pd.Series, ours: str, reference: s
         f"paired improvement {row['rel_improvement_mean']:.2%}{interval}, "
         f"loss gap {row['loss_gap_mean']:.4f}{spreads}"
     )
-    return (claim, ours, *verdict(standing(row.to_frame().T, "rel_improvement"), n, detail))
+    p = paired_p_value(row["rel_improvement_mean"], row["rel_improvement_sd"], n)
+    return (claim, ours, *verdict(standing(row.to_frame().T, "rel_improvement"), n, detail), p)
 
 
 def ablation(runs_dir, preset: Preset, experiments: Experiments, seeds: int, config_dir):
@@ -156,7 +158,7 @@ def version3(runs_dir, preset: Preset, experiments: Experiments, seeds: int, con
             None,
             f"not testable with these runs: the widest control, {best['wider']}, has "
             f"{extra:.1%} more non-embedding parameters; against it: {wider[3]}",
-        )
+        )  # no p-value: a claim these runs cannot test is not among those corrected together
     return [*rows, wider]
 
 

@@ -1,0 +1,247 @@
+"""docs/findings.md is what `repro findings` builds from docs/findings.yaml, and every number it
+states is the data file's, or arithmetic on it recomputed here, or a cost as `repro describe`
+states it: a number of the page that none of these accounts for fails the test."""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+
+import pytest
+from audit_helpers import write_log
+from conftest import REPO
+
+from repro.cli import main
+from repro.config.schema import parse_yaml
+
+DATA, PAGE = REPO / "docs" / "findings.yaml", REPO / "docs" / "findings.md"
+TOKENS_PER_STEP = 480 * 1024  # the paper's batch (docs/specification.md §2)
+# A number of the prose: not inside a word, a code span or a link's address.
+NUMBER = re.compile(r"(?<![\w.^-])[+-]?\d(?:[\d,]*\d)?(?:\.\d+)?(?:%|B)?(?![\w^]|[.,]\d)")
+
+
+def raw() -> dict:
+    return parse_yaml(DATA.read_bytes())
+
+
+def literal(key: str) -> str:
+    """A value as the data file writes it (its decimals are its precision)."""
+    line = next(line for line in DATA.read_text().splitlines() if line.strip() == f"{key}:")
+    after = DATA.read_text().split(line, 1)[1]
+    return re.search(r"\bvalue: ([0-9.e+-]+),", after).group(1)
+
+
+def shown(key: str, quantity: str) -> str:
+    text = literal(key)
+    if quantity == "val_loss":
+        return text
+    return f"{float(text) * 100:.{max(len(text.split('.')[1]) - 2, 0)}f}%"
+
+
+def v3_losses(data: dict) -> dict[str, tuple[float, float, float]]:
+    """Version 3's pair from its two percentages, with the corners their rounding allows."""
+    g, p = (data["values"][k]["value"] for k in ("v3-loss-gain", "v3-perplexity-gain"))
+    pair = {}
+    for arm in ("baseline", "nonlinear"):
+        f = lambda g, p: -math.log(1 - p) / g - (arm == "nonlinear") * -math.log(1 - p)
+        corners = [f(g + a, p + b) for a in (-5e-5, 5e-5) for b in (-5e-5, 5e-5)]
+        pair[arm] = (f(g, p), min(corners), max(corners))
+    return pair
+
+
+def page_rows(text: str) -> dict[str, str]:
+    return {line.split(" | ")[0][2:]: line for line in text.splitlines() if line.startswith("| ")}
+
+
+def prose_numbers(text: str) -> list[str]:
+    text = re.sub(r"`[^`]*`", "", text)  # code: names of experiments, commands, commits
+    text = re.sub(r"\]\([^)]*\)", "]", re.sub(r'<a id="[^"]*"></a>', "", text))
+    text = re.sub(r"\(#[^)]*\)", "", text)
+    return NUMBER.findall(text)
+
+
+def test_the_committed_page_is_what_the_command_builds(tmp_path, capsys):
+    out = tmp_path / "findings.md"
+    assert main(["findings", "--data", str(DATA), "--out", str(out)]) == 0
+    assert out.read_text() == PAGE.read_text()
+    assert main(["findings", "--data", str(DATA), "--out", str(PAGE), "--check"]) == 0
+    assert "is up to date" in capsys.readouterr().out
+
+
+def test_check_fails_on_a_page_edited_by_hand(tmp_path, capsys):
+    edited = tmp_path / "findings.md"
+    edited.write_text(PAGE.read_text().replace("2.8948", "2.8800"))
+    assert main(["findings", "--data", str(DATA), "--out", str(edited), "--check"]) == 2
+    assert "is not what" in capsys.readouterr().err
+
+
+def test_every_number_the_page_states_is_the_datas():
+    from repro.annex.perf.cost import describe
+    from repro.config import load_config, resolve_run
+
+    data, text = raw(), PAGE.read_text()
+    rows, expected = page_rows(text), set()
+    pair = v3_losses(data)
+
+    def say(s: str, where: str) -> None:
+        assert s in where, f"{s!r} not in {where!r}"
+        expected.add(s)
+
+    loss = {}
+    for key, v in data["values"].items():
+        if "derived" in v:
+            value, low, high = pair[v["derived"]["arm"]]
+            say(f"{value:.3f} ({low:.3f} to {high:.3f})", rows[key])
+            expected.update({f"{value:.3f}", f"{low:.3f}", f"{high:.3f}"})
+            loss[key] = (value, low, high)
+        else:
+            say(shown(key, v["quantity"]), rows[key])
+            d = len(literal(key).split(".")[1])
+            loss[key] = (v["value"], v["value"] - 0.5 * 10**-d, v["value"] + 0.5 * 10**-d)
+        if "step" in v:
+            say(f"{v['step']:,} ({v['step'] * TOKENS_PER_STEP / 1e9:.1f}B tokens)", rows[key])
+            expected.update({f"{v['step']:,}", f"{v['step'] * TOKENS_PER_STEP / 1e9:.1f}B"})
+        else:
+            say(f"{v['tokens'] / 1e9:.1f}B tokens", rows[key])
+            expected.add(f"{v['tokens'] / 1e9:.1f}B")
+        say(data["sources"][v["source"]].get("commit", "")[:8], rows[key])
+    preset, experiments = load_config("paper")
+    verdicts = {}
+    for claim in data["claims"]:
+        section = text.split(f'<a id="{claim["id"]}"></a>')[1].split("<a id=")[0]
+        for part in ("claimed", "tests"):
+            for c in claim.get(part, []):
+                ours, ref = loss[c["ours"]], loss[c["reference"]]
+                gap = ref[0] - ours[0]
+                say(f"gap {gap:+.4f} nats, {gap / ref[0]:+.2%}", section)
+                expected.update({f"{gap:+.4f}", f"{gap / ref[0]:+.2%}"})
+                if "stated" in c:
+                    expected.add(shown(c["stated"], "loss_gain"))
+        standings = [
+            "ahead" if loss[c["ours"]][2] < loss[c["reference"]][1] else "not ahead"
+            for c in claim.get("tests", [])
+        ]
+        verdicts[claim["id"]] = (
+            "untested"
+            if not standings
+            else "supported"
+            if set(standings) == {"ahead"}
+            else "contradicted"
+        )
+        assert f"**{verdicts[claim['id']].capitalize()}**" in section
+        names = [
+            n
+            for run in claim["settle"]["runs"]
+            for n in (
+                [e.name for e in experiments.group(run[6:])] if run.startswith("group ") else [run]
+            )
+        ]
+        hours = sum(
+            describe(resolve_run(preset, experiments[n]), seeds=claim["settle"]["seeds"])[
+                "gpu_hours_all_seeds"
+            ]
+            for n in names
+        )
+        say(f"**{hours:.1f} GPU-hours**", section)
+        say(f"{len(names)} runs x {claim['settle']['seeds']} seeds: {hours:.1f} GPU-hours", text)
+        expected.update({f"{hours:.1f}", str(len(names)), str(claim["settle"]["seeds"])})
+        for group in (r[6:] for r in claim["settle"]["runs"] if r.startswith("group ")):
+            expected.add(str(len(experiments.group(group))))
+    # Verdicts a reader would reach from these numbers by hand.
+    assert verdicts["d2z-v1"] == "contradicted" and verdicts["d2z-v3"] == "supported"
+    # The prose the data file writes (claims, runs, caveats) states its own numbers.
+    written = " ".join(
+        str(x)
+        for part in (data["values"].values(), data["claims"], data["sources"].values())
+        for entry in part
+        for x in (entry.values() if isinstance(entry, dict) else [entry])
+    )
+    expected |= set(prose_numbers(written))
+    unaccounted = sorted(set(prose_numbers(text)) - expected)
+    assert not unaccounted, f"numbers of the page that the data does not give: {unaccounted}"
+
+
+def test_the_papers_version_1_values_are_config_experiments_yamls():
+    from repro.config import load_config
+
+    _, experiments = load_config("paper")
+    for key, v in raw()["values"].items():
+        if v["source"] == "paper-v1":
+            paper = experiments[v["experiment"]].paper
+            field = {"val_loss": "val_loss", "loss_gain": "rel_improvement"}[v["quantity"]]
+            assert getattr(paper, field) == v["value"], key
+
+
+def test_version_3s_pair_is_docs_v3s():
+    pair = v3_losses(raw())
+    v3 = " ".join((REPO / "docs" / "v3.md").read_text().split())
+    for arm, name in (("baseline", "baseline"), ("nonlinear", "nonlinear query")):
+        value, low, high = pair[arm]
+        assert f"| {name} | {value:.3f} ({low:.3f} to {high:.3f}) |" in v3
+
+
+def bad(tmp_path, old: str, new: str):
+    path = tmp_path / "findings.yaml"
+    text = DATA.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ("value: 2.956,", "value: two,", r"values\.v1-baseline\.value: 'two' is not of type"),
+        ("{source: audit,", "{source: auditt,", r"values\.audit-d2z-59k\.source: no source"),
+        (
+            "tests: [{ours: v1-nonlinear, reference: audit-d2z-59k}]",
+            "tests: [{ours: v1-nonlinear, reference: audit-d2z-60k}]",
+            r"claims\[4\]\.tests\[0\]: v1-nonlinear and audit-d2z-60k are not at one step",
+        ),
+        (
+            "runs: [baseline, resgelu-lr3e-3]",
+            "runs: [baseline, nope]",
+            r"claims\[0\]\.settle\.runs: 'nope' is no experiment of .*experiments\.yaml$",
+        ),
+        ("runs: [group tuning]", "runs: [group tunin]", r"'tunin' is no group of"),
+        ("- id: v1-wider-mlp", "- id: v1-gain", r"claims\[1\]\.id: 'v1-gain' is an earlier"),
+    ],
+)
+def test_bad_data_is_one_line_naming_the_file_and_field(tmp_path, capsys, old, new, message):
+    path = bad(tmp_path, old, new)
+    assert main(["findings", "--data", str(path), "--out", str(tmp_path / "page.md")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(path) in err, err
+    assert re.search(message, err), err
+    assert not (tmp_path / "page.md").exists()
+
+
+def import_log(tmp_path, at_59k: float) -> str:
+    """The audit's best small-scale log, as `repro import-audit-logs` imports it."""
+    rows = [(s, 3.0, 3.3 - s / 1e5) for s in range(0, 59000, 1000)]
+    rows += [(59000, 2.9, at_59k), (60000, 2.88, 2.8948)]
+    write_log(tmp_path / "logs" / "gpt3small_d2z_lr4p8e3_60k.csv", rows)
+    out = tmp_path / "audit"
+    assert main(["import-audit-logs", str(tmp_path / "logs"), "--out", str(out)]) == 0
+    return str(out)
+
+
+def test_the_audits_values_are_checked_against_its_imported_log(tmp_path, capsys):
+    audit = import_log(tmp_path, 2.9146)
+    page = tmp_path / "findings.md"
+    shutil.copy(PAGE, page)
+    assert main(["findings", "--data", str(DATA), "--out", str(page), "--audit-runs", audit]) == 0
+    out = capsys.readouterr().out
+    assert "checked audit-d2z-59k: 2.9146 at step 59000" in out
+    assert "checked audit-d2z-60k: 2.8948 at step 60000" in out
+    assert page.read_text() == PAGE.read_text()
+
+
+def test_a_value_the_imported_log_does_not_give_is_refused(tmp_path, capsys):
+    audit = import_log(tmp_path, 2.9246)
+    args = ["findings", "--data", str(DATA), "--out", str(tmp_path / "p.md"), "--audit-runs", audit]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "values.audit-d2z-59k: 2.9146 at step 59000, but the imported" in err
+    assert "says 2.9246" in err
