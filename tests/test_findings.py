@@ -175,7 +175,7 @@ def test_the_papers_version_1_values_are_config_experiments_yamls():
 
 def test_version_3s_pair_is_docs_v3s():
     pair = v3_losses(raw())
-    v3 = " ".join((REPO / "docs" / "v3.md").read_text().split())
+    v3 = " ".join((REPO / "docs" / "annex" / "v3.md").read_text().split())
     for arm, name in (("baseline", "baseline"), ("nonlinear", "nonlinear query")):
         value, low, high = pair[arm]
         assert f"| {name} | {value:.3f} ({low:.3f} to {high:.3f}) |" in v3

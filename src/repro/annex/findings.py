@@ -51,7 +51,8 @@ def stated(entry: dict) -> Loss:
 
 def v3_pair(loss_gain: Loss, perplexity_gain: Loss) -> dict[str, Loss]:
     """The baseline's and the nonlinear query's losses that a loss gain and a perplexity gain
-    fix together (docs/v3.md): the gap is -ln(1 - perplexity gain), the baseline gap / gain."""
+    fix together (docs/annex/v3.md): the gap is -ln(1 - perplexity gain), the baseline
+    gap / gain."""
     gap = lambda p: -math.log(1 - p)
     baseline = lambda g, p: gap(p) / g
     nonlinear = lambda g, p: baseline(g, p) - gap(p)

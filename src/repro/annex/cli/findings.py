@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from repro.cli import options
+from repro.config import options
 from repro.errors import ReproError
 from repro.files import atomic_write
 
