@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 from repro.errors import ReproError
 from repro.runtime.stop_at_once import INTERRUPT_EXIT, REQUEUE_EXIT, exit_outside_steps
+
 STOP_SIGNALS = ("SIGTERM", "SIGUSR1")  # the defaults of `repro train --stop-signal`
 INTERRUPT = "SIGINT"  # Ctrl-C
 # Stop signals whatever --stop-signal names: Ctrl-C, and the signal `kill`, a scheduler at its
