@@ -234,7 +234,9 @@ def test_a_malformed_hub_address_is_one_line_naming_it(endpoint, tmp_path, capsy
     monkeypatch.setenv("HF_ENDPOINT", endpoint)
     checkpoint = write_our_checkpoint(tmp_path / "ckpt.pt", small("linear").eval())
     argv = ["downstream", "--checkpoint", checkpoint, "--task", "hellaswag"]
-    one_line_error(capsys, [*argv, "--out", tmp_path / "out"], re.escape(f"HF_ENDPOINT {endpoint}: "))
+    one_line_error(
+        capsys, [*argv, "--out", tmp_path / "out"], re.escape(f"HF_ENDPOINT {endpoint}: ")
+    )
     assert not (tmp_path / "out").exists()
 
 
