@@ -3,9 +3,11 @@
 # or corpus stops the DAG before any job starts; the functions run while the job graph is built.
 # None of it writes a file (`snakemake -n` leaves the tree as it was).
 
+import difflib
 import functools
 import glob
 import os
+import re
 import shlex
 from pathlib import Path
 
@@ -226,3 +228,36 @@ def downstream_flags(wildcards):
     if config["downstream_include_path"]:
         flags.append(f"--include-path {shlex.quote(config['downstream_include_path'])}")
     return " ".join(flags)
+
+
+# ---- a target no rule makes (targets.smk) ----
+
+
+def _made_by_rules():
+    """One regular expression of every rule's outputs, their wildcards' names dropped."""
+    patterns = (f.regex().pattern for r in workflow.rules for f in r.output)
+    unnamed = (re.sub(r"\(\?P=\w+\)", ".+", re.sub(r"\(\?P<\w+>", "(?:", p)) for p in patterns)
+    return "|".join(p.removesuffix("$") for p in unnamed)
+
+
+def _targets():
+    """The rules' names and the files made by rules without wildcards."""
+    names = [r.name for r in workflow.rules if r.name != "unknown_target"]
+    files = [str(f) for r in workflow.rules if not r.has_wildcards() for f in r.output]
+    return sorted(set(names)), sorted(set(files))
+
+
+def unknown_target_input(wildcards):
+    if wildcards.target not in workflow.dag_settings.targets:
+        # Not asked for: no producer, as without this rule (a path no rule makes).
+        return f".snakemake/no-rule-makes/{wildcards.target}"
+    names, files = _targets()
+    closest = difflib.get_close_matches(wildcards.target, names + files, n=1)
+    hint = f"did you mean {closest[0]}? " if closest else ""
+    tables = [f for f in files if re.fullmatch(r"results/[^/]+\.csv|results/figures/\w+\.png", f)]
+    raise WorkflowError(
+        f"no rule makes {wildcards.target}; "
+        f"{hint}The main targets: main, all, "
+        f"{', '.join(tables)}, results/runs/<preset>/<experiment>/metrics.csv (the Snakefile's "
+        "header says what each makes)"
+    )
