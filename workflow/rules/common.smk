@@ -13,6 +13,7 @@ from pathlib import Path
 
 from snakemake.logging import logger
 
+from repro.analysis.kept_apart import keep_apart
 from repro.analysis.results import table1_experiments
 from repro.config import CORPORA, load_experiments, load_preset, resolve_run, seed_dir
 from repro.config.schema import ConfigError
@@ -261,3 +262,18 @@ def unknown_target_input(wildcards):
         f"{', '.join(tables)}, results/runs/<preset>/<experiment>/metrics.csv (the Snakefile's "
         "header says what each makes)"
     )
+
+
+# ---- one preset's products kept apart from another's (repro.analysis.kept_apart) ----
+
+
+def keep_other_presets_apart():
+    """Before any job runs: the tables and figures in results/ that another preset's notebooks
+    wrote move to results/<that preset>/, so that this preset's never replace them."""
+    products = {
+        str(r.output.notebook): [str(f) for f in (*r.output, *r.log)]
+        for r in workflow.rules
+        if "notebook" in r.output.keys() and not r.has_wildcards()
+    }
+    for line in keep_apart(products, PRESET.name):
+        logger.info(line)
