@@ -6,6 +6,7 @@ import shutil
 import signal
 import socket
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -99,6 +100,53 @@ def torchrun_two(token_dir, tiny_indices, tmp_path_factory):
     return out
 
 
+def torchrun_node(node_rank: int, port: int, args: list) -> list:
+    """One "node" of two on this machine: its own torchrun with one rank, meeting the other at
+    127.0.0.1:port (static rendezvous: node 0 hosts it), as `srun torchrun` starts one per node."""
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "2",
+        "--nproc_per_node",
+        "1",
+        "--node_rank",
+        str(node_rank),
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(port),
+        "-m",
+        "repro",
+        *args,
+    ]
+
+
+@pytest.fixture(scope="module")
+def two_nodes(token_dir, tiny_indices, tmp_path_factory):
+    """The run on 2 nodes of 1 rank each: two torchrun processes, each its own agent, sharing the
+    run's folder as nodes share a cluster's file system."""
+    out = tmp_path_factory.mktemp("two-nodes") / "run"
+    args = train_args(
+        token_dir,
+        tiny_indices,
+        out,
+        "--device",
+        "cpu",
+        "--train-micro-batch",
+        MICRO,
+        experiment=EXPERIMENT,
+    )
+    port = free_port()
+    with ThreadPoolExecutor(2) as pool:
+        nodes = [pool.submit(run_watched, torchrun_node(k, port, args)) for k in (0, 1)]
+        results = [node.result() for node in nodes]
+    for result in results:
+        assert result.returncode == 0, tail(result.stdout + result.stderr)
+    return out
+
+
 def assert_close(rows, reference):
     """Losses within 1e-5 relative; stds within 1e-5 of their loss (a std of losses that differ
     by 1e-3 carries their float32 rounding, one unit of which is 1e-6 at a loss of 10)."""
@@ -123,6 +171,23 @@ def test_two_ranks_give_the_one_process_losses(torchrun_two, one_process):
     assert record.status == "completed" and record.world_size == 2
     # Rank 0 alone wrote: one set of files, no temporary left.
     assert sorted(p.name for p in torchrun_two.iterdir()) == [
+        ".lock",
+        "ckpt.pt",
+        "events.out.tfevents.repro",
+        "metrics.csv",
+        "run.json",
+        "train.log",
+    ]
+
+
+@pytest.mark.slow  # several processes
+def test_two_nodes_give_the_one_process_losses(two_nodes, one_process):
+    assert_close(read_metrics(two_nodes), one_process)
+    record = read_record(two_nodes)
+    assert record.status == "completed" and record.world_size == 2
+    # Global rank 0 alone wrote (the second node's rank is rank 1, though its local rank is 0).
+    assert not list(two_nodes.glob("*.partial"))
+    assert sorted(p.name for p in two_nodes.iterdir()) == [
         ".lock",
         "ckpt.pt",
         "events.out.tfevents.repro",
