@@ -77,3 +77,7 @@ rule all:
         audit_comparisons,
         rules.evidence.output,
         rules.downstream.output if DOWNSTREAM_TASKS else [],
+
+
+# Last: what no rule above makes (workflow/rules/targets.smk).
+include: "workflow/rules/targets.smk"

@@ -143,6 +143,14 @@ def test_describe_estimates_gpu_hours_of_table1_and_the_sweep(tmp_path, capsys):
     assert "figure2: 20 runs" in capsys.readouterr().out
 
 
+def test_describe_at_a_cpu_preset_gives_a_time_it_can_show(capsys):
+    """A smoke run is seconds of a GPU: not rounded to "0.0 GPU-hours", which reads as free."""
+    assert main(["describe", "--preset", "smoke", "--group", "table1"]) == 0
+    out = capsys.readouterr().out
+    assert "0.0 GPU-hours" not in out and " 0.0 " not in out, out
+    assert "table1: 5 runs, under 0.1 GPU-hours at 40% MFU" in out, out
+
+
 def test_describe_refuses_a_bench_of_another_size(tiny_bench, tmp_path, capsys):
     path = tmp_path / "bench.json"
     path.write_text(json.dumps(tiny_bench))

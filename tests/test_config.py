@@ -110,6 +110,15 @@ def test_unknown_names_are_refused():
         load_run("smoke", "resgelu")
 
 
+def test_a_misspelt_experiment_names_the_closest_not_every_one():
+    with pytest.raises(ConfigError) as refused:
+        load_run("smoke", "resgelu-lr3e3")
+    message = str(refused.value)
+    assert "unknown experiment 'resgelu-lr3e3'; did you mean resgelu-lr3e-3" in message
+    assert len(message) < 300, message  # not the hundred names
+    assert "experiments in " in message and "experiments.yaml" in message  # where they are
+
+
 def test_bad_experiment_value(tmp_path):
     path = write_experiments(tmp_path / "experiments.yaml", "x", query_mode="cubic")
     with pytest.raises(ConfigError, match=r"experiments.x.query_mode: 'cubic' is not one of"):

@@ -7,6 +7,7 @@ import shutil
 import signal
 import socket
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch

@@ -158,6 +158,20 @@ def test_repro_command_parses(command):
     build_parser().parse_args(list(command.args))
 
 
+# A whole `repro train` written in a sentence ("or one run at a time, e.g. `repro train ...`"):
+# a user copies it as it is, so it parses too.
+INLINE_RUNS = [
+    (f"{page.relative_to(REPO)}: {span}", span)
+    for page in PAGES
+    for span in re.findall(r"`(repro train --preset [^`]*)`", page.read_text())
+]
+
+
+@pytest.mark.parametrize("where,span", INLINE_RUNS, ids=[w for w, _ in INLINE_RUNS])
+def test_a_run_shown_in_a_sentence_parses(where, span):
+    build_parser().parse_args(shlex.split(span)[1:])
+
+
 @pytest.mark.parametrize("command", of("snakemake"), ids=str)
 def test_snakemake_command_parses(command):
     from snakemake.cli import parse_args

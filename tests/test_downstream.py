@@ -10,6 +10,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -223,4 +224,29 @@ def test_an_unreachable_hub_is_offline_at_once(monkeypatch):
         network.offline_unless_reachable()
         assert not any(os.environ.get(name) for name in network.OFFLINE)
     network.offline_unless_reachable()  # the port now closed: nothing listens
+    assert all(os.environ.get(name) == "1" for name in network.OFFLINE)
+
+
+@pytest.mark.parametrize("endpoint", ["http://localhost:99999", "http://[::1"])
+def test_a_malformed_hub_address_is_one_line_naming_it(endpoint, tmp_path, capsys, monkeypatch):
+    for name in (*network.OFFLINE, *network.PROXIES):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    checkpoint = write_our_checkpoint(tmp_path / "ckpt.pt", small("linear").eval())
+    argv = ["downstream", "--checkpoint", checkpoint, "--task", "hellaswag"]
+    one_line_error(
+        capsys, [*argv, "--out", tmp_path / "out"], re.escape(f"HF_ENDPOINT {endpoint}: ")
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_hub_whose_name_does_not_resolve_in_time_is_offline_at_once(monkeypatch):
+    # A resolver that does not answer (a network cut off) takes 20 s or more to give up.
+    for name in (*network.OFFLINE, *network.PROXIES):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(network, "TIMEOUT_S", 0.2)
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: time.sleep(30))
+    started = time.monotonic()
+    network.offline_unless_reachable()
+    assert time.monotonic() - started < 2
     assert all(os.environ.get(name) == "1" for name in network.OFFLINE)

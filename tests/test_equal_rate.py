@@ -60,3 +60,25 @@ def test_the_paper_presets_table_is_the_papers(tmp_path):
 
 def test_the_smoke_run_trains_the_linear_query_at_the_nonlinear_rate(default_plan):
     assert f"results/runs/smoke/{LINEAR}/metrics.csv" in default_plan.stdout
+
+
+def test_figure1_draws_the_linear_query_at_the_nonlinear_querys_rate(tiny_runs, write_run):
+    """Table 1's sixth row is in the figure too: the gap over the baseline that it shows is
+    the learning rate's as much as the query's."""
+    from repro.analysis import plots
+
+    write_run(tiny_runs / LINEAR, LINEAR, {0: 10.0, 4: 7.7, 8: 5.9, 12: 4.94}, last_step=12)
+    fig = plots.figure1(tiny_runs, "tiny")
+    labels = [line.get_label() for line in fig.axes[0].get_lines()]
+    assert LINEAR in labels, labels
+    drawn = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    assert len({drawn[name].get_color() for name in drawn if not name.startswith("_")}) == 6
+
+
+def test_figure1_asked_for_alone_trains_the_linear_query_at_that_rate(tmp_path):
+    from workflow_helpers import copy_workflow, snakemake_in_process
+
+    workdir = copy_workflow(tmp_path / "workflow")
+    plan = snakemake_in_process(workdir, "-n", "--cores", "1", "results/figures/figure1.png")
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    assert f"results/runs/smoke/{LINEAR}/metrics.csv" in plan.stdout

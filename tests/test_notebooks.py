@@ -80,30 +80,34 @@ def test_a_parameters_cell_holds_literals_only(path):
 
 
 def test_table1_reads_the_preset_it_is_given(checkout):
+    """By hand, into results/<preset>/: the workflow's results/table1.csv, of whichever preset
+    it was built at, is left as it is."""
+    (checkout / "results" / "table1.csv").write_text("experiment,preset\nbaseline,smoke\n")
     notebook = run_notebook(checkout, "table1")
+    assert "baseline,smoke" in (checkout / "results" / "table1.csv").read_text()
     # printed above the claims check, which says `holds` below the paper's scale too
     assert "not evidence for or against the paper's claims" in outputs(notebook)
-    table = pd.read_csv(checkout / "results" / "table1.csv").set_index("experiment")
+    table = pd.read_csv(checkout / "results" / "tiny" / "table1.csv").set_index("experiment")
     assert set(table["preset"]) == {"tiny"}
     assert table.at["baseline", "val_loss"] == 5.0  # tiny's runs, not smoke's 20
     assert table.at["resgelu-lr3e-3", "val_loss"] == pytest.approx(4.93)
-    html = (checkout / "results" / "table1.html").read_text()
+    html = (checkout / "results" / "tiny" / "table1.html").read_text()
     assert "<td>resgelu-lr3e-3</td>" in html and "1.40%" in html
-    claims = (checkout / "results" / "claims.html").read_text()
+    claims = (checkout / "results" / "tiny" / "claims.html").read_text()
     assert "at every evaluation" in claims
 
 
 def test_table1_seeds_reads_the_preset_it_is_given(checkout):
     run_notebook(checkout, "table1_seeds")
-    table = pd.read_csv(checkout / "results" / "table1_seeds.csv").set_index("experiment")
+    table = pd.read_csv(checkout / "results" / "tiny" / "table1_seeds.csv").set_index("experiment")
     assert table.at["baseline", "val_loss_mean"] == 5.0
-    assert "<td" in (checkout / "results" / "table1_seeds.html").read_text()
+    assert "<td" in (checkout / "results" / "tiny" / "table1_seeds.html").read_text()
 
 
 def test_figure1_reads_the_preset_it_is_given(checkout):
     notebook = run_notebook(checkout, "figure1")
     assert "1.40%" in outputs(notebook)  # resgelu-lr3e-3 at step 12: 0.07 / 5 (smoke's: 0.00%)
-    assert (checkout / "results" / "figures" / "figure1.png").stat().st_size > 10_000
+    assert (checkout / "results" / "tiny" / "figures" / "figure1.png").stat().st_size > 10_000
 
 
 def test_figure1_takes_the_audits_logs_imported_at_its_preset(checkout, tmp_path):
@@ -116,7 +120,7 @@ def test_figure1_takes_the_audits_logs_imported_at_its_preset(checkout, tmp_path
     stated = '{"query_mode": "residual_gelu", "peak_lr": 3e-3}'
     command = ["import-audit-log", str(log), "--preset", "tiny", "--stated", stated]
     assert main([*command, "--out", str(out)]) == 0
-    png = checkout / "results" / "figures" / "figure1.png"
+    png = checkout / "results" / "tiny" / "figures" / "figure1.png"
     run_notebook(checkout, "figure1")
     without = png.read_bytes()
     run_notebook(checkout, "figure1", audit_logs_dir="../results/audit/logs/tiny")
@@ -127,7 +131,7 @@ def test_figure2_reads_the_preset_it_is_given(checkout):
     notebook = run_notebook(checkout, "figure2")
     listed = notebook.cells[-1].outputs[0]["data"]["text/plain"]
     assert "4.93" in listed and "20.0" not in listed
-    assert (checkout / "results" / "figures" / "figure2.png").exists()
+    assert (checkout / "results" / "tiny" / "figures" / "figure2.png").exists()
 
 
 def test_explore_overlays_any_list_of_runs(checkout, tmp_path, write_run):

@@ -191,6 +191,24 @@ def test_a_signal_while_the_command_line_is_imported_is_one_line(signum, status)
     ]
 
 
+# The same with the import of the signal handlers' own module held: a Ctrl-C in the first
+# hundredths of a second, before repro.entry has imported anything of the package.
+DURING_THE_FIRST_IMPORT = DURING_THE_IMPORTS.replace('"repro.cli"', '"repro.runtime.preemption"')
+
+
+@pytest.mark.parametrize("signum,status", [(signal.SIGTERM, 75), (signal.SIGINT, 130)])
+def test_a_signal_while_the_handlers_module_is_imported_is_one_line(signum, status):
+    trainer = python_process("-c", DURING_THE_FIRST_IMPORT)
+    assert trainer.stdout.readline() == "importing\n"
+    trainer.send_signal(signum)
+    _, stderr = trainer.communicate()
+    assert trainer.returncode == status, stderr
+    name = signal.Signals(signum).name
+    assert stderr.splitlines() == [
+        f"repro: stopped by {name} outside the training steps; run again"
+    ]
+
+
 RESTARTED_UNDER_A_SIGNAL = """
 import ctypes.util, os, signal, sys
 if not os.environ.get("REPRO_MALLOC"):  # before the restart: a signal sent as it execs

@@ -46,6 +46,16 @@ def test_too_little_disk_for_checkpoints_is_refused_before_training(
     assert not (tmp_path / "run" / "metrics.csv").exists()
 
 
+def test_the_checkpoints_space_is_a_checkpoints_size(token_dir, tiny_indices, tmp_path):
+    """The estimate is the checkpoint's size (the tied embedding written once, as torch.save
+    writes a shared tensor), not a third more: a disk where two fit is not refused."""
+    run = load_run("tiny", "baseline")
+    train(run, token_dir, tiny_indices, tmp_path / "run")
+    written = (tmp_path / "run" / "ckpt.pt").stat().st_size
+    estimate = checkpoint_module.checkpoint_bytes(GPT(run.model))
+    assert written * 0.98 < estimate < written * 1.02, (estimate, written)
+
+
 def test_a_full_disk_during_a_checkpoint_is_one_line_and_leaves_no_partial(
     token_dir, tiny_indices, tmp_path, monkeypatch
 ):

@@ -113,6 +113,15 @@ def test_bad_input_stops_the_dag_naming_it(workdir, args, named):
     assert_stopped(result, workdir, named)
 
 
+@pytest.mark.parametrize(
+    "target,closest", [("results/tabel1.csv", "results/table1.csv"), ("mian", "main")]
+)
+def test_a_misspelt_target_names_the_closest_and_the_targets(workdir, target, closest):
+    result = snakemake_in_process(workdir, "-n", "--cores", "1", target)
+    assert_stopped(result, workdir, f"no rule makes {target}", f"did you mean {closest}?")
+    assert "results/figures/figure1.png" in result.stdout + result.stderr  # the targets
+
+
 def test_the_command_stops_on_bad_input_with_a_non_zero_exit(workdir):
     # The command as a user starts it, a process of its own: the checks above run its command
     # line in the test's process, and read the same exit status and message.

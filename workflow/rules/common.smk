@@ -3,14 +3,17 @@
 # or corpus stops the DAG before any job starts; the functions run while the job graph is built.
 # None of it writes a file (`snakemake -n` leaves the tree as it was).
 
+import difflib
 import functools
 import glob
 import os
+import re
 import shlex
 from pathlib import Path
 
 from snakemake.logging import logger
 
+from repro.analysis.kept_apart import keep_apart
 from repro.analysis.results import table1_experiments
 from repro.config import CORPORA, load_experiments, load_preset, resolve_run, seed_dir
 from repro.config.schema import ConfigError
@@ -226,3 +229,51 @@ def downstream_flags(wildcards):
     if config["downstream_include_path"]:
         flags.append(f"--include-path {shlex.quote(config['downstream_include_path'])}")
     return " ".join(flags)
+
+
+# ---- a target no rule makes (targets.smk) ----
+
+
+def _made_by_rules():
+    """One regular expression of every rule's outputs, their wildcards' names dropped."""
+    patterns = (f.regex().pattern for r in workflow.rules for f in r.output)
+    unnamed = (re.sub(r"\(\?P=\w+\)", ".+", re.sub(r"\(\?P<\w+>", "(?:", p)) for p in patterns)
+    return "|".join(p.removesuffix("$") for p in unnamed)
+
+
+def _targets():
+    """The rules' names and the files made by rules without wildcards."""
+    names = [r.name for r in workflow.rules if r.name != "unknown_target"]
+    files = [str(f) for r in workflow.rules if not r.has_wildcards() for f in r.output]
+    return sorted(set(names)), sorted(set(files))
+
+
+def unknown_target_input(wildcards):
+    if wildcards.target not in workflow.dag_settings.targets:
+        # Not asked for: no producer, as without this rule (a path no rule makes).
+        return f".snakemake/no-rule-makes/{wildcards.target}"
+    names, files = _targets()
+    closest = difflib.get_close_matches(wildcards.target, names + files, n=1)
+    hint = f"did you mean {closest[0]}? " if closest else ""
+    tables = [f for f in files if re.fullmatch(r"results/[^/]+\.csv|results/figures/\w+\.png", f)]
+    raise WorkflowError(
+        f"no rule makes {wildcards.target}; "
+        f"{hint}The main targets: main, all, "
+        f"{', '.join(tables)}, results/runs/<preset>/<experiment>/metrics.csv (the Snakefile's "
+        "header says what each makes)"
+    )
+
+
+# ---- one preset's products kept apart from another's (repro.analysis.kept_apart) ----
+
+
+def keep_other_presets_apart():
+    """Before any job runs: the tables and figures in results/ that another preset's notebooks
+    wrote move to results/<that preset>/, so that this preset's never replace them."""
+    products = {
+        str(r.output.notebook): [str(f) for f in (*r.output, *r.log)]
+        for r in workflow.rules
+        if "notebook" in r.output.keys() and not r.has_wildcards()
+    }
+    for line in keep_apart(products, PRESET.name):
+        logger.info(line)

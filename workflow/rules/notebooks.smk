@@ -45,7 +45,7 @@ rule table1:
 use rule table1 as figure1 with:
     input:
         notebook="notebooks/figure1.ipynb",
-        runs=run_files(TABLE1, seeds=SEEDS),
+        runs=run_files(TABLE1_RUNS, seeds=SEEDS),  # Table 1's rows: report.equal_rate's too
         authors=lambda wildcards: authors_run_files(TABLE1),
         audit=audit_run_files(TABLE1),
         logs=audit_logs_input,

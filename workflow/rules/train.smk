@@ -15,7 +15,9 @@
 
 # Snakemake says nothing of a job between its start and its end: where training's progress is,
 # said once as the workflow starts. (A rule's message would replace its resources in the console.)
+# Also, before any job: another preset's tables and figures move out of the way (common.smk).
 onstart:
+    keep_other_presets_apart()
     logger.info(
         f"training progress: `repro status --preset {PRESET.name}` shows the step, loss and "
         "ETA of every run; a run's own log is "

@@ -5,6 +5,7 @@ No torch here: the workflow imports this while parsing.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,9 +70,12 @@ class Experiments:
         try:
             return self.by_name[name]
         except KeyError:
+            # A hundred names hide the one meant: the closest, and where the others are.
+            closest = difflib.get_close_matches(name, self.by_name, n=3)
+            hint = f"; did you mean {', '.join(closest)}?" if closest else ""
             raise ConfigError(
-                f"{self.source}: unknown experiment {name!r} "
-                f"(known: {', '.join(sorted(self.by_name))})"
+                f"{self.source}: unknown experiment {name!r}{hint} "
+                f"({len(self.by_name)} experiments in {self.source})"
             ) from None
 
     def group(self, name: str) -> list[Experiment]:

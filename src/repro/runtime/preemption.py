@@ -9,11 +9,8 @@ import signal
 from contextlib import contextmanager
 
 from repro.errors import ReproError
+from repro.runtime.stop_at_once import INTERRUPT_EXIT, REQUEUE_EXIT, exit_outside_steps
 
-# EX_TEMPFAIL of sysexits.h, "a temporary failure: the user is invited to retry".
-REQUEUE_EXIT = 75
-# 128 + SIGINT: what a shell reports for a command stopped by Ctrl-C, so that a script stops too.
-INTERRUPT_EXIT = 130
 STOP_SIGNALS = ("SIGTERM", "SIGUSR1")  # the defaults of `repro train --stop-signal`
 INTERRUPT = "SIGINT"  # Ctrl-C
 # Stop signals whatever --stop-signal names: Ctrl-C, and the signal `kill`, a scheduler at its
@@ -68,14 +65,8 @@ def exit_until_started(names=STOP_SIGNALS) -> set[int]:
     hold across its exec (restart_under_tcmalloc)."""
     numbers = {_signal_number(name) for name in (*names, *ALWAYS)}
     for number in numbers:
-        signal.signal(number, _exit_outside_steps)
+        signal.signal(number, exit_outside_steps)
     return numbers
-
-
-def _exit_outside_steps(signum, frame) -> None:
-    name = signal.Signals(signum).name
-    os.write(2, f"repro: stopped by {name} outside the training steps; run again\n".encode())
-    os._exit(INTERRUPT_EXIT if signum == signal.SIGINT else REQUEUE_EXIT)
 
 
 def _signal_number(name: str) -> signal.Signals:

@@ -76,8 +76,12 @@ class Checkpoints:
 
 
 def checkpoint_bytes(model: GPT) -> int:
-    """A checkpoint's size: the weights and AdamW's two moments, each the weights' size."""
-    return 3 * sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    """A checkpoint's size: the weights and AdamW's two moments of each parameter. A tensor held
+    twice (the tied embedding and output layer) counts once, as torch.save writes it once."""
+    tensors = model.state_dict().values()
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
+    moments = sum(2 * p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    return sum(storages.values()) + moments
 
 
 def check_checkpoint_space(path: Path, model: GPT) -> None:

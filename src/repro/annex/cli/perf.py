@@ -49,7 +49,7 @@ def cmd_describe(args) -> None:
         print(
             f"{r['experiment']:<26} non-embedding {r['non_embedding_params']:>12,}  "
             f"total {r['total_params']:>12,}  {r['tokens_per_step']:,} tokens/step  "
-            f"{r['flops_per_token'] / 1e9:.3f} GFLOP/token  {r['gpu_hours']:8.1f} GPU-hours"
+            f"{r['flops_per_token'] / 1e9:.3f} GFLOP/token  {gpu_time(r['gpu_hours']):>17}"
             + (f"  (gate {r['gate_params']:,})" if r["gate_params"] else "")
             + (f"  ({r['tokens_per_s']:,.0f} tokens/s, {r['throughput_source']})" if report else "")
         )
@@ -59,8 +59,14 @@ def cmd_describe(args) -> None:
         seeds = f" x {args.seeds} seeds" if args.seeds > 1 else ""
         print(
             f"{args.group or args.experiment}: {len(rows)} run{'s' * (len(rows) > 1)}{seeds}, "
-            f"{hours:.1f} GPU-hours at {source}"
+            f"{gpu_time(hours)} at {source}"
         )
+
+
+def gpu_time(hours: float) -> str:
+    """GPU-hours to one decimal, or "under 0.1": a CPU preset's runs round to 0.0, which reads
+    as no cost at all (and at that size overheads, not FLOPs, set the time: `repro bench`)."""
+    return f"{hours:.1f} GPU-hours" if hours >= 0.05 else "under 0.1 GPU-hours"
 
 
 def cmd_bench(args) -> None:
