@@ -7,7 +7,6 @@ import shutil
 import signal
 import socket
 import sys
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
