@@ -35,18 +35,18 @@ report: "workflow/report/workflow.rst"
 # checkout; a per-rule environment would not (Snakemake copies the environment file elsewhere,
 # where `-e .` names another folder). tests/test_workflow_lint.py allows that lint and no other.
 include: "workflow/rules/common.smk"
-include: "workflow/rules/annex.smk"
+include: "workflow/rules/annex/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
-include: "workflow/rules/authors.smk"
-include: "workflow/rules/audit.smk"
+include: "workflow/rules/annex/authors.smk"
+include: "workflow/rules/annex/audit.smk"
 include: "workflow/rules/notebooks.smk"
-include: "workflow/rules/tuning.smk"
-include: "workflow/rules/ablation.smk"
-include: "workflow/rules/decay_to_zero.smk"
-include: "workflow/rules/v3.smk"
-include: "workflow/rules/compare.smk"
-include: "workflow/rules/downstream.smk"
+include: "workflow/rules/annex/tuning.smk"
+include: "workflow/rules/annex/ablation.smk"
+include: "workflow/rules/annex/decay_to_zero.smk"
+include: "workflow/rules/annex/v3.smk"
+include: "workflow/rules/annex/compare.smk"
+include: "workflow/rules/annex/downstream.smk"
 
 
 # The paper's evidence: Table 1 and Figure 1 (and the explore notebook of the baseline), and

@@ -178,7 +178,7 @@ WORKFLOW_RESULT = re.compile(r"\"results/([\w.]+)(/)?[^\"\s:]*\"")
 
 
 def test_results_readme_lists_every_file_and_folder_the_workflow_writes():
-    rules = [REPO / "Snakefile", *(REPO / "workflow" / "rules").glob("*.smk")]
+    rules = [REPO / "Snakefile", *(REPO / "workflow" / "rules").rglob("*.smk")]
     written = {
         name + (slash or "")
         for path in rules

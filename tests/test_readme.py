@@ -39,7 +39,7 @@ def test_the_set_up_installs_torch_without_cuda():
 
 def test_no_rule_has_a_conda_directive():
     # --use-conda is not offered: the environment is created once, by hand (README, Conda).
-    for rules in (REPO / "workflow" / "rules").glob("*.smk"):
+    for rules in (REPO / "workflow" / "rules").rglob("*.smk"):
         assert "conda:" not in rules.read_text(), rules
 
 
@@ -52,7 +52,8 @@ def layout() -> dict[str, str]:
 
 def test_the_layout_lists_every_rule_file_and_notebook():
     listed = layout()
-    for folder, pattern in (("workflow/rules/", "*.smk"), ("notebooks/", "*.ipynb")):
+    folders = ("workflow/rules/", "workflow/rules/annex/", "notebooks/")
+    for folder, pattern in zip(folders, ("*.smk", "*.smk", "*.ipynb")):
         names = {p.stem for p in (REPO / folder).glob(pattern)}
         assert set(listed[folder].split(", ")) == names, folder
 

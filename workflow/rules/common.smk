@@ -1,5 +1,5 @@
 # Configuration checks and the functions the rules share (those of the authors' and the audit's
-# rules: annex.smk). The checks run when the workflow is parsed, so a bad preset, experiment, value
+# rules: annex/common.smk). The checks run when the workflow is parsed, so a bad preset, experiment, value
 # or corpus stops the DAG before any job starts; the functions run while the job graph is built.
 # None of it writes a file (`snakemake -n` leaves the tree as it was).
 

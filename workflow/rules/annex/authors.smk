@@ -4,7 +4,7 @@
 # (results/authors/runs/<preset>/), each checkpoint of Table 1's is evaluated on our token files
 # and fixed indices, and results/authors/table1.csv sets those losses beside their logged ones
 # and the paper's. The notebooks then draw the imported runs beside ours (authors_param). The
-# functions these rules use are in annex.smk.
+# functions these rules use are in annex/common.smk.
 # (No rule names a conda environment or a container: see the Snakefile.)
 
 

@@ -5,7 +5,7 @@
 # preset (results/audit/as/<preset>/<experiment>/), which Figure 1 draws beside ours; with what
 # audit_configs states of each log's run (Figure 1 also draws each log imported at the configured
 # preset whose stated configuration is a Table 1 experiment's, and counts those nobody stated).
-# The functions these rules use are in annex.smk.
+# The functions these rules use are in annex/common.smk.
 
 
 # Rerun when a log is added to or removed from the folder (the folder's mtime changes).
