@@ -15,7 +15,6 @@ import tempfile
 from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
-from papermill.engines import NBClientEngine
 
 ENGINE = "repro"  # the name pyproject.toml's papermill.engine entry point gives this engine
 
@@ -37,11 +36,25 @@ class KernelManager(AsyncKernelManager):
             await super()._async_interrupt_kernel()
 
 
-class Engine(NBClientEngine):
-    """papermill's nbclient engine with KernelManager."""
+def __getattr__(name: str):
+    """Engine, made on first use rather than at import: papermill loads its engines' entry points,
+    this module's Engine among them, as papermill.engines is first imported, so an import of
+    papermill at the top here would find this module half made where it is imported first."""
+    if name != "Engine":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from papermill.engines import NBClientEngine  # may load the entry point, which makes Engine
 
-    @classmethod
-    def execute_managed_notebook(cls, nb_man, kernel_name, **kwargs):
-        return super().execute_managed_notebook(
-            nb_man, kernel_name, kernel_manager_class=KernelManager, **kwargs
-        )
+    if "Engine" not in globals():
+
+        class Engine(NBClientEngine):
+            """papermill's nbclient engine with KernelManager."""
+
+            @classmethod
+            def execute_managed_notebook(cls, nb_man, kernel_name, **kwargs):
+                return super().execute_managed_notebook(
+                    nb_man, kernel_name, kernel_manager_class=KernelManager, **kwargs
+                )
+
+        Engine.__qualname__ = "Engine"
+        globals()["Engine"] = Engine
+    return globals()["Engine"]

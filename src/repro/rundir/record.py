@@ -44,6 +44,11 @@ class RunRecord:
     torch_version: str | None = None
     python_version: str | None = None
     device: str | None = None  # on CUDA the GPU's name
+    # The CPU's model, the vector unit torch's kernels use, torch's BLAS and math libraries
+    # (repro.runtime.machine): what a CPU run's last bits depend on besides the settings below.
+    cpu: str | None = None
+    cpu_capability: str | None = None
+    math_libraries: list | None = None
     cuda_version: str | None = None  # torch's CUDA and cuDNN builds (None without a GPU)
     cudnn_version: int | None = None
     compile: bool | None = None
@@ -64,7 +69,8 @@ class RunRecord:
 
     def session(self) -> dict:
         """One entry of `sessions`: the settings of this process that exactness depends on."""
-        keys = ("device", "torch_threads", "torch_version", "train_micro_batch", "world_size")
+        keys = ("device", "cpu", "cpu_capability", "torch_threads", "torch_version")
+        keys += ("train_micro_batch", "world_size")
         keys += ("compile", "compile_mode", "fused_projection", "attention_kernel")
         keys += ("cuda_version", "cudnn_version")
         first = 0 if self.last_step is None else self.last_step + 1

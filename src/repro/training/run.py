@@ -29,7 +29,7 @@ from repro.rundir import (
     read_record,
 )
 from repro.rundir.history import legacy_identity, with_later_defaults
-from repro.runtime import allocator, distributed, preemption
+from repro.runtime import allocator, distributed, machine, preemption
 from repro.runtime.device import resolve_device
 from repro.runtime.lock import hold
 from repro.training.checkpoints import Checkpoints, check_checkpoint_space, load_checkpoint, restore
@@ -167,6 +167,7 @@ def run_record(
     compiled = hasattr(step_model, "_orig_mod")  # torch.compile's wrapper
     kernel = built.autocast.attention_kernel(m.n_head, m.block_size, m.head_size, device)
     cuda = device.type == "cuda"
+    about = machine.machine()
     record = RunRecord(
         status="running",
         preset=run.preset_name,
@@ -186,6 +187,7 @@ def run_record(
         torch_version=torch.__version__,
         python_version=platform.python_version(),
         device=torch.cuda.get_device_name(device) if cuda else str(device),
+        **{key: about[key] for key in ("cpu", "cpu_capability", "math_libraries")},
         cuda_version=torch.version.cuda if cuda else None,
         cudnn_version=torch.backends.cudnn.version() if cuda else None,
         compile=compiled,

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import platform
 import time
 from dataclasses import asdict
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -15,19 +13,15 @@ from repro.annex.perf.cost import known_peak_flops, model_size
 from repro.config import RunConfig
 from repro.data.batches import Batches, DeviceBatches
 from repro.runtime.device import free_device_memory, out_of_memory
+from repro.runtime.machine import cpu_model
 from repro.training.loop import build, train_step, with_train_micro_batch
 
 
 def device_name(device: torch.device) -> str:
-    """The GPU's name, or the CPU's model name as lscpu prints it."""
+    """The GPU's name, or the CPU's model name."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        lines = []
-    model = (line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
-    return next(model, "") or platform.processor() or "cpu"
+    return cpu_model()
 
 
 def random_batches(run: RunConfig, rows: int, seed: int = 0) -> Batches:
