@@ -49,7 +49,8 @@ def checkpoint_of(run_dir: Path) -> Path:
 
 
 def export(run_dir: str | Path, out: str | Path) -> Path:
-    """Export the run's latest checkpoint into `out`, whole or not at all."""
+    """Export the run's latest checkpoint into `out`, whole or not at all; an earlier export
+    there is replaced, none of its files kept."""
     run_dir, out = Path(run_dir), Path(out)
     run = read_run(run_dir)
     checkpoint = checkpoint_of(run_dir)
@@ -62,7 +63,7 @@ def export(run_dir: str | Path, out: str | Path) -> Path:
         )
     model, steps, _ = load_any_checkpoint(checkpoint)
     make_dir(out.parent)
-    with atomic_folder(out) as folder:
+    with atomic_folder(out, whole=True) as folder:  # an earlier export's files all go
         write_model(model, folder)
         write_json(folder / RUN_JSON, shareable(read_json(run.path / RUN_JSON)))
         with atomic_write(folder / CARD) as f:
