@@ -4,6 +4,7 @@ files, whole or not at all; a run.json it cannot read is one line; the card runs
 import ast
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -87,6 +88,8 @@ def test_the_card_s_snippets_quote_the_folder_s_name(runs, tmp_path, capsys):
     assert [c.args[0].value for c in loads] == [name, name]  # the name as a string, nothing more
     assert "system" not in {getattr(c.func, "attr", "") for c in calls}
     assert f"load_model({json.dumps(name)})" in card
+    shell = card.split("```sh\n", 1)[1].split("```", 1)[0]
+    assert shlex.split(shell)[4] == f"pretrained={name}"  # one word, as lm_eval reads it
 
 
 def damaged_copy(run, tmp_path, edit):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 
 import yaml
@@ -227,7 +228,8 @@ def hub_metadata(config, source: dict) -> dict:
 
 
 def loading(config, name: str) -> str:
-    """The card's section on loading the folder with transformers, lm-eval and repro."""
+    """The card's section on loading the folder with transformers, lm-eval and repro. The folder's
+    name is quoted as a Python string and a shell word: a snippet copied runs nothing else."""
     trust = "" if is_gpt2(config) else ", trust_remote_code=True"
     model_args = f"pretrained={name}" + ("" if is_gpt2(config) else ",trust_remote_code=True")
     code = (
@@ -237,18 +239,24 @@ def loading(config, name: str) -> str:
         "(`modeling_repro.py` and the `repro` package's model modules it imports), which "
         "`trust_remote_code=True` runs: read it first."
     )
+    python = json.dumps(name)  # a JSON string is a Python string literal of the same text
     return f"""## Loading
 
 ```python
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-model = AutoModelForCausalLM.from_pretrained("{name}"{trust})
-tokenizer = AutoTokenizer.from_pretrained("{name}"{trust})
+model = AutoModelForCausalLM.from_pretrained({python}{trust})
+tokenizer = AutoTokenizer.from_pretrained({python}{trust})
 ids = tokenizer("The query", return_tensors="pt").input_ids
 print(tokenizer.decode(model.generate(ids, max_new_tokens=20, do_sample=False)[0]))
 ```
 
 {code} From the Hugging Face Hub: `USER/{name}` in place of the folder. With
-lm-evaluation-harness: `lm_eval --model hf --model_args {model_args} --tasks hellaswag`.
-With the `repro` package: `repro.annex.hub.load_model("{name}")`.
+lm-evaluation-harness:
+
+```sh
+lm_eval --model hf --model_args {shlex.quote(model_args)} --tasks hellaswag
+```
+
+With the `repro` package: `repro.annex.hub.load_model({python})`.
 """
