@@ -14,7 +14,6 @@ import pytest
 from conftest import REPO, one_line_error, shortened
 
 from repro.annex.export import export
-from repro.annex.hub import load_model
 from repro.config import load_run
 from repro.errors import ReproError
 from repro.training.run import train

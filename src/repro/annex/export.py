@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -64,12 +67,30 @@ def export(run_dir: str | Path, out: str | Path) -> Path:
         )
     model, steps, _ = load_any_checkpoint(checkpoint)
     make_dir(out.parent)
-    with atomic_folder(out, whole=True) as folder:  # an earlier export's files all go
+    with sigterm_interrupts(), atomic_folder(out, whole=True) as folder:  # an earlier export's files all go
         write_model(model, folder)
         write_json(folder / RUN_JSON, shareable(read_json(run.path / RUN_JSON)))
         with atomic_write(folder / CARD) as f:
             f.write(model_card(run, model, steps, out.name))
     return out
+
+
+@contextmanager
+def sigterm_interrupts():
+    """Within: SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so that the partial folder is
+    removed (SIGTERM's default ends the process at once and leaves it)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set a handler
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def is_export(folder: Path) -> bool:
