@@ -67,7 +67,8 @@ def export(run_dir: str | Path, out: str | Path) -> Path:
         )
     model, steps, _ = load_any_checkpoint(checkpoint)
     make_dir(out.parent)
-    with sigterm_interrupts(), atomic_folder(out, whole=True) as folder:  # an earlier export's files all go
+    # whole: none of an earlier export's files stays (its model code among them)
+    with sigterm_interrupts(), atomic_folder(out, whole=True) as folder:
         write_model(model, folder)
         write_json(folder / RUN_JSON, shareable(read_json(run.path / RUN_JSON)))
         with atomic_write(folder / CARD) as f:
