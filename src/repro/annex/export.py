@@ -57,6 +57,7 @@ def export(run_dir: str | Path, out: str | Path) -> Path:
     there is replaced, none of its files kept."""
     run_dir, out = Path(run_dir), Path(out)
     run = read_run(run_dir)
+    check_card_fields(run)
     checkpoint = checkpoint_of(run_dir)
     if out.exists() and not out.is_dir():
         raise RunError(f"{out}: a file, not a folder; use another --out")
@@ -74,6 +75,33 @@ def export(run_dir: str | Path, out: str | Path) -> Path:
         with atomic_write(folder / CARD) as f:
             f.write(model_card(run, model, steps, out.name))
     return out
+
+
+# What the model card states of run.json (read_record has typed each where present).
+CARD_FIELDS = (
+    *(f"identity.model.{k}" for k in ("n_layer", "n_head", "d_model", "block_size", "vocab_size")),
+    "identity.train.batch_size",
+    "identity.train.max_step",
+    "config.experiment",
+)
+
+
+def check_card_fields(run: Run) -> None:
+    """Refuse, before any checkpoint is read, a run.json without what the card states."""
+    record = {"identity": run.record.identity, "config": run.record.config}
+    for dotted in CARD_FIELDS:
+        value = record
+        for key in dotted.split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None:
+            raise RunError(f"{run.path / RUN_JSON}: {dotted}: missing (the model card states it)")
+    if not card_corpus(run.record.config):
+        raise RunError(f"{run.path / RUN_JSON}: config.corpus: missing (the model card states it)")
+
+
+def card_corpus(config: dict) -> str | None:
+    """run.json's corpus: the resolved run's, or (older records) its preset's as loaded."""
+    return config.get("corpus") or config.get("preset", {}).get("corpus")
 
 
 @contextmanager
@@ -171,9 +199,8 @@ def model_card(run: Run, model, steps: int, name: str) -> str:
     r, m = run.record, model.config
     params = count_parameters(model)
     token_files = r.data.get("token_files", {})
-    # run.json's config: the resolved run, or (older records) the preset and experiment as loaded
     preset = r.config.get("preset", {})
-    corpus = r.config.get("corpus") or preset["corpus"]
+    corpus = card_corpus(r.config)
     described = preset.get("description") or shareable(r.config.get("preset_file", ""))
     data = corpus + "".join(
         f", {token_files[s]['tokens']:,} {s} tokens" for s in ("train", "val") if s in token_files
