@@ -149,21 +149,33 @@ def write_json(path: str | os.PathLike, data, default=None) -> None:
 CSV_FLOAT_FORMAT = "%.9g"
 
 
+# Floats from here on are not all integers (2**53 + 1 is none): a count is below it, a loss of
+# 1e20 is no count and stays a float.
+EXACT_INTEGERS = 2**53
+
+
 def write_csv(table, path: str | os.PathLike) -> Path:
-    """A DataFrame as CSV without its index; a float column of whole numbers written as integers."""
+    """A DataFrame as CSV without its index; a float column of whole numbers (counts) written as
+    integers."""
     path = Path(path)
     make_dir(path.parent)
-    whole = [
-        name
-        for name, column in table.items()
-        if column.dtype.kind == "f" and column.notna().any()
-        and column.dropna().map(float.is_integer).all()
-    ]  # fmt: skip
+    whole = [name for name, column in table.items() if _counts(column)]
     with atomic_write(path, newline="") as f:
         table.astype(dict.fromkeys(whole, "Int64")).to_csv(
             f, index=False, float_format=CSV_FLOAT_FORMAT
         )
     return path
+
+
+def _counts(column) -> bool:
+    """Whether a float column holds whole numbers within EXACT_INTEGERS alone (NaN aside)."""
+    values = column.dropna()
+    return (
+        column.dtype.kind == "f"
+        and len(values) > 0
+        and bool(values.abs().le(EXACT_INTEGERS).all())
+        and values.map(float.is_integer).all()
+    )
 
 
 def copy_file(source: str | os.PathLike, dest: str | os.PathLike) -> None:
