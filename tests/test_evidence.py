@@ -10,6 +10,7 @@ import shutil
 import pandas as pd
 import pytest
 from audit_helpers import curve, write_log
+from conftest import one_line_error
 
 from repro.annex import evidence
 from repro.annex.evidence import NOT_AVAILABLE, PAPER, evidence_table, verify_evidence
@@ -194,6 +195,19 @@ def test_a_log_stated_as_the_baseline_is_flagged_where_it_fits_the_widened_mlp_t
             r"ambiguous: its statement fits \d+ experiments alike \(baseline, mlp4", differences
         )
         assert "mlp_hidden, weight_decay, lr_min: unknown (no statement says them)" in differences
+
+
+def test_an_imported_log_whose_statement_is_not_an_object_is_one_line(tiny_runs, tmp_path, capsys):
+    log = write_log(tmp_path / "gpt3large_linear.csv", curve(12, interval=4, end=5.0))
+    out = tmp_path / "logs" / "tiny" / "gpt3large_linear"
+    command = ["import-audit-log", str(log), "--preset", "tiny", "--out", str(out)]
+    assert main([*command, "--stated", json.dumps({"query_mode": "linear"})]) == 0
+    record = json.loads((out / "run.json").read_text())
+    record["data"]["stated"] = "linear"
+    (out / "run.json").write_text(json.dumps(record))
+    argv = ["evidence", "--preset", "tiny", "--runs", tiny_runs, "--audit-logs", out.parent]
+    argv += ["--out", tmp_path / "evidence.csv"]
+    one_line_error(capsys, argv, r"gpt3large_linear/run\.json: data\.stated: 'linear' is not")
 
 
 @pytest.mark.parametrize(

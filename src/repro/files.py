@@ -71,9 +71,10 @@ def open_no_link(path: Path, flags: int, what: str, error: type[ReproError] = Re
 
 
 @contextmanager
-def atomic_folder(path: str | os.PathLike):
+def atomic_folder(path: str | os.PathLike, whole: bool = False):
     """A new folder NAME.<random>.partial to fill; on success its files move into `path` (other
-    files of `path` kept), on failure it is removed: `path` never holds part of a write."""
+    files of `path` kept) or, `whole`, it replaces `path` entirely; on failure it is removed:
+    `path` never holds part of a write."""
     path = Path(path)
     real = path.resolve()  # the partial folder on the file system of `path`: renames, no copies
     try:
@@ -86,7 +87,9 @@ def atomic_folder(path: str | os.PathLike):
         for entry in partial.iterdir():
             os.chmod(entry, (0o777 if entry.is_dir() else 0o666) & ~_umask())
         try:
-            if real.is_dir():
+            if real.is_dir() and whole:
+                _swap(partial, real)
+            elif real.is_dir():
                 for entry in sorted(partial.iterdir()):
                     os.replace(entry, real / entry.name)
                 partial.rmdir()
@@ -97,6 +100,19 @@ def atomic_folder(path: str | os.PathLike):
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
+
+
+def _swap(new: Path, folder: Path) -> None:
+    """`new` renamed to `folder`, whose earlier content is removed once it is; on failure the
+    earlier folder is put back. Each step is one rename: no moment holds part of each."""
+    aside = Path(tempfile.mkdtemp(prefix=folder.name + ".", suffix=".old", dir=folder.parent))
+    os.rename(folder, aside)  # onto the empty folder mkdtemp made
+    try:
+        os.rename(new, folder)
+    except BaseException:
+        os.rename(aside, folder)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _umask() -> int:
@@ -133,21 +149,33 @@ def write_json(path: str | os.PathLike, data, default=None) -> None:
 CSV_FLOAT_FORMAT = "%.9g"
 
 
+# Floats from here on are not all integers (2**53 + 1 is none): a count is below it, a loss of
+# 1e20 is no count and stays a float.
+EXACT_INTEGERS = 2**53
+
+
 def write_csv(table, path: str | os.PathLike) -> Path:
-    """A DataFrame as CSV without its index; a float column of whole numbers written as integers."""
+    """A DataFrame as CSV without its index; a float column of whole numbers (counts) written as
+    integers."""
     path = Path(path)
     make_dir(path.parent)
-    whole = [
-        name
-        for name, column in table.items()
-        if column.dtype.kind == "f" and column.notna().any()
-        and column.dropna().map(float.is_integer).all()
-    ]  # fmt: skip
+    whole = [name for name, column in table.items() if _counts(column)]
     with atomic_write(path, newline="") as f:
         table.astype(dict.fromkeys(whole, "Int64")).to_csv(
             f, index=False, float_format=CSV_FLOAT_FORMAT
         )
     return path
+
+
+def _counts(column) -> bool:
+    """Whether a float column holds whole numbers within EXACT_INTEGERS alone (NaN aside)."""
+    values = column.dropna()
+    return (
+        column.dtype.kind == "f"
+        and len(values) > 0
+        and bool(values.abs().le(EXACT_INTEGERS).all())
+        and values.map(float.is_integer).all()
+    )
 
 
 def copy_file(source: str | os.PathLike, dest: str | os.PathLike) -> None:

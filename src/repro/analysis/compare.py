@@ -66,6 +66,7 @@ def compare_curves(
         [ours.rename("val_loss"), reference.rename("reference_val_loss")], axis=1, join="inner"
     ).dropna()
     both["difference"] = both["val_loss"] - both["reference_val_loss"]
+    both = both[both["difference"].notna()]  # inf - inf: two diverged evaluations, no reading
     if isinstance(tolerance, pd.Series):
         both["tolerance"] = tolerance.reindex(both.index).fillna(DEFAULT_TOLERANCE)
     else:

@@ -54,9 +54,11 @@ class Run:
         )
 
     def loss_at(self, step: int, split: str = "val") -> float:
-        """The evaluation loss at `step` (NaN where there is none)."""
+        """The evaluation loss at `step` (NaN where there is none, or where it is infinite: a
+        diverged evaluation is no reading)."""
         evals = self.evals()
-        return float(evals.at[step, f"eval_{split}_loss"]) if step in evals.index else math.nan
+        loss = float(evals.at[step, f"eval_{split}_loss"]) if step in evals.index else math.nan
+        return loss if math.isfinite(loss) else math.nan
 
 
 def read_run(run_dir: str | Path) -> Run:

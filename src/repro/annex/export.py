@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import signal
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -49,9 +53,11 @@ def checkpoint_of(run_dir: Path) -> Path:
 
 
 def export(run_dir: str | Path, out: str | Path) -> Path:
-    """Export the run's latest checkpoint into `out`, whole or not at all."""
+    """Export the run's latest checkpoint into `out`, whole or not at all; an earlier export
+    there is replaced, none of its files kept."""
     run_dir, out = Path(run_dir), Path(out)
     run = read_run(run_dir)
+    check_card_fields(run)
     checkpoint = checkpoint_of(run_dir)
     if out.exists() and not out.is_dir():
         raise RunError(f"{out}: a file, not a folder; use another --out")
@@ -62,12 +68,58 @@ def export(run_dir: str | Path, out: str | Path) -> Path:
         )
     model, steps, _ = load_any_checkpoint(checkpoint)
     make_dir(out.parent)
-    with atomic_folder(out) as folder:
+    # whole: none of an earlier export's files stays (its model code among them)
+    with sigterm_interrupts(), atomic_folder(out, whole=True) as folder:
         write_model(model, folder)
         write_json(folder / RUN_JSON, shareable(read_json(run.path / RUN_JSON)))
         with atomic_write(folder / CARD) as f:
             f.write(model_card(run, model, steps, out.name))
     return out
+
+
+# What the model card states of run.json (read_record has typed each where present).
+CARD_FIELDS = (
+    *(f"identity.model.{k}" for k in ("n_layer", "n_head", "d_model", "block_size", "vocab_size")),
+    "identity.train.batch_size",
+    "identity.train.max_step",
+    "config.experiment",
+)
+
+
+def check_card_fields(run: Run) -> None:
+    """Refuse, before any checkpoint is read, a run.json without what the card states."""
+    record = {"identity": run.record.identity, "config": run.record.config}
+    for dotted in CARD_FIELDS:
+        value = record
+        for key in dotted.split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None:
+            raise RunError(f"{run.path / RUN_JSON}: {dotted}: missing (the model card states it)")
+    if not card_corpus(run.record.config):
+        raise RunError(f"{run.path / RUN_JSON}: config.corpus: missing (the model card states it)")
+
+
+def card_corpus(config: dict) -> str | None:
+    """run.json's corpus: the resolved run's, or (older records) its preset's as loaded."""
+    return config.get("corpus") or config.get("preset", {}).get("corpus")
+
+
+@contextmanager
+def sigterm_interrupts():
+    """Within: SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so that the partial folder is
+    removed (SIGTERM's default ends the process at once and leaves it)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set a handler
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def is_export(folder: Path) -> bool:
@@ -147,9 +199,8 @@ def model_card(run: Run, model, steps: int, name: str) -> str:
     r, m = run.record, model.config
     params = count_parameters(model)
     token_files = r.data.get("token_files", {})
-    # run.json's config: the resolved run, or (older records) the preset and experiment as loaded
     preset = r.config.get("preset", {})
-    corpus = r.config.get("corpus") or preset["corpus"]
+    corpus = card_corpus(r.config)
     described = preset.get("description") or shareable(r.config.get("preset_file", ""))
     data = corpus + "".join(
         f", {token_files[s]['tokens']:,} {s} tokens" for s in ("train", "val") if s in token_files
@@ -226,7 +277,8 @@ def hub_metadata(config, source: dict) -> dict:
 
 
 def loading(config, name: str) -> str:
-    """The card's section on loading the folder with transformers, lm-eval and repro."""
+    """The card's section on loading the folder with transformers, lm-eval and repro. The folder's
+    name is quoted as a Python string and a shell word: a snippet copied runs nothing else."""
     trust = "" if is_gpt2(config) else ", trust_remote_code=True"
     model_args = f"pretrained={name}" + ("" if is_gpt2(config) else ",trust_remote_code=True")
     code = (
@@ -236,18 +288,24 @@ def loading(config, name: str) -> str:
         "(`modeling_repro.py` and the `repro` package's model modules it imports), which "
         "`trust_remote_code=True` runs: read it first."
     )
+    python = json.dumps(name)  # a JSON string is a Python string literal of the same text
     return f"""## Loading
 
 ```python
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-model = AutoModelForCausalLM.from_pretrained("{name}"{trust})
-tokenizer = AutoTokenizer.from_pretrained("{name}"{trust})
+model = AutoModelForCausalLM.from_pretrained({python}{trust})
+tokenizer = AutoTokenizer.from_pretrained({python}{trust})
 ids = tokenizer("The query", return_tensors="pt").input_ids
 print(tokenizer.decode(model.generate(ids, max_new_tokens=20, do_sample=False)[0]))
 ```
 
 {code} From the Hugging Face Hub: `USER/{name}` in place of the folder. With
-lm-evaluation-harness: `lm_eval --model hf --model_args {model_args} --tasks hellaswag`.
-With the `repro` package: `repro.annex.hub.load_model("{name}")`.
+lm-evaluation-harness:
+
+```sh
+lm_eval --model hf --model_args {shlex.quote(model_args)} --tasks hellaswag
+```
+
+With the `repro` package: `repro.annex.hub.load_model({python})`.
 """

@@ -16,6 +16,7 @@ RUN_JSON, METRICS_CSV, CHECKPOINT = "run.json", "metrics.csv", "ckpt.pt"
 LIVE = "live"  # where `repro train` works in the workflow's run folders (rules/train.smk)
 RECORD_FORMAT = "repro-run/2"
 FINISHED = ("completed", "diverged")
+RECORD_SCHEMA = "run_record.schema.yaml"  # the nested fields' types (RunRecord types the rest)
 
 
 class RunError(ReproError):
@@ -112,12 +113,23 @@ def read_record(run_dir: str | Path) -> RunRecord:
     for key, value in data.items():
         if key in known and not _of_type(value, known[key]):
             raise RunError(f"{path}: {key}: {str(value)[:40]!r} is not of type {known[key]}")
+    _check_nested(data, path)
     try:  # an identity whose sections are not objects is a TypeError here
         if "identity" in data:
             data["identity"] = with_later_defaults(data["identity"])
         return RunRecord(**{k: v for k, v in data.items() if k in known})
     except TypeError as e:
         raise RunError(f"{path}: not a run record ({e})") from None
+
+
+def _check_nested(data: dict, path: Path) -> None:
+    """The values within run.json's fields that readers use, each of its type where present."""
+    from repro.config.schema import ConfigError, validate
+
+    try:
+        validate(data, RECORD_SCHEMA, path)
+    except ConfigError as e:
+        raise RunError(str(e)) from None
 
 
 TYPES = {"str": str, "int": int, "bool": bool, "dict": dict, "list": list, "None": type(None)}
