@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 from conftest import one_line_error, write_our_checkpoint
 from downstream_helpers import HUB_TASK
 from model_helpers import small
@@ -147,6 +148,48 @@ def test_generation_and_unknown_tasks_are_one_line_errors(tmp_path, tasks_dir, c
         ReproLM(model=small("linear").eval()).generate_until([])
     with pytest.raises(DownstreamError, match="vocabulary"):
         ReproLM(model=GPT(ModelConfig(n_layer=1, n_head=1, d_model=8, vocab_size=64)))
+
+
+@pytest.mark.slow  # `repro downstream` end to end: lm-eval indexes its tasks, then scores
+def test_an_export_carries_its_downstream_scores_in_the_hub_s_format(
+    scored, tiny_baseline_run, tmp_path
+):
+    """`repro export --downstream`: the card states each task's score; .eval_results/ holds those
+    scored on a Hub dataset in the Hub's format (a local task has no Hub dataset to name)."""
+    pytest.importorskip("transformers")
+    from huggingface_hub import parse_eval_result_entries
+
+    folder, _ = scored["baseline"]
+    results = json.loads((folder / "results.json").read_text())
+    acc_norm = results["results"]["repro_choice"]["acc_norm,none"]
+    local = tmp_path / "local"
+    argv = ["export", str(tiny_baseline_run), "--out"]
+    assert main([*argv, str(local), "--downstream", str(folder)]) == 0
+    card = (local / "README.md").read_text()
+    assert f"- repro_choice: acc_norm {acc_norm:.4f} ± " in card and "(a local task)" in card
+    assert not (local / ".eval_results").exists()
+    # the same scores, their task's data named as lm-eval names a Hub dataset
+    hub_scored = tmp_path / "hub-scored"
+    hub_scored.mkdir()
+    results["configs"]["repro_choice"]["dataset_path"] = "Rowan/hellaswag"
+    (hub_scored / "results.json").write_text(json.dumps(results))
+    hub = tmp_path / "hub"
+    assert main([*argv, str(hub), "--downstream", str(hub_scored)]) == 0
+    written = yaml.safe_load((hub / ".eval_results" / "repro_choice.yaml").read_text())
+    (entry,) = parse_eval_result_entries(written)
+    assert (entry.dataset_id, entry.task_id, entry.value) == (
+        "Rowan/hellaswag",
+        "repro_choice",
+        acc_norm,
+    )
+    assert "(Hub dataset `Rowan/hellaswag`)" in (hub / "README.md").read_text()
+
+
+def test_export_refuses_a_downstream_folder_without_scores(tiny_baseline_run, tmp_path, capsys):
+    pytest.importorskip("transformers")
+    argv = ["export", str(tiny_baseline_run), "--out", str(tmp_path / "m")]
+    one_line_error(capsys, [*argv, "--downstream", tmp_path], "no results.json")
+    assert not (tmp_path / "m").exists()
 
 
 @pytest.mark.slow  # `repro downstream` end to end: lm-eval indexes its tasks, then scores

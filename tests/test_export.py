@@ -19,10 +19,11 @@ import yaml
 from conftest import REPO, shortened
 
 import repro
+from repro.analysis.runs import read_run
 from repro.annex.export import QUERIES, export, scale_warning
 from repro.annex.hub import load_model
 from repro.cli import main
-from repro.config import QUERY_MODES, load_run
+from repro.config import QUERY_MODES, load_experiments, load_run
 from repro.errors import ReproError
 from repro.model import GPT
 from repro.rundir import RunError, read_record
@@ -45,7 +46,8 @@ def run_dir(token_dir, tiny_indices, tmp_path_factory):
 def test_an_exported_run_loads_back_bit_for_bit(run_dir, tmp_path, capsys):
     out = tmp_path / "resgelu-tiny"
     assert main(["export", str(run_dir), "--out", str(out)]) == 0
-    assert "AutoModelForCausalLM.from_pretrained" in capsys.readouterr().out
+    load = f'AutoModelForCausalLM.from_pretrained("{out}", trust_remote_code=True)'
+    assert f"load it: {load}\n" in capsys.readouterr().out  # the query needs the folder's code
     assert {p.name for p in out.iterdir()} >= {
         "README.md",
         "config.json",
@@ -68,6 +70,20 @@ def test_an_exported_run_loads_back_bit_for_bit(run_dir, tmp_path, capsys):
         exported.identity == trained.identity
         and exported.data["token_files"] == (trained.data["token_files"])
     )
+
+
+def test_the_card_states_the_evaluation_table_1_s_row_and_the_citation(run_dir, tmp_path):
+    card = (export(run_dir, tmp_path / "card") / "README.md").read_text()
+    evaluation = card.split("## Evaluation\n", 1)[1].split("\n## ", 1)[0]
+    evals = read_run(run_dir).evals()
+    assert f"- Validation loss: validation {evals['eval_val_loss'].iloc[-1]:.4f}" in evaluation
+    paper = load_experiments().by_name["resgelu-lr3e-3"].paper
+    assert f"validation loss {paper.val_loss:.3f} at step 59,000, " in evaluation
+    assert f"{paper.rel_improvement:.2%} below the baseline's" in evaluation
+    citation = card.split("## Citation\n", 1)[1]
+    assert "@inproceedings{karbevski2026nonlinear" in citation and "2603.13381" in citation
+    assert 'from_pretrained("card", trust_remote_code=True)' in card
+    assert not (tmp_path / "card" / ".eval_results").exists()  # no downstream scores given
 
 
 def test_the_model_card_says_what_the_model_is(run_dir, tmp_path):

@@ -21,6 +21,7 @@ from repro.model import count_parameters
 from repro.rundir import CHECKPOINT, LIVE, RUN_JSON, RunError
 
 CARD = "README.md"
+EVAL_RESULTS = ".eval_results"  # the Hub's evaluation results, one YAML file per benchmark
 PAPER = (
     'Marko Karbevski, "Beyond Linearity in Attention Projections: The Case for Nonlinear '
     'Queries", ICLR 2026 Workshop GRaM, [arXiv:2603.13381](https://arxiv.org/abs/2603.13381)'
@@ -52,12 +53,14 @@ def checkpoint_of(run_dir: Path) -> Path:
     )
 
 
-def export(run_dir: str | Path, out: str | Path) -> Path:
+def export(run_dir: str | Path, out: str | Path, downstream=()) -> Path:
     """Export the run's latest checkpoint into `out`, whole or not at all; an earlier export
-    there is replaced, none of its files kept."""
+    there is replaced, none of its files kept. `downstream`: `repro downstream --out` folders of
+    this model, whose scores the card states and .eval_results/ holds in the Hub's format."""
     run_dir, out = Path(run_dir), Path(out)
     run = read_run(run_dir)
     check_card_fields(run)
+    scores = [read_scores(Path(folder)) for folder in downstream]
     checkpoint = checkpoint_of(run_dir)
     if out.exists() and not out.is_dir():
         raise RunError(f"{out}: a file, not a folder; use another --out")
@@ -73,8 +76,52 @@ def export(run_dir: str | Path, out: str | Path) -> Path:
         write_model(model, folder)
         write_json(folder / RUN_JSON, shareable(read_json(run.path / RUN_JSON)))
         with atomic_write(folder / CARD) as f:
-            f.write(model_card(run, model, steps, out.name))
+            f.write(model_card(run, model, steps, out.name, scores))
+        write_eval_results(folder / EVAL_RESULTS, scores)
     return out
+
+
+def read_scores(folder: Path) -> dict:
+    """lm-eval's results.json that `repro downstream --out folder` wrote; one line where none."""
+    from repro.annex.downstream.tasks import RESULTS_JSON  # lm-eval: only where it scored
+
+    path = folder / RESULTS_JSON
+    results = read_json(path) if path.is_file() else None
+    if not isinstance(results, dict) or not isinstance(results.get("results"), dict):
+        raise RunError(f"--downstream {folder}: no {RESULTS_JSON} of `repro downstream --out` here")
+    return results
+
+
+def scored_tasks(scores: list[dict]):
+    """(task, metric, value, stderr, its Hub dataset or None, shots) of each task scored: the
+    task's first metric lm-eval reports (acc_norm before acc, where both are)."""
+    from repro.annex.downstream.tasks import task_metrics  # lm-eval: only where it scored
+
+    for results in scores:
+        for task, metrics in results["results"].items():
+            ranked = sorted(task_metrics(metrics), key=lambda m: m[0] != "acc_norm")
+            if not ranked:
+                continue
+            metric, value, stderr = ranked[0]
+            config = results.get("configs", {}).get(task, {})
+            dataset = config.get("dataset_path")
+            hub = dataset if isinstance(dataset, str) and "/" in dataset else None  # not "json"
+            yield task, metric, value, stderr, hub, results.get("n-shot", {}).get(task, 0)
+
+
+def write_eval_results(folder: Path, scores: list[dict]) -> None:
+    """.eval_results/<task>.yaml, the Hub's evaluation results format, for each task scored on a
+    dataset of the Hub (a task over a local file has no Hub dataset to name)."""
+    from huggingface_hub import EvalResultEntry, eval_result_entries_to_yaml
+
+    for task, metric, value, _, hub, shots in scored_tasks(scores):
+        if hub is None:
+            continue
+        notes = f"lm-evaluation-harness, {metric}, {shots}-shot"
+        entry = EvalResultEntry(dataset_id=hub, task_id=task, value=value, notes=notes)
+        make_dir(folder)
+        with atomic_write(folder / f"{task}.yaml") as f:
+            yaml.safe_dump(eval_result_entries_to_yaml([entry]), f, sort_keys=False)
 
 
 # What the model card states of run.json (read_record has typed each where present).
@@ -194,8 +241,8 @@ def scale_warning(identity: dict, corpus: str) -> str:
     )
 
 
-def model_card(run: Run, model, steps: int, name: str) -> str:
-    """README.md: what the model is, how it was trained, how to load it."""
+def model_card(run: Run, model, steps: int, name: str, scores: list[dict] = ()) -> str:
+    """README.md: what the model is, how it was trained, how it scores, how to load and cite it."""
     r, m = run.record, model.config
     params = count_parameters(model)
     token_files = r.data.get("token_files", {})
@@ -254,12 +301,61 @@ paper below.
 |---|---|
 {table}
 
+{evaluation(run, steps, scores)}
 {loading(m, name)}
+{CITATION}
 The folder holds `{CONFIG_JSON}` (the model configuration), `{WEIGHTS}` (the weights), the GPT-2
 tokenizer's files, `generation_config.json` and `{RUN_JSON}` (the run's record: configuration,
 data and index hashes, code version, device). The model takes GPT-2 token ids and returns
 next-token logits; ids from 50,257 up pad the embedding and are never generated.
 """
+
+
+CITATION = """## Citation
+
+The method (cite this, and the `repro` package as its CITATION.cff says):
+
+```bibtex
+@inproceedings{karbevski2026nonlinear,
+  title     = {Beyond Linearity in Attention Projections: The Case for Nonlinear Queries},
+  author    = {Karbevski, Marko},
+  booktitle = {ICLR 2026 Workshop on Geometry-grounded Representation Learning and Generative
+               Modeling (GRaM)},
+  year      = {2026},
+  eprint    = {2603.13381},
+  archivePrefix = {arXiv}
+}
+```
+"""
+
+
+def evaluation(run: Run, steps: int, scores: list[dict]) -> str:
+    """The card's evaluation: the run's own validation loss, the paper's Table 1 row of its
+    experiment, and the downstream scores given (their Hub format in .eval_results/)."""
+    lines = [f"- Validation loss: {last_evaluation(run, steps)}."]
+    paper = run.record.config["experiment"].get("paper")
+    if paper:
+        lines.append(
+            f"- The paper's Table 1 for `{run.record.experiment}`: validation loss "
+            f"{paper['val_loss']:.3f} at step 59,000, {paper['rel_improvement']:.2%} below the "
+            f"baseline's (at the paper's scale)."
+        )
+    for task, metric, value, stderr, hub, shots in scored_tasks(scores):
+        spread = f" ± {stderr:.4f}" if stderr is not None else ""
+        where = f" (Hub dataset `{hub}`)" if hub else " (a local task)"
+        lines.append(f"- {task}: {metric} {value:.4f}{spread}, {shots}-shot{where}.")
+    return "## Evaluation\n\n" + "\n".join(lines) + "\n"
+
+
+def load_call(name: str, custom_code: bool) -> str:
+    """The one line that loads the folder with transformers: trust_remote_code=True where its
+    query needs the folder's code (a folder whose config.json names it in `auto_map`)."""
+    trust = ", trust_remote_code=True" if custom_code else ""
+    return f"AutoModelForCausalLM.from_pretrained({json.dumps(name)}{trust})"
+
+
+def export_load_call(out: Path) -> str:
+    return load_call(str(out), "auto_map" in read_json(out / CONFIG_JSON))
 
 
 def hub_metadata(config, source: dict) -> dict:
@@ -294,7 +390,7 @@ def loading(config, name: str) -> str:
 ```python
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-model = AutoModelForCausalLM.from_pretrained({python}{trust})
+model = {load_call(name, not is_gpt2(config))}
 tokenizer = AutoTokenizer.from_pretrained({python}{trust})
 ids = tokenizer("The query", return_tensors="pt").input_ids
 print(tokenizer.decode(model.generate(ids, max_new_tokens=20, do_sample=False)[0]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shlex
 from pathlib import Path
 
 from repro.config import options
@@ -26,16 +27,14 @@ def cmd_generate(args) -> None:
 
 
 def cmd_export(args) -> None:
-    from repro.annex.export import export
+    from repro.annex.export import export, export_load_call
 
     if importlib.util.find_spec("transformers") is None:
         raise ReproError("repro export needs transformers: pip install -e '.[hf]'")
-    out = export(args.run_dir, args.out)
-    print(
-        f"{out}: the model of {args.run_dir} as a transformers model "
-        f"(AutoModelForCausalLM.from_pretrained({str(out)!r}) loads it, its card says how; "
-        f"`hf upload USER/NAME {out} .` publishes it)"
-    )
+    out = export(args.run_dir, args.out, args.downstream)
+    print(f"{out}: the model of {args.run_dir} as a transformers model; its card says more.")
+    print(f"load it: {export_load_call(out)}")
+    print(f"publish it: hf upload USER/NAME {shlex.quote(str(out))} .")
 
 
 def _generate_parser(sub) -> None:
@@ -72,6 +71,15 @@ def _export_parser(sub) -> None:
     )
     p.add_argument("run_dir", type=Path, help="a run directory (results/runs/<preset>/<name>)")
     p.add_argument("--out", type=Path, required=True, help="the folder to write")
+    p.add_argument(
+        "--downstream",
+        type=Path,
+        nargs="+",
+        default=[],
+        metavar="DIR",
+        help="`repro downstream --out` folders of this model: the card states their scores, "
+        ".eval_results/ holds them in the Hub's format",
+    )
     p.set_defaults(func=cmd_export)
 
 
