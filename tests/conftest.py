@@ -114,8 +114,8 @@ def tiny_indices(token_dir, tmp_path_factory):
 def tiny_baseline_run(token_dir, tiny_indices, tmp_path_factory):
     """The tiny baseline run, trained by `repro train` once per test process without interruption
     and only read: what a stopped and resumed run must end with, and what the analysis tests' runs
-    derive from. tests/test_stored_losses.py checks its numbers against the stored ones: a
-    difference fails that check alone, not every test that reads the run."""
+    derive from. tests/core/training/test_stored_losses.py checks its numbers against the stored
+    ones: a difference fails that check alone, not every test that reads the run."""
     from repro.cli import main
 
     out = tmp_path_factory.mktemp("tiny-baseline") / "run"

@@ -3,7 +3,7 @@
 # fresh virtual environment of node-packages.txt (the node's torch; no jsonschema, as on the node)
 # with the wheelhouse beside it. First the one command of a window, validate.sh window in CPU
 # mode, which must find what the environment lacks and bring it from the wheelhouse without pip;
-# then the GPU path compiled on CPU (tests/test_gpu.py and test_micro_batch_probe.py with
+# then the GPU path compiled on CPU (tests/core/training/test_gpu.py and test_micro_batch_probe.py with
 # REPRO_TEST_COMPILED_CPU=1: inductor, bf16 autocast, fused AdamW, the chunked loss, the probe
 # compiling once) on the modules it brought, with the levers' tests and the window's failures
 # forced; then the levers, pairs and extras stages. Each stage must write its JSON with no failed step,
@@ -34,8 +34,8 @@ files=$(ls "$work/results" | wc -l)
 # to compile, a leg left out, the resume's tolerance, every lever trained and recorded.
 forced="fails_to_compile or did_not_finish or tolerance"
 REPRO_TEST_COMPILED_CPU=1 PYTHONPATH="src:$work/scratch/site-packages-py$version" \
-  "$python" -m pytest tests/test_gpu.py tests/test_micro_batch_probe.py tests/test_levers.py \
-  tests/test_gpu_validation.py -m "" \
+  "$python" -m pytest tests/core/training/test_gpu.py tests/core/training/test_micro_batch_probe.py tests/core/training/test_levers.py \
+  tests/benchmarks/test_gpu_validation.py -m "" \
   -k "not test_gpu_validation or $forced" -q -p no:cacheprovider 2>&1 | tee -a "$log" || status=1
 for stage in levers pairs extras; do
   "$here/validate.sh" "$stage" --device cpu --out "$work/results" 2>&1 | tee -a "$log" || status=1

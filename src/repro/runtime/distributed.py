@@ -73,7 +73,8 @@ def wrap(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     if not dist.is_initialized():
         return model
     # The model has no buffers for DDP to broadcast, so a forward pass is never a collective:
-    # the ranks' evaluation shares may differ in length (tests/test_distributed.py checks).
+    # the ranks' evaluation shares may differ in length (tests/core/training/test_distributed.py
+    # checks).
     return DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from hang_guard import run_watched, tail
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WORKFLOW_PARTS = [
     "Snakefile",
     "workflow",

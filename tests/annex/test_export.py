@@ -1,6 +1,6 @@
 """`repro export`: a run's checkpoint as a transformers model folder with its tokenizer and a model
 card, loaded back bit for bit by repro.annex.hub.load_model; nothing here reaches the network
-(tests/test_hf.py loads the folders with transformers)."""
+(tests/annex/test_hf.py loads the folders with transformers)."""
 
 import errno
 import json

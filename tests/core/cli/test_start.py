@@ -61,6 +61,6 @@ def test_an_audit_log_that_is_refused_is_refused_before_importing_torch(tmp_path
 def test_the_test_suites_shared_module_imports_no_torch():
     """pytest-xdist's controller imports tests/conftest.py (and the plugins it names) before it
     starts its workers, and runs no test: without torch, the workers start seconds sooner."""
-    tests = str(REPO / "tests")
-    code = f"sys.path[:0] = [{tests!r}]; import conftest, derived_runs, workflow_plans"
+    tests = [str(REPO / "tests"), str(REPO / "tests" / "helpers")]  # pyproject's pythonpath
+    code = f"sys.path[:0] = {tests!r}; import conftest, derived_runs, workflow_plans"
     assert "torch" not in imported_after(code)

@@ -1,5 +1,5 @@
-"""The tiny baseline's numbers against the stored ones (tests/stored_losses.py): within a stated
-bound on any machine, beyond it a failure of this check alone that names both machines."""
+"""The tiny baseline's numbers against the stored ones (tests/helpers/stored_losses.py): within a
+stated bound on any machine, beyond it a failure of this check alone that names both machines."""
 
 import json
 import subprocess
@@ -74,7 +74,7 @@ def test_a_change_of_training_beyond_the_bound_fails_naming_both_machines(
     assert "stored from: Apple M2 (DEFAULT, torch 2.13.0, BLAS: accelerate)" in message
     ours = f"trained on:  {cpu_model()} ({cpu_capability()}, torch {torch.__version__}, BLAS: "
     assert ours in message
-    assert f"python tests/stored_losses.py {tmp_path / 'changed'}" in message
+    assert f"python tests/helpers/stored_losses.py {tmp_path / 'changed'}" in message
 
 
 def rows_of(tiny_baseline_run) -> list[dict]:
@@ -118,7 +118,8 @@ def test_a_failed_check_fails_alone(tmp_path):
     path.write_text(json.dumps(nudged(numbers, 1000)))
     tests = Path(__file__).parent
     code = (
-        f"import sys; sys.path.insert(0, {str(tests)!r}); import stored_losses, pytest\n"
+        f"import sys; sys.path.insert(0, {str(Path(stored_losses.__file__).parent)!r})\n"
+        "import stored_losses, pytest\n"
         f"stored_losses.STORED = stored_losses.Path({str(path)!r})\n"
         "sys.exit(pytest.main(['-p', 'no:cacheprovider', '-n', '0', '-q', sys.argv[1],"
         " sys.argv[2], '--basetemp', sys.argv[3]]))"

@@ -5,7 +5,7 @@ The commands checked are `repro ...` (also as `python -m repro` or under `torchr
 `snakemake ...`, `papermill ...` and `python -m MODULE ...`. The quick tests parse each one with
 its own program's parser (argparse, Snakemake's, papermill's); the slow ones run it on the tiny
 preset in a scratch copy of the workflow (every preset name replaced by `tiny`; Snakemake's with
-`-n`, since tests/test_pipeline.py builds the DAG itself). A command ending in a `# GPU`,
+`-n`, since tests/workflow/test_pipeline.py builds the DAG itself). A command ending in a `# GPU`,
 `# cluster` or `# download` comment needs a GPU, several GPUs or a cluster, or files from
 elsewhere (the hub, the authors' folder, your own corpus): it is parsed, and a GPU or cluster
 Snakemake command dry-run as written, but none is run (docs/testing.md)."""
@@ -43,7 +43,7 @@ OTHER_PROGRAMS = {
     "hf",
     "huggingface-cli",
     "jupyter",
-    "lm_eval",  # its hf backend on an export: tests/test_downstream.py runs it
+    "lm_eval",  # its hf backend on an export: tests/annex/test_downstream.py runs it
 }
 
 

@@ -1,5 +1,6 @@
 """Is a run on course: `repro compare` and the `vs authors` column of `repro status`, against runs
-of ours and the authors' runs in their format (tests/authors_helpers.py), at the tiny preset."""
+of ours and the authors' runs in their format (tests/helpers/authors_helpers.py), at the tiny
+preset."""
 
 import errno
 import math

@@ -193,7 +193,7 @@ def test_after_the_precision_set_up_both_precision_getters_answer():
         "print(torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.fp32_precision, "
         "torch.backends.cuda.matmul.allow_tf32)"
     )
-    env = os.environ | {"PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    env = os.environ | {"PYTHONPATH": str(Path(__file__).parents[3] / "src")}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["high", "tf32", "True"]  # TF32 matmuls, by either API

@@ -120,3 +120,17 @@ def test_every_folder_of_the_library_holds_at_most_fifteen_modules():
     folders = {p.parent for p in LIBRARY.rglob("*.py")}
     crowded = {f: n for f in folders if (n := len(list(f.glob("*.py")))) > 15}
     assert not crowded, crowded
+
+
+def test_the_tests_mirror_the_package_in_folders_of_at_most_thirty_modules():
+    """tests/: core (by the library's wings), annex, workflow, docs, packaging, benchmarks, and
+    helpers for the modules they share; no test module at the top."""
+    tests = REPO / "tests"
+    assert not list(tests.glob("test_*.py")), "a test module at the top of tests/"
+    folders = {p.parent for p in tests.rglob("test_*.py")}
+    crowded = {f: n for f in folders if (n := len(list(f.glob("test_*.py")))) > 30}
+    assert not crowded, crowded
+    assert {f.relative_to(tests).parts[0] for f in folders} == {
+        "core", "annex", "workflow", "docs", "packaging", "benchmarks"
+    }  # fmt: skip
+    assert not list((tests / "helpers").glob("test_*.py"))

@@ -1,8 +1,9 @@
 """The tiny baseline's numbers as stored in tests/fixtures/tiny-baseline-losses.json, with the
 machine that trained them, and their comparison with a run trained on this machine.
 
-One machine's CPU training is bit for bit the same every time (tests/test_exact_resume.py and the
-others compare two runs of one test session exactly). Another machine rounds differently: torch's
+One machine's CPU training is bit for bit the same every time
+(tests/core/training/test_exact_resume.py and the others compare two runs of one test session
+exactly). Another machine rounds differently: torch's
 kernels differ by vector unit (AVX-512, AVX2, NEON, ATEN_CPU_CAPABILITY=default) and its math
 libraries pick kernels by the processor itself (vendor, model, cache sizes). So the stored numbers
 are compared within TOLERANCE, one file for every machine:
@@ -18,7 +19,7 @@ are compared within TOLERANCE, one file for every machine:
   the model, its initialisation or the batches by far more.
 
 Where training is meant to change, store the new numbers with the machine that trained them:
-`python tests/stored_losses.py RUN_DIR` (a run of `repro train --preset tiny --experiment
+`python tests/helpers/stored_losses.py RUN_DIR` (a run of `repro train --preset tiny --experiment
 baseline` with one thread, e.g. the one a failed check names).
 """
 
@@ -32,7 +33,7 @@ from pathlib import Path
 
 from repro.runtime.machine import described
 
-STORED = Path(__file__).parent / "fixtures" / "tiny-baseline-losses.json"
+STORED = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-baseline-losses.json"
 
 EXACT = ("step", "tokens_seen")
 LR_RELATIVE = 1e-12
@@ -94,13 +95,15 @@ def check(run_dir: Path, path: Path | None = None) -> None:
         f"{BOUND}, {len(found)} value(s); first: {found[0]}\n"
         f"  stored from: {described(stored['written_by'])}\n"
         f"  trained on:  {described(ran['written_by'])}\n"
-        f"Where training was meant to change: python tests/stored_losses.py {run_dir}"
+        f"Where training was meant to change: python tests/helpers/stored_losses.py {run_dir}"
     )
 
 
 if __name__ == "__main__":
     run = Path(sys.argv[1]) if len(sys.argv) == 2 else None
     if not (run and (run / "metrics.csv").is_file() and (run / "run.json").is_file()):
-        sys.exit("usage: python tests/stored_losses.py RUN_DIR (a run: metrics.csv, run.json)")
+        sys.exit(
+            "usage: python tests/helpers/stored_losses.py RUN_DIR (a run: metrics.csv, run.json)"
+        )
     store(run)
     print(f"{STORED}: stored from {run}")

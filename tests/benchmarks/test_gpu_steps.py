@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks" / "gpu"))
 
 from processes import alive, wait_for  # noqa: E402
@@ -26,7 +26,8 @@ def test_ci_finds_the_lines_that_read_as_warnings_or_errors():
     ]
     fine = [
         "validate: this Python cannot import: jsonschema (not installed)",
-        "tests/test_gpu.py::test_a_probe_error_that_is_not_memory_is_raised PASSED [ 85%]",
+        "tests/core/training/test_gpu.py::test_a_probe_error_that_is_not_memory_is_raised"
+        " PASSED [ 85%]",
         "import tensorboard.compat.proto.event_pb2: ok",
         "26 passed, 9 skipped in 168.52s (0:02:48)",
     ]
