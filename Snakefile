@@ -33,7 +33,7 @@ report: "workflow/report/workflow.rst"
 # that runs a command: by design, none has one. The workflow runs inside the one environment of
 # the README's set-up command (or environment.yml), where `pip install -e .` installs this
 # checkout; a per-rule environment would not (Snakemake copies the environment file elsewhere,
-# where `-e .` names another folder). tests/test_workflow_lint.py allows that lint and no other.
+# where `-e .` names another folder). tests/workflow/test_workflow_lint.py allows that lint and no other.
 include: "workflow/rules/common.smk"
 include: "workflow/rules/annex/common.smk"
 include: "workflow/rules/data.smk"
