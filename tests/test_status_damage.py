@@ -5,6 +5,7 @@ import errno
 import json
 import os
 import pathlib
+import tracemalloc
 
 import pytest
 from conftest import one_line_error
@@ -12,6 +13,8 @@ from conftest import one_line_error
 import repro.analysis.status as status
 from repro.analysis.status import format_status, status_table
 from repro.cli import main
+from repro.rundir import read_rows, write_metrics
+from repro.rundir.metrics import TAIL_BYTES, tail_rows
 
 
 @pytest.fixture
@@ -85,3 +88,28 @@ def test_rows_past_max_step_leave_nothing(runs):
 def test_a_misspelt_preset_lists_the_presets_with_runs(runs, capsys):
     argv = ["status", "--preset", "tyni", "--runs-dir", runs]
     one_line_error(capsys, argv, r"tyni: no such folder .*presets with runs in \S+: tiny")
+
+
+def test_status_reads_a_long_metrics_file_at_its_tail_alone(runs, tmp_path):
+    """200,000 rows (30 MB, as a long run's): status reads the last TAIL_BYTES, in bounded memory,
+    and shows what the whole file's rows give."""
+    live = runs / "tiny" / "baseline"
+    rows = read_rows(live / "metrics.csv")
+    long = [dict(rows[-1], step=step) for step in range(200_000)]
+    long[-3]["eval_val_loss"] = 4.5
+    write_metrics(live / "metrics.csv", long)
+    tracemalloc.start()
+    tracemalloc.reset_peak()  # pytest may trace already: the peak of what follows alone
+    held = tracemalloc.get_traced_memory()[0]
+    try:
+        tail = tail_rows(live / "metrics.csv")  # what status reads of it
+        peak = tracemalloc.get_traced_memory()[1] - held
+    finally:
+        tracemalloc.stop()
+    # the window's rows as dicts, whatever the file's length (all 200,000 rows: about 800 MB)
+    assert peak < 32 * TAIL_BYTES and tail[-1]["step"] == 199_999
+    table = {r["folder"]: r for r in status_table(runs, "tiny")}
+    assert table["baseline"]["last_step"] == 199_999
+    assert table["baseline"]["last_eval_step"] == 199_997
+    assert table["baseline"]["last_eval_val_loss"] == 4.5
+    assert tail_rows(live / "metrics.csv", 1000)[-1]["step"] == 199_999

@@ -15,7 +15,7 @@ from repro.rundir import (
     files_dir,
     has_run,
     read_record,
-    read_rows,
+    tail_rows,
 )
 from repro.runtime.lock import held_here, holder
 
@@ -38,7 +38,7 @@ def run_summary(run_dir: Path) -> dict:
     """A run's status, last step (metrics.csv's: run.json's is written at start and end), speed."""
     files = files_dir(run_dir)
     record = read_record(files)
-    rows = read_rows(files / METRICS_CSV)
+    rows = tail_rows(files / METRICS_CSV)  # the last steps: a metrics.csv can hold millions
     evals = [r for r in rows if _number(r["eval_val_loss"])]  # a diverged (NaN) one is none
     recent = rows[-RECENT_STEPS:]
     # The identity, not the config: read_record gives it in today's layout.
