@@ -15,7 +15,7 @@ from repro.rundir import (
     files_dir,
     has_run,
     read_record,
-    read_rows,
+    tail_rows,
 )
 from repro.runtime.lock import held_here, holder
 
@@ -38,13 +38,14 @@ def run_summary(run_dir: Path) -> dict:
     """A run's status, last step (metrics.csv's: run.json's is written at start and end), speed."""
     files = files_dir(run_dir)
     record = read_record(files)
-    rows = read_rows(files / METRICS_CSV)
+    rows = tail_rows(files / METRICS_CSV)  # the last steps: a metrics.csv can hold millions
     evals = [r for r in rows if _number(r["eval_val_loss"])]  # a diverged (NaN) one is none
     recent = rows[-RECENT_STEPS:]
     # The identity, not the config: read_record gives it in today's layout.
     max_step = record.identity.get("train", {}).get("max_step")
     last_step = int(rows[-1]["step"]) if rows else None
-    left = (max_step - last_step) if None not in (max_step, last_step) else None
+    # rows past max_step (a run.json edited, or another run's metrics): nothing is left
+    left = max(max_step - last_step, 0) if None not in (max_step, last_step) else None
     step_time = _median(r["step_time_s"] for r in recent)
     running = record.status == "running" and left is not None and step_time is not None
     return {
@@ -72,15 +73,34 @@ def _median(values) -> float | None:
 
 def summaries(runs_dir: str | Path, names: list[str] | None = None) -> list[dict]:
     """run_summary of each run under runs_dir; an unreadable one is "damaged", hiding no other."""
-    dirs = (
-        sorted(Path(runs_dir).iterdir()) if names is None else [Path(runs_dir) / n for n in names]
-    )
-    return [_summary_or_problem(d) for d in dirs if has_run(d)]
+    dirs = folders(runs_dir) if names is None else [Path(runs_dir) / n for n in names]
+    return [_summary_or_problem(d) for d in dirs if _has_run(d)]
+
+
+def folders(path: str | Path) -> list[Path]:
+    """The entries of a folder, sorted; one that cannot be read is a one-line error."""
+    try:
+        return sorted(Path(path).iterdir())
+    except OSError as e:
+        raise ReproError(f"{path}: cannot be read ({e.strerror})") from None
+
+
+def _has_run(run_dir: Path) -> bool:
+    try:
+        return has_run(run_dir)
+    except OSError:  # a folder that cannot be read: its run is listed, as damaged
+        return True
 
 
 def _summary_or_problem(run_dir: Path) -> dict:
     try:
         return run_summary(run_dir)
+    except OSError as e:
+        problem = f"{run_dir}: cannot be read ({e.strerror})"
+        return dict.fromkeys(RUN_COLUMNS) | {
+            "experiment": run_dir.name, "status": "damaged", "problem": problem,
+            "folder": run_dir.name,
+        }  # fmt: skip
     except ReproError as e:
         return dict.fromkeys(RUN_COLUMNS) | {
             "experiment": run_dir.name, "status": "damaged", "problem": str(e),
@@ -123,6 +143,14 @@ def against_authors(run_dir: Path, authors_dir: Path) -> str | None:
     return compare.latest(table)
 
 
+def _others(runs_dir) -> str:
+    """The presets that have runs in runs_dir, for an error naming another."""
+    if not Path(runs_dir).is_dir():
+        return ""
+    started = [p.name for p in folders(runs_dir) if p.is_dir()]
+    return f"; presets with runs in {runs_dir}: {', '.join(map(printable, started)) or 'none'}"
+
+
 def status_table(
     runs_dir: Path, preset: str | None = None, authors_runs_dir: Path | None = None
 ) -> list[dict]:
@@ -130,10 +158,10 @@ def status_table(
     folder = Path(runs_dir) / (preset or "")
     if not folder.is_dir():
         raise ReproError(
-            f"{folder}: no such folder (no run of this preset has started here; "
+            f"{folder}: no such folder (no run of this preset has started here{_others(runs_dir)}; "
             f"--runs-dir names the folder of the presets' runs)"
         )
-    presets = [preset] if preset else sorted(p.name for p in Path(runs_dir).iterdir() if p.is_dir())
+    presets = [preset] if preset else [p.name for p in folders(runs_dir) if p.is_dir()]
     table = []
     for name in presets:
         for run in summaries(Path(runs_dir) / name):
@@ -143,6 +171,12 @@ def status_table(
             run["vs_authors"] = theirs and against_authors(run_dir, theirs / run["experiment"])
             table.append(_unknown_elsewhere(run))
     return table
+
+
+def printable(text) -> str:
+    """`text` with what a terminal would act on (escapes, newlines) written as Python escapes."""
+    text = str(text)
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def number(value, fmt: str) -> str:
@@ -155,7 +189,7 @@ def format_status(table: list[dict]) -> str:
         return "no runs"
     columns = {
         "preset": [r["preset"] for r in table],
-        "experiment": [r["experiment"] for r in table],
+        "experiment": [printable(r["experiment"]) for r in table],
         "status": [r["status"] for r in table],
         "step": [f"{number(r['last_step'], '.0f')}/{number(r['max_step'], '.0f')}" for r in table],
         "val loss": [number(r["last_eval_val_loss"], ".4f") for r in table],
@@ -167,7 +201,9 @@ def format_status(table: list[dict]) -> str:
     }
     widths = [max(map(len, [head, *values])) for head, values in columns.items()]
     lines = [list(columns), *zip(*columns.values())]
-    problems = [f"{r['preset']}/{r['experiment']}: {r['problem']}" for r in table if r["problem"]]
+    problems = [
+        printable(f"{r['preset']}/{r['experiment']}: {r['problem']}") for r in table if r["problem"]
+    ]
     return "\n".join(
         [*(" ".join(v.rjust(w) for v, w in zip(line, widths)) for line in lines), *problems]
     )

@@ -8,17 +8,26 @@ from pathlib import Path
 
 import torch
 
+from repro.annex.model_folder import (
+    CONFIG_JSON,
+    CONV1D,
+    WEIGHTS,
+    check_header,
+    gpt2_fields,
+    header_weights,
+    ours,
+    repro_fields,
+    tied,
+)
 from repro.config import ModelConfig
 from repro.data.tokenizer import EOT_TOKEN, bundled_data_dir, gpt2_encoding
 from repro.errors import ReproError
+from repro.evaluate import check_finite
 from repro.files import WriteError, atomic_folder, read_json
 from repro.model import GPT
 
-CONFIG_JSON, WEIGHTS = "config.json", "model.safetensors"
 # config.json's key naming the package's export format (1, the earlier, lacks it).
 MARKER, FORMAT = "repro_export", 2
-# GPT-2's Conv1D weights, (in, out): nn.Linear's transposed.
-CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 MODEL_FIELDS = tuple(f.name for f in fields(ModelConfig))
 
 
@@ -128,68 +137,56 @@ def save_model(model: GPT, directory: str | os.PathLike) -> None:
 
 
 def load_model(directory: str | os.PathLike) -> GPT:
-    """The package's GPT of an exported folder, on the CPU, in eval mode."""
+    """The package's GPT of an exported folder, on the CPU, in eval mode; config.json and the
+    weights' header are checked before anything is built (repro.annex.model_folder)."""
+    directory = Path(directory)
+    path, kind = directory / CONFIG_JSON, None
+    config = read_json(path)
+    if isinstance(config, dict):
+        kind = config.get("model_type")
+    if kind not in ("gpt2", "repro", None):
+        raise ReproError(f"{path}: model_type {kind!r}, not gpt2 or repro")
+    model_config = _model_config(path, config, kind)
+    weights_path = directory / WEIGHTS
+    if not weights_path.exists():
+        raise ReproError(f"{weights_path}: no such file")
+    check_header(weights_path, ours(header_weights(weights_path), kind), model_config)
+    weights = _read_weights(weights_path, kind)
+    model = GPT(model_config)
+    model.load_state_dict(tied(weights, model_config.tie_embeddings))
+    check_finite(weights_path, model)  # as a checkpoint's: a diverged model is refused
+    return model.eval()
+
+
+def _model_config(path: Path, config, kind: str | None) -> ModelConfig:
+    if kind is None and isinstance(config, dict):  # an earlier export: ModelConfig's fields alone
+        unknown = set(config) - set(MODEL_FIELDS)
+        if unknown:
+            raise ReproError(
+                f"{path}: not a model configuration (unknown keys: {', '.join(sorted(unknown))})"
+            )
+    if kind == "gpt2":
+        fields = gpt2_fields(path, config)
+    else:
+        fields = repro_fields(path, config, MODEL_FIELDS)
+    try:
+        return ModelConfig(**fields)
+    except (TypeError, ValueError) as e:
+        raise ReproError(f"{path}: not a model configuration ({e})") from None
+
+
+def _read_weights(path: Path, kind: str | None) -> dict:
+    """The weights under the package's names; a GPT-2's biases must be zero (it has none)."""
     import safetensors.torch  # only exported models need it: training runs on nodes without it
 
-    directory = Path(directory)
-    config = read_json(directory / CONFIG_JSON)
-    if not (directory / WEIGHTS).exists():
-        raise ReproError(f"{directory / WEIGHTS}: no such file")
     try:
-        weights = safetensors.torch.load_file(directory / WEIGHTS)
+        weights = safetensors.torch.load_file(path)
     except Exception as e:  # safetensors' own error, many lines long
         reason = (str(e) or type(e).__name__).splitlines()[0]
-        raise ReproError(f"{directory / WEIGHTS}: not safetensors weights ({reason})") from None
-    kind = config.get("model_type") if isinstance(config, dict) else None
-    if kind == "gpt2":
-        config, weights = from_gpt2(directory, config, weights)
-    elif kind == "repro":
-        weights = {name.removeprefix("model."): tensor for name, tensor in weights.items()}
-    elif kind is not None:
-        raise ReproError(f"{directory / CONFIG_JSON}: model_type {kind!r}, not gpt2 or repro")
-    return _build(directory, config, weights).eval()
-
-
-def from_gpt2(directory: Path, config: dict, weights: dict) -> tuple[dict, dict]:
+        raise ReproError(f"{path}: not safetensors weights ({reason})") from None
     for name, tensor in weights.items():
-        if name.endswith(".bias") and tensor.any():
+        if kind == "gpt2" and name.endswith(".bias") and tensor.any():
             raise ReproError(
-                f"{directory / WEIGHTS}: {name} is not zero: a GPT-2 with biases, which "
-                "repro's model has none of"
+                f"{path}: {name} is not zero: a GPT-2 with biases, which repro's model has none of"
             )
-    fields = {
-        "n_layer": config.get("n_layer"),
-        "n_head": config.get("n_head"),
-        "d_model": config.get("n_embd"),
-        "block_size": config.get("n_positions"),
-        "vocab_size": config.get("vocab_size"),
-        "mlp_hidden": config.get("n_inner") or 4 * config.get("n_embd", 0),
-        "tie_embeddings": config.get("tie_word_embeddings", True),
-    }
-    weights = {
-        name: tensor.t().contiguous() if name.endswith(CONV1D) else tensor
-        for name, tensor in weights.items()
-        if not name.endswith(".bias")
-    }
-    return fields, weights
-
-
-def _build(directory: Path, config: dict, weights: dict) -> GPT:
-    unknown = set(config) - set(MODEL_FIELDS)
-    if "model_type" not in config and unknown:  # an earlier export: ModelConfig's fields alone
-        raise ReproError(
-            f"{directory / CONFIG_JSON}: not a model configuration (unknown keys: "
-            f"{', '.join(sorted(unknown))})"
-        )
-    try:
-        model = GPT(ModelConfig(**{k: v for k, v in config.items() if k in MODEL_FIELDS}))
-    except (TypeError, ValueError) as e:
-        raise ReproError(f"{directory / CONFIG_JSON}: not a model configuration ({e})") from None
-    tied = {"lm_head.weight", "transformer.wte.weight"} if model.config.tie_embeddings else set()
-    missing, unexpected = model.load_state_dict(weights, strict=False)
-    if unexpected or set(missing) - tied or len(set(missing)) > 1:
-        names = ", ".join((list(missing) + list(unexpected))[:3])
-        raise ReproError(
-            f"{directory / WEIGHTS}: not the weights of {CONFIG_JSON}'s model ({names})"
-        )
-    return model
+    return {name: tensor.contiguous() for name, tensor in ours(weights, kind).items()}

@@ -13,6 +13,7 @@ from repro.rundir.metrics import (  # noqa: F401
     metrics_text,
     read_rows,
     rows_before,
+    tail_rows,
     write_metrics,
 )
 from repro.rundir.record import (  # noqa: F401

@@ -14,7 +14,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from repro.files import WriteError, atomic_write, open_no_link, read_regular
+from repro.files import WriteError, atomic_write, open_no_link, open_regular, read_regular
 from repro.rundir.record import CHECKPOINT, METRICS_CSV, RunError
 
 METRICS_BYTES = 1 << 30  # metrics.csv takes about 150 bytes a step: a million steps, with room
@@ -118,6 +118,49 @@ def read_rows(path: Path) -> list[dict]:
     """Every complete row of metrics.csv, checked, as floats (None where empty). Plain Python,
     without pandas: `repro status` reads it and should start in a fraction of a second."""
     return checked_rows(path, metrics_text(path))
+
+
+# What `repro status` reads of metrics.csv: its last rows (about 150 bytes each), however long
+# the file, in bounded memory.
+TAIL_BYTES = 1 << 20  # about 7,000 steps: the paper's evaluations are 1,000 apart
+
+
+def tail_rows(path: Path, limit: int = TAIL_BYTES) -> list[dict]:
+    """The complete rows within metrics.csv's last `limit` bytes, checked as read_rows checks
+    them (each its step, one after another), as floats (None where empty)."""
+    if not Path(path).exists():
+        raise RunError(f"{path}: no such file (has this run been trained?)")
+    with open_regular(path, METRICS_BYTES, RunError, "a metrics file") as f:
+        header = f.readline(len(",".join(METRICS_COLUMNS)) + 2)
+        start = max(f.tell(), os.fstat(f.fileno()).st_size - limit)
+        f.seek(start)
+        data = f.read(limit)
+    try:
+        header, text = header.decode(), data.decode(errors="strict" if start == 0 else "ignore")
+    except UnicodeDecodeError as e:
+        raise RunError(f"{path}: cannot be read ({e})") from None
+    if not header:
+        raise RunError(f"{path}: empty, not a metrics file")
+    if header.rstrip("\r\n") != ",".join(METRICS_COLUMNS):
+        raise RunError(f"{path}: not a metrics file (line 1 is {header[:80]!r}, not its header)")
+    if start > len(header):  # the window begins within a row: from the next one
+        text = text.partition("\n")[2]
+    lines = text[: text.rfind("\n") + 1].split("\n")[:-1]
+    first = _first_step(path, lines[0]) if lines else 0
+    return [
+        _numbers(_checked_row(path, first + i, line, ("step",))) for i, line in enumerate(lines)
+    ]
+
+
+def _numbers(row: dict) -> dict:
+    return {k: float(v) if v else None for k, v in row.items()}
+
+
+def _first_step(path: Path, line: str) -> int:
+    step = line.partition(",")[0]
+    if not step.isdigit():
+        raise RunError(f"{path}: step {step[:40]!r} is not a step")
+    return int(step)
 
 
 def metrics_text(path: Path, empty: str = "empty, not a metrics file") -> str:

@@ -1,0 +1,115 @@
+"""`repro status` over damaged and hostile run folders: one run's bad run.json or unreadable folder
+is that run's line alone, names cannot drive the terminal, rows past max_step leave nothing."""
+
+import errno
+import json
+import os
+import pathlib
+import tracemalloc
+
+import pytest
+from conftest import one_line_error
+
+import repro.analysis.status as status
+from repro.analysis.status import format_status, status_table
+from repro.cli import main
+from repro.rundir import read_rows, write_metrics
+from repro.rundir.metrics import TAIL_BYTES, tail_rows
+
+
+@pytest.fixture
+def runs(tmp_path, write_run):
+    """Two runs of the tiny preset (max_step 12): baseline running at step 5, mlp4.75 done."""
+    root = tmp_path / "runs"
+    write_run(root / "tiny" / "baseline", "baseline", {0: 6.0, 4: 5.5}, last_step=5,
+              status="running", step_time_s=0.5)  # fmt: skip
+    write_run(root / "tiny" / "mlp4.75", "mlp4.75", {0: 6.0, 12: 5.0}, last_step=12)
+    return root
+
+
+def edit_record(run_dir, edit):
+    path = run_dir / "run.json"
+    record = json.loads(path.read_text())
+    edit(record)
+    path.write_text(json.dumps(record))
+
+
+def test_a_mistyped_nested_field_damages_its_run_alone(runs, capsys):
+    edit_record(runs / "tiny" / "baseline", lambda r: r["identity"]["train"].update(max_step="12"))
+    table = {r["folder"]: r for r in status_table(runs, "tiny")}
+    assert table["baseline"]["status"] == "damaged"
+    assert "identity.train.max_step: '12' is not of type 'integer'" in table["baseline"]["problem"]
+    assert table["mlp4.75"]["status"] == "completed"
+    assert main(["status", "--runs-dir", str(runs)]) == 0
+
+
+def test_an_unreadable_run_folder_is_its_line_alone(runs, monkeypatch, capsys):
+    locked = runs / "tiny" / "baseline"
+
+    def denied(run_dir, *args):
+        if pathlib.Path(run_dir) == locked:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+        return real(run_dir, *args)
+
+    real = status.files_dir
+    monkeypatch.setattr(status, "files_dir", denied)
+    monkeypatch.setattr(status, "has_run", lambda d: denied(d) and True)
+    table = {r["folder"]: r for r in status_table(runs, "tiny")}
+    assert table["baseline"]["status"] == "damaged"
+    assert "baseline: cannot be read (Permission denied)" in table["baseline"]["problem"]
+    assert table["mlp4.75"]["status"] == "completed"
+
+
+def test_an_unreadable_runs_folder_is_one_line(runs, monkeypatch, capsys):
+    real = pathlib.Path.iterdir
+
+    def denied(self):
+        if self == runs:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+        return real(self)
+
+    monkeypatch.setattr(pathlib.Path, "iterdir", denied)
+    one_line_error(capsys, ["status", "--runs-dir", runs], r"runs: cannot be read \(Permission")
+
+
+def test_names_cannot_drive_the_terminal(runs, capsys):
+    edit_record(runs / "tiny" / "mlp4.75", lambda r: r.update(experiment="a\x1b[2J\nb"))
+    printed = format_status(status_table(runs, "tiny"))
+    assert "\x1b" not in printed and len(printed.splitlines()) == 3
+    assert "a\\x1b[2J\\nb" in printed
+
+
+def test_rows_past_max_step_leave_nothing(runs):
+    edit_record(runs / "tiny" / "baseline", lambda r: r["identity"]["train"].update(max_step=2))
+    table = {r["folder"]: r for r in status_table(runs, "tiny")}
+    assert table["baseline"]["eta_s"] == 0
+
+
+def test_a_misspelt_preset_lists_the_presets_with_runs(runs, capsys):
+    argv = ["status", "--preset", "tyni", "--runs-dir", runs]
+    one_line_error(capsys, argv, r"tyni: no such folder .*presets with runs in \S+: tiny")
+
+
+def test_status_reads_a_long_metrics_file_at_its_tail_alone(runs, tmp_path):
+    """200,000 rows (30 MB, as a long run's): status reads the last TAIL_BYTES, in bounded memory,
+    and shows what the whole file's rows give."""
+    live = runs / "tiny" / "baseline"
+    rows = read_rows(live / "metrics.csv")
+    long = [dict(rows[-1], step=step) for step in range(200_000)]
+    long[-3]["eval_val_loss"] = 4.5
+    write_metrics(live / "metrics.csv", long)
+    tracemalloc.start()
+    tracemalloc.reset_peak()  # pytest may trace already: the peak of what follows alone
+    held = tracemalloc.get_traced_memory()[0]
+    try:
+        tail = tail_rows(live / "metrics.csv")  # what status reads of it
+        peak = tracemalloc.get_traced_memory()[1] - held
+    finally:
+        tracemalloc.stop()
+    # the window's rows as dicts, whatever the file's length (all 200,000 rows: about 800 MB)
+    assert peak < 32 * TAIL_BYTES and tail[-1]["step"] == 199_999
+    table = {r["folder"]: r for r in status_table(runs, "tiny")}
+    assert table["baseline"]["last_step"] == 199_999
+    assert table["baseline"]["last_eval_step"] == 199_997
+    assert table["baseline"]["last_eval_val_loss"] == 4.5
+    assert tail_rows(live / "metrics.csv", 1000)[-1]["step"] == 199_999
