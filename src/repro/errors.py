@@ -13,6 +13,12 @@ def shorten(text: str, limit: int = MAX_MESSAGE) -> str:
     return f"{text[:head]} [... {len(text) - head - tail:,} characters ...] {text[-tail:]}"
 
 
+def printable(text) -> str:
+    """`text` with what a terminal would act on (escapes, newlines) written as Python escapes: a
+    name from a file or folder, shown in a line, never clears a screen or splits the line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
 class ReproError(ValueError):
     """An input the package cannot use; the message is one line naming the file, field or value,
     at most about MAX_MESSAGE characters however long the values it quotes."""

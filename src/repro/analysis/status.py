@@ -7,11 +7,10 @@ import socket
 import statistics
 from pathlib import Path
 
-from repro.errors import ReproError
+from repro.errors import ReproError, printable
 from repro.rundir import (
     LIVE,
     METRICS_CSV,
-    duration,
     files_dir,
     has_run,
     read_record,
@@ -171,42 +170,6 @@ def status_table(
             run["vs_authors"] = theirs and against_authors(run_dir, theirs / run["experiment"])
             table.append(_unknown_elsewhere(run))
     return table
-
-
-def printable(text) -> str:
-    """`text` with what a terminal would act on (escapes, newlines) written as Python escapes."""
-    text = str(text)
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-def number(value, fmt: str) -> str:
-    """A value as `fmt`, or "-" where there is none."""
-    return format(value, fmt) if _number(value) else "-"
-
-
-def format_status(table: list[dict]) -> str:
-    if not table:
-        return "no runs"
-    columns = {
-        "preset": [r["preset"] for r in table],
-        "experiment": [printable(r["experiment"]) for r in table],
-        "status": [r["status"] for r in table],
-        "step": [f"{number(r['last_step'], '.0f')}/{number(r['max_step'], '.0f')}" for r in table],
-        "val loss": [number(r["last_eval_val_loss"], ".4f") for r in table],
-        "at step": [number(r["last_eval_step"], ".0f") for r in table],
-        "tokens/s": [number(r["tokens_per_s"], ",.0f") for r in table],
-        "ETA": ["-" if r["eta_s"] is None else duration(r["eta_s"]) for r in table],
-        "trainer": [r["trainer"] or "-" for r in table],
-        "vs authors": [r["vs_authors"] or "-" for r in table],
-    }
-    widths = [max(map(len, [head, *values])) for head, values in columns.items()]
-    lines = [list(columns), *zip(*columns.values())]
-    problems = [
-        printable(f"{r['preset']}/{r['experiment']}: {r['problem']}") for r in table if r["problem"]
-    ]
-    return "\n".join(
-        [*(" ".join(v.rjust(w) for v, w in zip(line, widths)) for line in lines), *problems]
-    )
 
 
 def list_runs(runs_dir: str | Path, names: list[str] | None = None):

@@ -1,16 +1,50 @@
 """`repro status`: each run of a preset, its step, last validation loss, speed, ETA and holder
-(repro.analysis.status)."""
+(the summaries: repro.analysis.status), shown as a table a terminal prints as text."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+
+from repro.errors import printable
+from repro.rundir import duration
 
 
 def cmd_status(args) -> None:
     from repro.analysis import status
 
     table = status.status_table(args.runs_dir, args.preset, args.authors_runs_dir)
-    print(status.format_status(table))
+    print(format_status(table))
+
+
+def number(value, fmt: str) -> str:
+    """A value as `fmt`, or "-" where there is none."""
+    return format(value, fmt) if value is not None and not math.isnan(value) else "-"
+
+
+def format_status(table: list[dict]) -> str:
+    if not table:
+        return "no runs"
+    columns = {
+        "preset": [r["preset"] for r in table],
+        "experiment": [printable(r["experiment"]) for r in table],
+        "status": [r["status"] for r in table],
+        "step": [f"{number(r['last_step'], '.0f')}/{number(r['max_step'], '.0f')}" for r in table],
+        "val loss": [number(r["last_eval_val_loss"], ".4f") for r in table],
+        "at step": [number(r["last_eval_step"], ".0f") for r in table],
+        "tokens/s": [number(r["tokens_per_s"], ",.0f") for r in table],
+        "ETA": ["-" if r["eta_s"] is None else duration(r["eta_s"]) for r in table],
+        "trainer": [r["trainer"] or "-" for r in table],
+        "vs authors": [r["vs_authors"] or "-" for r in table],
+    }
+    widths = [max(map(len, [head, *values])) for head, values in columns.items()]
+    lines = [list(columns), *zip(*columns.values())]
+    problems = [
+        printable(f"{r['preset']}/{r['experiment']}: {r['problem']}") for r in table if r["problem"]
+    ]
+    return "\n".join(
+        [*(" ".join(v.rjust(w) for v, w in zip(line, widths)) for line in lines), *problems]
+    )
 
 
 def add_commands(sub) -> None:

@@ -15,9 +15,10 @@ from conftest import one_line_error
 
 from repro.analysis import compare
 from repro.analysis.runs import read_run
-from repro.analysis.status import format_status, status_table
+from repro.analysis.status import status_table
 from repro.annex.authors.runs import import_authors_run
 from repro.cli import main
+from repro.cli.status import format_status
 from repro.config import load_config, load_run, seed_dir
 
 # The authors' fabricated baseline evaluates 10.5, 8.8333, 7.1667, 5.5 at steps 0, 4, 8, 12.
