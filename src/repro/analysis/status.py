@@ -16,7 +16,7 @@ from repro.rundir import (
     read_record,
     tail_rows,
 )
-from repro.runtime.lock import held_here, holder
+from repro.runtime.lock import LOCK_FILE, held_here, holder
 
 RUN_COLUMNS = [
     "experiment",
@@ -31,6 +31,7 @@ RUN_COLUMNS = [
     "folder",  # the run's folder, which may be named otherwise than its experiment
 ]
 RECENT_STEPS = 50  # the steps whose median speed the ETA assumes
+NOT_STARTED = "not started"  # a trainer took the folder, no step yet (run.json unwritten)
 
 
 def run_summary(run_dir: Path) -> dict:
@@ -73,7 +74,23 @@ def _median(values) -> float | None:
 def summaries(runs_dir: str | Path, names: list[str] | None = None) -> list[dict]:
     """run_summary of each run under runs_dir; an unreadable one is "damaged", hiding no other."""
     dirs = folders(runs_dir) if names is None else [Path(runs_dir) / n for n in names]
-    return [_summary_or_problem(d) for d in dirs if _has_run(d)]
+    return [
+        _summary_or_problem(d) if _has_run(d) else _not_started(d)
+        for d in dirs
+        if _has_run(d) or _locked(d)
+    ]
+
+
+def _locked(run_dir: Path) -> bool:
+    """Whether a trainer has taken the folder (its .lock) before writing run.json: it builds the
+    model, probes its micro-batch, which can take minutes."""
+    return any((d / LOCK_FILE).is_file() for d in (run_dir, run_dir / LIVE))
+
+
+def _not_started(run_dir: Path) -> dict:
+    return dict.fromkeys(RUN_COLUMNS) | {
+        "experiment": run_dir.name, "status": NOT_STARTED, "folder": run_dir.name,
+    }  # fmt: skip
 
 
 def folders(path: str | Path) -> list[Path]:
@@ -166,6 +183,8 @@ def status_table(
         for run in summaries(Path(runs_dir) / name):
             run_dir = Path(runs_dir) / name / run["folder"]
             run |= {"preset": name, "trainer": trainer_holding(run_dir)}
+            if run["status"] == NOT_STARTED and run["trainer"]:
+                run["status"] = "starting"  # its trainer is at work
             theirs = None if authors_runs_dir is None else Path(authors_runs_dir) / name
             run["vs_authors"] = theirs and against_authors(run_dir, theirs / run["experiment"])
             table.append(_unknown_elsewhere(run))

@@ -16,6 +16,7 @@ from repro.cli import main
 from repro.cli.status import format_status
 from repro.rundir import read_rows, write_metrics
 from repro.rundir.metrics import TAIL_BYTES, tail_rows
+from repro.runtime.lock import hold
 
 
 @pytest.fixture
@@ -114,3 +115,16 @@ def test_status_reads_a_long_metrics_file_at_its_tail_alone(runs, tmp_path):
     assert table["baseline"]["last_eval_step"] == 199_997
     assert table["baseline"]["last_eval_val_loss"] == 4.5
     assert tail_rows(live / "metrics.csv", 1000)[-1]["step"] == 199_999
+
+
+def test_a_run_whose_trainer_has_not_written_run_json_yet_is_listed(runs):
+    """The trainer holds the folder and builds its model (minutes, on a GPU): no run.json yet."""
+    starting = runs / "tiny" / "resgelu-lr3e-3" / "live"
+    starting.mkdir(parents=True)
+    with hold(starting, "run"):
+        table = {r["folder"]: r for r in status_table(runs, "tiny")}
+    assert table["resgelu-lr3e-3"]["status"] == "starting"
+    assert table["resgelu-lr3e-3"]["trainer"] == f"PID {os.getpid()}"
+    table = {r["folder"]: r for r in status_table(runs, "tiny")}  # its trainer gone
+    assert table["resgelu-lr3e-3"]["status"] == "not started"
+    assert "resgelu-lr3e-3" in format_status(list(table.values()))
