@@ -53,3 +53,16 @@ def test_the_catalog_finds_the_workflow_where_its_standard_says(tmp_path):
     deployment = usage["software-stack-deployment"]
     assert set(deployment) == {"conda", "apptainer", "apptainer+conda", "report"}
     assert deployment["report"] is True
+
+
+def test_every_report_caption_is_found_from_its_rule_file():
+    """Snakemake reads a caption relative to the file of the rule that names it: a rule file
+    moved to another folder must name its captions from there."""
+    rule_files = [REPO / "Snakefile", *(REPO / "workflow" / "rules").rglob("*.smk")]
+    missing = [
+        f"{path.relative_to(REPO)}: {caption}"
+        for path in rule_files
+        for caption in re.findall(r'caption="([^"]+)"', path.read_text())
+        if not (path.parent / caption).is_file()
+    ]
+    assert not missing, missing

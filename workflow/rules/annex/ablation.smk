@@ -12,13 +12,19 @@ rule ablation:
         notebook="notebooks/ablation.ipynb",
         runs=run_files(ABLATION, seeds=SEEDS),
     output:
-        table=report("results/ablation.csv", caption="../report/ablation.rst", category="Ablation"),
-        html=report("results/ablation.html", caption="../report/ablation.rst", category="Ablation"),
+        table=report(
+            "results/ablation.csv", caption="../../report/ablation.rst", category="Ablation"
+        ),
+        html=report(
+            "results/ablation.html", caption="../../report/ablation.rst", category="Ablation"
+        ),
         settings="results/ablation_settings.csv",
         figure="results/figures/ablation.png",
         figure_pdf="results/figures/ablation.pdf",
         figure_html=report(
-            "results/figures/ablation.html", caption="../report/ablation.rst", category="Ablation"
+            "results/figures/ablation.html",
+            caption="../../report/ablation.rst",
+            category="Ablation",
         ),
         notebook="results/notebooks/ablation.ipynb",
     log:

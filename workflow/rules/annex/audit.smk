@@ -62,8 +62,12 @@ rule evidence:
         audit=audit_run_files(TABLE1),
         logs=audit_logs_input,
     output:
-        table=report("results/evidence.csv", caption="../report/evidence.rst", category="Evidence"),
-        html=report("results/evidence.html", caption="../report/evidence.rst", category="Evidence"),
+        table=report(
+            "results/evidence.csv", caption="../../report/evidence.rst", category="Evidence"
+        ),
+        html=report(
+            "results/evidence.html", caption="../../report/evidence.rst", category="Evidence"
+        ),
     log:
         "results/evidence.log",
     params:

@@ -15,12 +15,12 @@ rule decay_to_zero:
     output:
         table=report(
             "results/decay_to_zero.csv",
-            caption="../report/decay_to_zero.rst",
+            caption="../../report/decay_to_zero.rst",
             category="Decay to zero",
         ),
         html=report(
             "results/decay_to_zero.html",
-            caption="../report/decay_to_zero.rst",
+            caption="../../report/decay_to_zero.rst",
             category="Decay to zero",
         ),
         comparison="results/decay_to_zero_comparison.csv",
@@ -28,7 +28,7 @@ rule decay_to_zero:
         figure_pdf="results/figures/decay_to_zero.pdf",
         figure_html=report(
             "results/figures/decay_to_zero.html",
-            caption="../report/decay_to_zero.rst",
+            caption="../../report/decay_to_zero.rst",
             category="Decay to zero",
         ),
         notebook="results/notebooks/decay_to_zero.ipynb",

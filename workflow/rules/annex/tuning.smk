@@ -11,8 +11,8 @@ rule tuning:
         notebook="notebooks/tuning.ipynb",
         runs=run_files(TUNING, seeds=SEEDS),
     output:
-        table=report("results/tuning.csv", caption="../report/tuning.rst", category="Tuning"),
-        html=report("results/tuning.html", caption="../report/tuning.rst", category="Tuning"),
+        table=report("results/tuning.csv", caption="../../report/tuning.rst", category="Tuning"),
+        html=report("results/tuning.html", caption="../../report/tuning.rst", category="Tuning"),
         comparison="results/tuning_comparison.csv",
         notebook="results/notebooks/tuning.ipynb",
     log:

@@ -16,12 +16,12 @@ rule v3:
     output:
         table=report(
             "results/v3.csv",
-            caption="../report/v3.rst",
+            caption="../../report/v3.rst",
             category="Version 3",
         ),
         html=report(
             "results/v3.html",
-            caption="../report/v3.rst",
+            caption="../../report/v3.rst",
             category="Version 3",
         ),
         claims="results/v3_claims.csv",
@@ -29,7 +29,7 @@ rule v3:
         figure_pdf="results/figures/v3.pdf",
         figure_html=report(
             "results/figures/v3.html",
-            caption="../report/v3.rst",
+            caption="../../report/v3.rst",
             category="Version 3",
         ),
         notebook="results/notebooks/v3.ipynb",
