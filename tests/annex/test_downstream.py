@@ -223,10 +223,12 @@ def test_downstream_table_over_seeds_pairs_seed_k_with_the_baseline_s_seed_k(
     scored, tmp_path, capsys
 ):
     csv = tmp_path / "downstream.csv"
-    folders = [str(out) for out, _ in scored.values()]
+    folders = [str(out) for out, _ in reversed(scored.values())]
     assert main(["downstream-table", *folders, "--out", str(csv)]) == 0
     assert "(2 experiments, 2 seeds)" in capsys.readouterr().out
-    table = pd.read_csv(csv).set_index(["experiment", "metric"])
+    table = pd.read_csv(csv)
+    assert list(table["experiment"]) == ["resgelu"] * 2 + ["baseline"] * 2  # as the folders
+    table = table.set_index(["experiment", "metric"])
     assert len(table) == 4  # one row per experiment and metric, whatever the seeds
     for metric in ("acc", "acc_norm"):
         values = {name: scores_of(scored, name)[metric] for name in scored}

@@ -138,7 +138,8 @@ def compare_seeds(folders: list[str | Path], baseline: str) -> pd.DataFrame:
     found = by_seed(folders, baseline)
     first = compare(next(iter(found.values())), baseline)
     spread = over_seeds(seed_scores(found), baseline)
-    table = first.merge(spread, on=["experiment", "task", "metric"], how="outer", sort=False)
+    # a left merge keeps the folders' order (an outer one sorts); every score is in `spread`
+    table = spread.merge(first, on=["experiment", "task", "metric"], how="left")
     return table[[*COLUMNS, *SEED_COLUMNS]]
 
 
