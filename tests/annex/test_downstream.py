@@ -13,12 +13,14 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
 from conftest import one_line_error, write_our_checkpoint
 from downstream_helpers import HUB_TASK
 from model_helpers import small
+from scipy import stats
 
 from repro.cli import main
 from repro.config import ModelConfig
@@ -74,13 +76,13 @@ def tasks_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def scored(tasks_dir, tmp_path_factory):
-    """`repro downstream` of two models (seeds 0 and 1, named baseline and resgelu) on the
-    multiple-choice task, once for the tests that read it: each folder it wrote, and what it
-    printed."""
+    """`repro downstream` of four models (baseline and resgelu, each at two seeds: seed 1's in
+    seed1/, as the workflow writes them) on the multiple-choice task, once for the tests that read
+    it: each folder it wrote, and what it printed, by the folder's path below downstream/."""
     root = tmp_path_factory.mktemp("scored")
     scores = {}
-    for seed, name in enumerate(["baseline", "resgelu"]):
-        checkpoint = write_our_checkpoint(root / f"{name}.pt", small("linear", seed).eval())
+    for init, name in enumerate(["baseline", "resgelu", "seed1/baseline", "seed1/resgelu"]):
+        checkpoint = write_our_checkpoint(root / f"{init}.pt", small("linear", init).eval())
         out = root / "downstream" / name
         argv = ["downstream", "--checkpoint", str(checkpoint), "--task", "repro_choice"]
         with contextlib.redirect_stdout(io.StringIO()) as printed:
@@ -194,7 +196,7 @@ def test_export_refuses_a_downstream_folder_without_scores(tiny_baseline_run, tm
 
 @pytest.mark.slow  # `repro downstream` end to end: lm-eval indexes its tasks, then scores
 def test_downstream_table_pairs_each_experiment_with_the_baseline(scored, tmp_path):
-    folders = [str(out) for out, _ in scored.values()]
+    folders = [str(scored[name][0]) for name in ("baseline", "resgelu")]
     csv, earlier = tmp_path / "downstream.csv", tmp_path / "earlier.csv"
     earlier.write_text("a table kept elsewhere\n")
     csv.symlink_to(earlier)  # replaced, never written through
@@ -206,6 +208,55 @@ def test_downstream_table_pairs_each_experiment_with_the_baseline(scored, tmp_pa
     assert ours["diff_vs_baseline"] == pytest.approx(ours["value"] - base["value"])
     assert ours["diff_ci_low"] <= ours["diff_vs_baseline"] <= ours["diff_ci_high"]
     assert ours["n_items"] == 8 and ours["stderr"] > 0
+    # one seed: its mean is its value, and there is no spread
+    assert ours["n_seeds"] == 1 and ours["value_mean"] == ours["value"]
+    assert pd.isna(ours["value_sd"]) and pd.isna(ours["diff_seeds_ci_low"])
+
+
+def scores_of(scored, name: str) -> dict[str, float]:
+    results = json.loads((scored[name][0] / "results.json").read_text())["results"]
+    return {m: results["repro_choice"][f"{m},none"] for m in ("acc", "acc_norm")}
+
+
+@pytest.mark.slow  # `repro downstream` end to end: lm-eval indexes its tasks, then scores
+def test_downstream_table_over_seeds_pairs_seed_k_with_the_baseline_s_seed_k(
+    scored, tmp_path, capsys
+):
+    csv = tmp_path / "downstream.csv"
+    folders = [str(out) for out, _ in reversed(scored.values())]
+    assert main(["downstream-table", *folders, "--out", str(csv)]) == 0
+    assert "(2 experiments, 2 seeds)" in capsys.readouterr().out
+    table = pd.read_csv(csv)
+    assert list(table["experiment"]) == ["resgelu"] * 2 + ["baseline"] * 2  # as the folders
+    table = table.set_index(["experiment", "metric"])
+    assert len(table) == 4  # one row per experiment and metric, whatever the seeds
+    for metric in ("acc", "acc_norm"):
+        values = {name: scores_of(scored, name)[metric] for name in scored}
+        ours, base = table.loc[("resgelu", metric)], table.loc[("baseline", metric)]
+        assert ours["value"] == values["resgelu"]  # seed 0's, with its per-item interval
+        assert (ours["n_seeds"], ours["n_pairs"]) == (2, 2)
+        seeds = [values["resgelu"], values["seed1/resgelu"]]
+        assert ours["value_mean"] == pytest.approx(np.mean(seeds))
+        assert ours["value_sd"] == pytest.approx(np.std(seeds, ddof=1))
+        diffs = np.array(seeds) - [values["baseline"], values["seed1/baseline"]]
+        assert ours["diff_seeds_mean"] == pytest.approx(diffs.mean())
+        half = stats.t.ppf(0.975, 1) * diffs.std(ddof=1) / np.sqrt(2)
+        assert ours["diff_seeds_ci_low"] == pytest.approx(diffs.mean() - half)
+        assert ours["diff_seeds_ci_high"] == pytest.approx(diffs.mean() + half)
+        assert base["diff_seeds_mean"] == 0 and base["diff_seeds_sd"] == 0
+
+
+@pytest.mark.slow  # `repro downstream` end to end: lm-eval indexes its tasks, then scores
+def test_a_seed_without_the_baseline_s_is_one_line_naming_the_folder(scored, tmp_path, capsys):
+    ours = str(scored["seed1/resgelu"][0])
+    folders = [str(scored[name][0]) for name in ("baseline", "resgelu")]
+    argv = ["downstream-table", *folders, ours, "--out", tmp_path / "d.csv"]
+    one_line_error(capsys, argv, re.escape(f"{ours}: no folder of the baseline baseline at seed 1"))
+    twice = ["downstream-table", *folders, str(scored["baseline"][0]), "--out", tmp_path / "d.csv"]
+    one_line_error(capsys, twice, "seed 0 of baseline is also")
+    argv = ["downstream-table", folders[1], "--baseline", "nothing", "--out", tmp_path / "d.csv"]
+    one_line_error(capsys, argv, "--baseline nothing: no result folder of that name")
+    assert not (tmp_path / "d.csv").exists()
 
 
 def test_paired_bootstrap():

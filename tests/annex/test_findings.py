@@ -148,6 +148,27 @@ def test_every_number_the_page_states_is_the_datas():
         expected.update({f"{hours:.1f}", str(len(names)), str(claim["settle"]["seeds"])})
         for group in (r[6:] for r in claim["settle"]["runs"] if r.startswith("group ")):
             expected.add(str(len(experiments.group(group))))
+        downstream = data["downstream"]
+        row = next(line for line in text.splitlines() if f"](#{claim['id']}) |" in line)
+        if claim["id"] not in downstream["claims"]:
+            assert "| not a loss gain |" in row and "Matched downstream" not in section
+            continue
+        # untested downstream: its runs at the downstream seeds, costed as the claim is
+        hours = sum(
+            describe(resolve_run(preset, experiments[n]), seeds=downstream["seeds"])[
+                "gpu_hours_all_seeds"
+            ]
+            for n in names
+        )
+        assert "| untested |" in row and "**Untested downstream**" in section
+        say(f"over {downstream['seeds']} seeds scored on {', '.join(downstream['tasks'])}", section)
+        say(f"{len(names)} runs, **{hours:.1f} GPU-hours** of training", section)
+        table1 = {e.name for e in experiments.group("table1")}
+        say(
+            "results/downstream.csv --config" if set(names) <= table1 else "repro downstream",
+            section,
+        )
+        expected.update({f"{hours:.1f}", str(downstream["seeds"])})
     # Verdicts a reader would reach from these numbers by hand.
     assert verdicts["d2z-v1"] == "contradicted" and verdicts["d2z-v3"] == "supported"
     # The prose the data file writes (claims, runs, caveats) states its own numbers.
@@ -206,6 +227,11 @@ def bad(tmp_path, old: str, new: str):
         ),
         ("runs: [group tuning]", "runs: [group tunin]", r"'tunin' is no group of"),
         ("- id: v1-wider-mlp", "- id: v1-gain", r"claims\[1\]\.id: 'v1-gain' is an earlier"),
+        (
+            "claims: [v1-gain, v1-wider-mlp,",
+            "claims: [v1-gains, v1-wider-mlp,",
+            r"downstream\.claims\[0\]: no claim 'v1-gains'",
+        ),
     ],
 )
 def test_bad_data_is_one_line_naming_the_file_and_field(tmp_path, capsys, old, new, message):

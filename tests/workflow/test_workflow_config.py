@@ -90,6 +90,20 @@ def test_dry_run_of_two_seeds(two_seeds):
     assert f"{HOSTILE}/python-docs/indices/smoke/seed1/train.npy" in result.stdout
 
 
+def test_downstream_scores_every_seed_s_table1_runs(workdir):
+    """At two seeds results/downstream.csv pairs seed 1's scores with the baseline's of seed 1."""
+    config = ["--config", "seeds=2", "downstream_tasks=[hellaswag]"]
+    result = snakemake_in_process(
+        workdir, "-n", "-p", "--cores", "1", "results/downstream.csv", *config
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "downstream_run_seed" in result.stdout
+    for seed in ("", "seed1/"):
+        for name in ("baseline", "resgelu-lr3e-3"):
+            assert f"results/downstream/smoke/{seed}{name}/results.json" in result.stdout
+    assert "--checkpoint results/runs/smoke/seed1/baseline/live/ckpt.pt" in result.stdout
+
+
 @pytest.mark.parametrize("preset", ["tiny", "screen"])
 def test_dry_run_of_the_ablation(group_plans, preset):
     runs = ("bottleneck-linear-lr3e-3", "seed1/resgelu-qknorm-lr3e-3", "seed1/baseline-qknorm")

@@ -214,13 +214,24 @@ DOWNSTREAM_TASKS = config["downstream_tasks"]
 
 
 def downstream_folders(wildcards=None):
-    """The result folder of each Table 1 run of the configured preset; no tasks, no target."""
+    """The result folder of each Table 1 run of the configured preset at each seed (seed k's in
+    seed<k>/, as its run's is: the table pairs it with the baseline's of seed k); no tasks, no
+    target."""
     if not DOWNSTREAM_TASKS:
         raise ValueError(
             "results/downstream.csv: no tasks configured; name them, e.g. "
             "--config downstream_tasks='[hellaswag, lambada_openai]'"
         )
-    return [f"results/downstream/{PRESET.name}/{name}" for name in TABLE1]
+    return [
+        f"{seed_dir(f'results/downstream/{PRESET.name}', seed)}/{name}"
+        for seed in SEEDS
+        for name in TABLE1
+    ]
+
+
+def seed_downstream_file(name):
+    """A file of seed k's downstream scores (wildcards preset, seed, experiment)."""
+    return os.path.join(seed_dir("results/downstream/{preset}", "{seed}"), "{experiment}", name)
 
 
 def downstream_flags(wildcards):

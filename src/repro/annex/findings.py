@@ -100,6 +100,9 @@ def check(data: dict, source) -> None:
         for key in [bracket["value"], *bracket["between"]] if bracket else []:
             if key not in data["values"]:
                 raise ConfigError(f"{source}: claims[{i}].bracket: no value {key!r}")
+    for j, claim in enumerate(data.get("downstream", {}).get("claims", [])):
+        if claim not in ids:
+            raise ConfigError(f"{source}: downstream.claims[{j}]: no claim {claim!r}")
 
 
 def _check_comparison(data: dict, comparison: dict, where: str) -> None:
@@ -230,6 +233,7 @@ def assess(data: dict, source, config_dir=None) -> list[dict]:
         bracket = claim.get("bracket")
         where = f"{source}: claims[{i}].settle"
         names, shown, hours = settle_cost(claim["settle"], preset, config_dir, where)
+        downstream = _downstream(data, claim, config_dir, where)
         assessed.append(
             claim
             | {
@@ -240,9 +244,26 @@ def assess(data: dict, source, config_dir=None) -> list[dict]:
                 "settle_runs": names,
                 "settle_shown": shown,
                 "settle_hours": hours,
+                "downstream": downstream,
             }
         )
     return assessed
+
+
+def _downstream(data: dict, claim: dict, config_dir, where: str) -> dict | None:
+    """Whether a listed claim's loss gain is matched downstream: untested, for no downstream score
+    of these models is public at this scale; settled by the claim's own runs scored at the
+    downstream section's seeds, costed as the claim is."""
+    section = data.get("downstream")
+    if not section or claim["id"] not in section["claims"]:
+        return None
+    settle = {"runs": claim["settle"]["runs"], "seeds": section["seeds"]}
+    names, _, hours = settle_cost(settle, data["preset"], config_dir, where)
+    _, experiments = load_config(data["preset"], config_dir)
+    # The workflow's results/downstream.csv scores Table 1's runs; other runs, by hand.
+    table1 = set(names) <= {e.name for e in experiments.group("table1")}
+    return {"verdict": "untested", "tasks": section["tasks"], "seeds": section["seeds"],
+            "runs": names, "hours": hours, "table1": table1}  # fmt: skip
 
 
 def _why(claim: dict) -> str:
@@ -281,15 +302,19 @@ def render(data: dict, source, config_dir=None) -> str:
         "against another, without seeds, at most points the way. What would settle it is "
         "costed as `repro describe --seeds N` costs it; over three seeds the claims check holds "
         "a claim only where its paired test survives Holm's correction over the claims checked "
-        "together ([seeds.md](seeds.md)).",
+        "together ([seeds.md](seeds.md)). A loss gain is **matched downstream** only where "
+        "the same runs' task scores, paired seed by seed, move with it "
+        "([annex/downstream.md](annex/downstream.md)): a lower loss need not carry to tasks.",
         "",
-        "| claim | verdict | what would settle it |",
-        "|---|---|---|",
+        "| claim | verdict | downstream | what would settle it |",
+        "|---|---|---|---|",
     ]
     for c in claims:
+        downstream = c["downstream"]["verdict"] if c["downstream"] else "not a loss gain"
         lines.append(
-            f"| [{c['claim']}](#{c['id']}) | **{c['verdict']}** | {len(c['settle_runs'])} runs x "
-            f"{c['settle']['seeds']} seeds: {c['settle_hours']:.1f} GPU-hours |"
+            f"| [{c['claim']}](#{c['id']}) | **{c['verdict']}** | {downstream} | "
+            f"{len(c['settle_runs'])} runs x {c['settle']['seeds']} seeds: "
+            f"{c['settle_hours']:.1f} GPU-hours |"
         )
     for c in claims:
         lines += _section(data, found, c, preset, config_dir)
@@ -329,7 +354,30 @@ def _section(data: dict, found: dict, c: dict, preset: str, config_dir) -> list[
         f"What would settle it: {runs} at preset `{preset}`, {c['settle']['seeds']} seeds each "
         f"({c['settle']['why']}): **{c['settle_hours']:.1f} GPU-hours**.",
     ]
-    return lines
+    return lines + (_downstream_lines(c["downstream"]) if c["downstream"] else [])
+
+
+def _downstream_lines(d: dict) -> list[str]:
+    tasks = ", ".join(d["tasks"])
+    if d["table1"]:
+        how = (
+            f"`snakemake results/downstream.csv --config seeds={d['seeds']} "
+            f"downstream_tasks='[{tasks}]'`, which scores every Table 1 run"
+        )
+    else:
+        how = (
+            "`repro downstream` of each run's checkpoint, seed k's into a `seed<k>/` folder, "
+            "then `repro downstream-table --baseline` the claim's linear reference"
+        )
+    return [
+        "",
+        f"Matched downstream? **{d['verdict'].capitalize()} downstream**: no downstream score of "
+        "these models is public at this scale. What would settle it: the same runs over "
+        f"{d['seeds']} seeds scored on {tasks}, each paired with its reference of the same seed, "
+        f"the difference with its interval over seeds as `results/downstream.csv` gives it "
+        f"({how}): {len(d['runs'])} runs, **{d['hours']:.1f} GPU-hours** of training, and a "
+        "scoring of each checkpoint.",
+    ]
 
 
 def build(data_path: str | Path = DATA, config_dir=None) -> str:

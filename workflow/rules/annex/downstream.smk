@@ -1,7 +1,9 @@
 # Downstream tasks (docs/annex/downstream.md): each Table 1 run's last checkpoint through
 # lm-evaluation-harness (`repro downstream`, the `downstream` extra), then the configurations side
 # by side with the baseline (`repro downstream-table`): results/downstream.csv. Only when the config
-# names tasks (downstream_tasks); their data come from the Hugging Face hub on first use.
+# names tasks (downstream_tasks); their data come from the Hugging Face hub on first use. With
+# `seeds: N`, every seed's runs: seed k's scores in results/downstream/<preset>/seed<k>/, which the
+# table pairs with the baseline of seed k.
 
 
 rule downstream_run:
@@ -24,6 +26,16 @@ rule downstream_run:
     shell:
         "repro downstream --checkpoint {params.checkpoint:q} {params.flags} --out {params.out:q} "
         "{params.device} > {log:q} 2>&1"
+
+
+use rule downstream_run as downstream_run_seed with:
+    input:
+        run=seed_run_file("run.json"),
+    output:
+        results=seed_downstream_file("results.json"),
+        scores=seed_downstream_file("items.json"),
+    log:
+        seed_downstream_file("downstream.log"),
 
 
 rule downstream:

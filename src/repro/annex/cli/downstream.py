@@ -50,11 +50,10 @@ def cmd_downstream(args) -> None:
 
 def cmd_downstream_table(args) -> None:
     compare, _, _ = _import()
-    dirs = {Path(d).name: d for d in args.result_dirs}
-    if args.baseline not in dirs:
-        raise ReproError(f"--baseline {args.baseline}: no result folder of that name")
-    table = compare.write_comparison(dirs, args.baseline, args.out)
-    print(f"{args.out}: {len(table)} rows ({len(dirs)} experiments)")
+    table = compare.write_comparison(args.result_dirs, args.baseline, args.out)
+    seeds = {compare.experiment_seed(d)[1] for d in args.result_dirs}
+    experiments = table["experiment"].nunique()
+    print(f"{args.out}: {len(table)} rows ({experiments} experiments, {len(seeds)} seeds)")
 
 
 def add_commands(sub) -> None:
@@ -85,7 +84,8 @@ def add_commands(sub) -> None:
     p.add_argument(
         "result_dirs",
         nargs="+",
-        help="`repro downstream --out` folders, named as their experiments",
+        help="`repro downstream --out` folders, named as their experiments; seed k's in a "
+        "seed<k>/ folder (seed<k>/<experiment>), paired with the baseline's of the same seed",
     )
     p.add_argument("--baseline", default="baseline", help="the folder to compare with")
     p.add_argument("--out", type=Path, required=True, help="the CSV to write")

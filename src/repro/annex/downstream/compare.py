@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from repro.analysis.seeds import summarise
 from repro.annex.downstream.tasks import ANCHORS, ITEMS_JSON, RESULTS_JSON, task_metrics
+from repro.errors import ReproError
 from repro.files import read_json, write_csv
 
 COLUMNS = [
@@ -22,6 +25,18 @@ COLUMNS = [
     "diff_ci_high",
     "anchor",
 ]
+# Over seeds (seed k's folder under seed<k>/, as its runs are): NaN where one seed was scored.
+SEED_COLUMNS = [
+    "n_seeds",
+    "value_mean",
+    "value_sd",
+    "n_pairs",
+    "diff_seeds_mean",
+    "diff_seeds_sd",
+    "diff_seeds_ci_low",
+    "diff_seeds_ci_high",
+]
+SEED_FOLDER = re.compile(r"seed(0|[1-9][0-9]*)")
 BOOTSTRAP_SAMPLES = 10_000
 
 
@@ -67,7 +82,68 @@ def compare(result_dirs: dict[str, str | Path], baseline: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def write_comparison(result_dirs: dict[str, str | Path], baseline: str, out: str | Path):
-    table = compare(result_dirs, baseline)
+def experiment_seed(folder: str | Path) -> tuple[str, int]:
+    """(experiment, seed) of a result folder: seed k's is seed<k>/<experiment>, as its run's is
+    (docs/seeds.md); any other folder is seed 0's."""
+    folder = Path(folder)
+    seed = SEED_FOLDER.fullmatch(folder.parent.name)
+    return folder.name, int(seed.group(1)) if seed else 0
+
+
+def by_seed(folders: list[str | Path], baseline: str) -> dict[int, dict[str, str | Path]]:
+    """The folders by seed and experiment; each seed scored must have the baseline's too, for
+    the pairs are seed k against the baseline's seed k."""
+    found: dict[int, dict[str, str | Path]] = {}
+    for folder in folders:
+        name, seed = experiment_seed(folder)
+        if name in found.setdefault(seed, {}):
+            raise ReproError(f"{folder}: seed {seed} of {name} is also {found[seed][name]}")
+        found[seed][name] = folder
+    if not any(baseline in named for named in found.values()):
+        raise ReproError(f"--baseline {baseline}: no result folder of that name")
+    for seed, named in found.items():
+        if baseline not in named:
+            folder = next(iter(named.values()))
+            raise ReproError(f"{folder}: no folder of the baseline {baseline} at seed {seed}")
+    return dict(sorted(found.items()))
+
+
+def seed_scores(folders: dict[int, dict[str, str | Path]]) -> pd.DataFrame:
+    """experiment, seed, task, metric, value: every score of every folder."""
+    rows = [
+        (name, seed, task, metric, value)
+        for seed, named in folders.items()
+        for name, folder in named.items()
+        for task, metrics in read_scores(folder)[0]["results"].items()
+        for metric, value, _ in task_metrics(metrics)
+    ]
+    return pd.DataFrame(rows, columns=["experiment", "seed", "task", "metric", "value"])
+
+
+def over_seeds(scores: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    """Per experiment, task and metric: the score's mean and spread over seeds, and its paired
+    difference from the baseline (seed k against seed k) with its 95% t-interval."""
+    keys = ["experiment", "task", "metric"]
+    spread = summarise(scores.groupby(keys, sort=False), "value")
+    base = scores[scores["experiment"] == baseline].drop(columns="experiment")
+    pairs = scores.merge(base, on=["seed", "task", "metric"], suffixes=("", "_base"))
+    pairs["diff_seeds"] = pairs["value"] - pairs["value_base"]
+    diff = summarise(pairs.groupby(keys, sort=False), "diff_seeds")
+    diff = diff.rename(columns={"n_seeds": "n_pairs"})
+    return spread.join(diff).reset_index()[[*keys, *SEED_COLUMNS]]
+
+
+def compare_seeds(folders: list[str | Path], baseline: str) -> pd.DataFrame:
+    """Seed 0's table (or the first seed scored) with the columns over seeds beside it."""
+    found = by_seed(folders, baseline)
+    first = compare(next(iter(found.values())), baseline)
+    spread = over_seeds(seed_scores(found), baseline)
+    # a left merge keeps the folders' order (an outer one sorts); every score is in `spread`
+    table = spread.merge(first, on=["experiment", "task", "metric"], how="left")
+    return table[[*COLUMNS, *SEED_COLUMNS]]
+
+
+def write_comparison(folders: list[str | Path], baseline: str, out: str | Path) -> pd.DataFrame:
+    table = compare_seeds(folders, baseline)
     write_csv(table, out)
     return table
