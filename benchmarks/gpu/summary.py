@@ -14,6 +14,8 @@ import argparse
 import json
 from pathlib import Path
 
+from repro.files import atomic_write
+
 MFU_TARGET, MFU_FLOOR = 0.50, 0.45  # docs/performance.md, "The targets"
 RATIO_TARGET, RATIO_FLOOR = 1.03, 1.05
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -166,10 +168,8 @@ def main(argv=None) -> None:
     parser.add_argument("--out", type=Path, default=RESULTS, help="default benchmarks/results")
     args = parser.parse_args(argv)
     target = args.out / f"gpu-{args.folder.resolve().name}.md"
-    partial = target.with_name(target.name + ".partial")
-    partial.unlink(missing_ok=True)  # a stale one, or a link: never written through
-    partial.write_text(page(args.folder, args.date, args.load))
-    partial.replace(target)
+    with atomic_write(target) as f:  # a new file renamed over the page: never through a link
+        f.write(page(args.folder, args.date, args.load))
     print(target)
 
 
