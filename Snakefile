@@ -45,6 +45,7 @@ include: "workflow/rules/annex/tuning.smk"
 include: "workflow/rules/annex/ablation.smk"
 include: "workflow/rules/annex/decay_to_zero.smk"
 include: "workflow/rules/annex/v3.smk"
+include: "workflow/rules/annex/claims.smk"
 include: "workflow/rules/annex/compare.smk"
 include: "workflow/rules/annex/downstream.smk"
 
@@ -75,6 +76,7 @@ rule all:
         authors_comparisons,
         audit_targets,
         audit_comparisons,
+        rules.claims_joint.output,
         rules.evidence.output,
         rules.downstream.output if DOWNSTREAM_TASKS else [],
 

@@ -116,7 +116,7 @@ def tiny_baseline_run(token_dir, tiny_indices, tmp_path_factory):
     and only read: what a stopped and resumed run must end with, and what the analysis tests' runs
     derive from. tests/core/training/test_stored_losses.py checks its numbers against the stored
     ones: a difference fails that check alone, not every test that reads the run."""
-    from repro.cli import main
+    from repro.cli.assembly import main
 
     out = tmp_path_factory.mktemp("tiny-baseline") / "run"
     assert main(train_args(token_dir, tiny_indices, out)) == 0
@@ -167,7 +167,7 @@ def run_checkout_notebook(name: str, folder: Path, **parameters) -> None:
 def train_args(
     data, indices, out, *extra, preset="tiny", experiment="baseline", experiments_file=None
 ) -> list[str]:
-    """The arguments of `repro train` (for repro.cli.main, or after `python -m repro`) of
+    """The arguments of `repro train` (for repro.cli.assembly.main, or after `python -m repro`) of
     `experiment` at `preset`, then `extra`."""
     more = ["--experiments-file", str(experiments_file)] if experiments_file else []
     return [
@@ -191,7 +191,7 @@ def one_line_error(capsys, argv, pattern: str, *, after_progress: bool = False) 
     """`repro ARGV` exits 2 with one line on stderr, `repro: error: ...`, matching the regular
     expression `pattern` (with after_progress, the last line, after datasets' progress bars);
     return that line."""
-    from repro.cli import main
+    from repro.cli.assembly import main
 
     capsys.readouterr()
     assert main([str(a) for a in argv]) == 2

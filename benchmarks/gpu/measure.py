@@ -34,7 +34,7 @@ GPU_PATH = MODULES + [
     "repro.model",
     "repro.attention",
     "repro.training.checkpoints",
-    "repro.evaluate",
+    "repro.training.evaluation",
     "repro.data.batches",
     "repro.data.indices",
     "repro.data.tokens",
@@ -45,7 +45,7 @@ GPU_PATH = MODULES + [
     "repro.training.fit",
     "repro.runtime.gpus",
     "repro.runtime.lock",
-    "repro.runtime.preemption",
+    "repro.runtime.signals",
 ]
 PAIRED = "resgelu-lr3e-3"  # the pairs time the paper's model
 

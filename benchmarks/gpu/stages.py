@@ -15,7 +15,7 @@
 
 The window's essentials run at a micro-batch safe by construction (runs.logits_safe_micro_batch);
 the pairs and extras at --micro-batch N, else that same one. A stage's output is <stage>.json and
-<stage>.log in one folder (--out, default results/bench/<gpu>/), rewritten as it goes
+<stage>.log in one folder (--out, default benchmarks/results/<gpu-folder>/), rewritten as it goes
 (benchmarks/gpu/steps.py), with the window's raw outputs beside them (at most 8 files in all).
 `--device cpu` runs a stage at the tiny preset's size, which is how CI checks this script.
 """
@@ -177,8 +177,8 @@ def stage_levers(args) -> int:
 
 
 def device_folder(device: str) -> str:
-    """results/bench/<this>: the GPU's name in lower case and dashes (as nvidia-smi and torch
-    name it), or cpu. Asked of nvidia-smi: this process never touches the GPU itself."""
+    """benchmarks/results/<gpu-folder>: the GPU's name in lower case and dashes (as nvidia-smi and
+    torch name it), or cpu. Asked of nvidia-smi: this process never touches the GPU itself."""
     if device == "cpu":
         return "cpu"
     query = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"]
@@ -196,7 +196,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("stage", choices=["window", *STAGES])
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
-    parser.add_argument("--out", type=Path, help="default results/bench/<gpu> (or cpu)")
+    parser.add_argument("--out", type=Path, help="default benchmarks/results/<gpu-folder> (or cpu)")
     parser.add_argument(
         "--budget",
         type=float,
@@ -230,7 +230,7 @@ def main(argv=None) -> int:
     args.limits = {k: None for k in gpu_limits} | {"probe": 30} if cpu else gpu_limits
     args.resume_tolerance = 0.0 if cpu else RESUME_TOLERANCE
     args.test_timeout = 120
-    args.out = args.out or REPO / "results" / "bench" / device_folder(args.device)
+    args.out = args.out or REPO / "benchmarks" / "results" / f"gpu-{device_folder(args.device)}"
     if args.stage == "window":
         from window import stage_window
 

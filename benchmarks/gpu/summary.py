@@ -2,9 +2,9 @@
 of a folder that validate.sh wrote, rendered into Markdown with the date, the machine, the command
 and the load they were measured under, beside the targets of docs/performance.md.
 
-    python benchmarks/gpu/summary.py results/bench/nvidia-h200
+    python benchmarks/gpu/summary.py benchmarks/results/gpu-nvidia-h200
 
-writes benchmarks/results/ its page, named after the folder (gpu-nvidia-h200.md).
+writes benchmarks/results/ its page, named after the folder it sits beside (gpu-nvidia-h200.md).
 
 Every figure is read from the JSON; none is typed here. A record written before the stages kept
 their start (`started`, `load`) takes them from --date and --load.
@@ -167,7 +167,7 @@ def main(argv=None) -> None:
     parser.add_argument("--load", help="the load average, for a record that does not say")
     parser.add_argument("--out", type=Path, default=RESULTS, help="default benchmarks/results")
     args = parser.parse_args(argv)
-    target = args.out / f"gpu-{args.folder.resolve().name}.md"
+    target = args.out / f"{args.folder.resolve().name}.md"
     with atomic_write(target) as f:  # a new file renamed over the page: never through a link
         f.write(page(args.folder, args.date, args.load))
     print(target)

@@ -31,7 +31,7 @@ from runs import read_rows, training_figures
 
 import repro.training.loop
 from repro.annex.perf.cost import known_peak_flops, model_size
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.config import load_run
 
 COMPILE_FAILED = 3

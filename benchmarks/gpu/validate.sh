@@ -9,7 +9,7 @@
 #   benchmarks/gpu/validate.sh pairs    the before/after pairs that decide the defaults
 #   benchmarks/gpu/validate.sh extras   slow: pytest -m gpu, every Table 1 row, max-autotune
 #
-# Options after the stage: --out DIR (default results/bench/<gpu>), --device cpu (the stage at the
+# Options after the stage: --out DIR (default benchmarks/results/<gpu-folder>), --device cpu (the stage at the
 # tiny preset's size, as CI runs it), --budget SECONDS, --skip STEP..., --micro-batch N.
 # Needs no internet and no pip: the modules the training path imports that this Python lacks
 # come from benchmarks/gpu/wheelhouse/py<version>/ (wheelhouse.sh; REPRO_WHEELHOUSE names another

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from conftest import REPO
 
-from repro.annex.claims import check_claims
+from repro.annex.claims.joint import joint_claims
 from repro.annex.groups.ablation import GROUP, ablation
 from repro.config import load_config, seed_dir
 
@@ -74,7 +74,7 @@ def write_runs(write_run):
 
 
 def ablation_claims(runs_dir):
-    claims = check_claims(runs_dir, "tiny", seeds=SEEDS).set_index("claim")
+    claims = joint_claims(runs_dir, "tiny", seeds=SEEDS).set_index("claim")
     return {
         c: tuple(claims.loc[c, ["experiment", "holds", "detail"]])
         for c in (
@@ -217,7 +217,7 @@ def test_no_runs_yet_is_a_table_without_bests(tmp_path):
 
 
 def ablation_claims_at_one_seed(runs_dir):
-    claims = check_claims(runs_dir, "tiny", seeds=1).set_index("claim")
+    claims = joint_claims(runs_dir, "tiny", seeds=1).set_index("claim")
     return tuple(claims.loc["the gain needs the nonlinearity", ["experiment", "holds", "detail"]])
 
 
@@ -231,7 +231,7 @@ def test_a_gated_or_decaying_run_trains_and_records_what_it_is(
     from conftest import train_args
 
     from repro.analysis.runs import read_run
-    from repro.cli import main
+    from repro.cli.assembly import main
 
     args = train_args(token_dir, tiny_indices, tmp_path / "run")
     args[args.index("baseline")] = experiment

@@ -12,7 +12,7 @@ from conftest import train_args
 
 from repro.analysis.runs import read_run
 from repro.annex.authors.audit import AuditError, import_audit_log, import_audit_logs
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.config import load_preset
 from repro.files import file_sha256
 

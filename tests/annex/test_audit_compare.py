@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 from repro.analysis import plots
 from repro.analysis.runs import read_run
 from repro.annex.authors.audit import import_audit_log
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.config import load_config, resolve_run
 
 

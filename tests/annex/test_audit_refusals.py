@@ -13,7 +13,7 @@ from audit_helpers import curve, write_log
 from repro.annex.authors import audit as audit_module
 from repro.annex.authors.audit import AuditError
 from repro.annex.authors.audit_log import read_audit_log
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.files import WriteError, file_sha256
 
 
@@ -94,7 +94,7 @@ def test_a_fifo_is_refused_not_waited_on(tmp_path):
         ["import-audit-log", str(fifo), "--out", str(tmp_path / "given")],
         ["import-audit-logs", str(tmp_path / "logs"), "--out", str(tmp_path / "found")],
     ]
-    code = f"from repro.cli import main\nfor argv in {commands!r}:\n    print(main(argv))"
+    code = f"from repro.cli.assembly import main\nfor argv in {commands!r}:\n    print(main(argv))"
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=600
     )

@@ -12,12 +12,12 @@ from conftest import shortened, write_experiments
 
 from repro.annex.authors.checkpoint import load_any_checkpoint
 from repro.annex.authors.runs import AuthorsError, import_authors_run
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.config import load_config, load_preset, load_run, resolve_run
-from repro.evaluate import evaluate
 from repro.model import GPT
 from repro.rundir import RunError, read_record
 from repro.training.checkpoints import CheckpointError
+from repro.training.evaluation import evaluate
 from repro.training.run import train
 
 

@@ -10,7 +10,7 @@ import torch
 
 from repro.annex.perf import bench
 from repro.annex.perf.cost import known_peak_flops, model_size
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.config import load_run
 from repro.errors import ReproError
 from repro.rundir.history import LATER_MODEL_OPTIONS

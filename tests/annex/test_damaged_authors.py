@@ -13,7 +13,7 @@ import torch
 from authors_helpers import authors_folder
 from conftest import REPO, edit_checkpoint, one_line_error
 
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.config import load_run
 
 RUN = load_run("tiny", "baseline")
@@ -138,7 +138,7 @@ def test_damaged_authors_checkpoints_are_refused_by_evaluate(
 
 KILLED_IMPORT = """
 import csv, os, signal, sys
-from repro.cli import main
+from repro.cli.assembly import main
 rows, real = [], csv.DictWriter._dict_to_list
 def row_then_die(self, row):
     rows.append(row)

@@ -8,7 +8,7 @@ import pytest
 from conftest import edited_tiny_preset
 from workflow_helpers import assert_group_planned
 
-from repro.annex.claims import check_claims
+from repro.annex.claims.joint import joint_claims
 from repro.annex.groups.decay import CLAIM, GROUP, decay_to_zero
 from repro.config import load_config, load_run, seed_dir
 
@@ -47,7 +47,7 @@ def fabricate(write_run):
 
 
 def the_claim(runs_dir, preset):
-    claims = check_claims(runs_dir, preset, seeds=SEEDS).set_index("claim")
+    claims = joint_claims(runs_dir, preset, seeds=SEEDS).set_index("claim")
     return tuple(claims.loc[CLAIM, ["experiment", "holds", "detail"]])
 
 
@@ -125,7 +125,7 @@ def test_each_model_is_represented_by_its_best_rate_on_either_schedule(tmp_path,
 
 @pytest.mark.parametrize("preset_name,hours", [("paper", "141.6"), ("screen", "14.2")])
 def test_describe_gives_the_groups_gpu_hours(capsys, preset_name, hours):
-    from repro.cli import main
+    from repro.cli.assembly import main
 
     assert main(["describe", "--preset", preset_name, "--group", GROUP]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]

@@ -22,7 +22,7 @@ from downstream_helpers import HUB_TASK
 from model_helpers import small
 from scipy import stats
 
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.config import ModelConfig
 from repro.model import GPT
 from repro.runtime import network
@@ -109,7 +109,7 @@ def test_lm_eval_s_hf_backend_on_an_export_scores_as_repro_downstream(
     """`lm_eval --model hf` on the exported model (a plain GPT-2; the package's code, with
     trust_remote_code) gives each item the score `repro downstream` gives the checkpoint."""
     pytest.importorskip("transformers")  # the `hf` extra
-    from repro.annex.hub import save_model
+    from repro.annex.models.hub import save_model
 
     model = small(query_mode).eval()
     checkpoint = write_our_checkpoint(tmp_path / "ckpt.pt", model)

@@ -1,4 +1,4 @@
-"""results/evidence.csv (repro.annex.evidence, `repro evidence`): the paper's claims (v1)
+"""results/evidence.csv (repro.annex.claims.evidence, `repro evidence`): the paper's claims (v1)
 beside our runs over seeds, the authors' and the audit's, each read at the paper's step and at
 its own end, "not available" where a source lacks the run, and every number read again from the
 file it names."""
@@ -12,9 +12,9 @@ import pytest
 from audit_helpers import curve, write_log
 from conftest import one_line_error
 
-from repro.annex import evidence
-from repro.annex.evidence import NOT_AVAILABLE, PAPER, evidence_table, verify_evidence
-from repro.cli import main
+from repro.annex.claims import evidence
+from repro.annex.claims.evidence import NOT_AVAILABLE, PAPER, evidence_table, verify_evidence
+from repro.cli.assembly import main
 from repro.config import load_config
 
 

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from audit_helpers import curve, write_log
 
-from repro.annex import evidence
-from repro.annex.claims import check_claims
-from repro.cli import main
+from repro.annex.claims import evidence
+from repro.annex.claims.joint import joint_claims
+from repro.cli.assembly import main
 
 V3_BEST = "v3-resgelu-wd0.1-lr3.6e-3"
 
@@ -34,7 +34,7 @@ def test_every_checked_claim_and_version_3s_stand_in_the_table(tiny_runs, write_
     assert set(v3.loc[(V3_BEST, "authors"), "status"]) == {evidence.NOT_AVAILABLE}
 
     verdicts = table[table["quantity"] == "verdict"]
-    claims = check_claims(tiny_runs, "tiny")
+    claims = joint_claims(tiny_runs, "tiny")
     assert list(zip(verdicts["claim"], verdicts["experiment"])) == list(
         zip(claims["claim"], claims["experiment"])
     )

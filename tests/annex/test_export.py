@@ -1,5 +1,5 @@
 """`repro export`: a run's checkpoint as a transformers model folder with its tokenizer and a model
-card, loaded back bit for bit by repro.annex.hub.load_model; nothing here reaches the network
+card, loaded back bit for bit by repro.annex.models.hub.load_model; nothing here reaches the network
 (tests/annex/test_hf.py loads the folders with transformers)."""
 
 import errno
@@ -20,9 +20,9 @@ from conftest import REPO, shortened
 
 import repro
 from repro.analysis.runs import read_run
-from repro.annex.export import QUERIES, export, scale_warning
-from repro.annex.hub import load_model
-from repro.cli import main
+from repro.annex.models.export import QUERIES, export, scale_warning
+from repro.annex.models.hub import load_model
+from repro.cli.assembly import main
 from repro.config import QUERY_MODES, load_experiments, load_run
 from repro.errors import ReproError
 from repro.model import GPT
@@ -106,7 +106,7 @@ def test_the_model_card_says_what_the_model_is(run_dir, tmp_path):
         f"| tokens | {5 * record.tokens_per_step:,} ",
         f"repro {repro.__version__}",
         "| license | MIT |",
-        'repro.annex.hub.load_model("card")',
+        'repro.annex.models.hub.load_model("card")',
         'AutoModelForCausalLM.from_pretrained("card", trust_remote_code=True)',
         "--model_args pretrained=card,trust_remote_code=True --tasks hellaswag",
     ):
@@ -250,7 +250,7 @@ def test_an_export_that_cannot_write_its_card_is_one_line(run_dir, tmp_path, mon
     def no_space(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("repro.annex.export.model_card", no_space)
+    monkeypatch.setattr("repro.annex.models.export.model_card", no_space)
     with pytest.raises(ReproError, match=r"README\.md: cannot be written \(No space left"):
         export(run_dir, tmp_path / "model")
     assert not (tmp_path / "model").exists()

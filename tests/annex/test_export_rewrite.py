@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, one_line_error, shortened
 
-from repro.annex.export import export
+from repro.annex.models.export import export
 from repro.config import load_run
 from repro.errors import ReproError
 from repro.training.run import train
@@ -122,15 +122,15 @@ def test_an_export_of_a_run_json_with_a_bad_field_is_one_line(runs, tmp_path, ca
 
 EXPORTING = """
 import sys, time
-import repro.annex.hub as hub
-from repro.cli import main
+import repro.annex.models.hub as hub
+from repro.cli.assembly import main
 write = hub.write_model
 def slow(model, folder):
     write(model, folder)
     print("written", flush=True)
     time.sleep(60)
 hub.write_model = slow
-import repro.annex.export as export
+import repro.annex.models.export as export
 export.write_model = slow
 sys.exit(main(sys.argv[1:]))
 """

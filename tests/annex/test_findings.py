@@ -12,7 +12,7 @@ import pytest
 from audit_helpers import write_log
 from conftest import REPO
 
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.config.schema import parse_yaml
 
 DATA, PAGE = REPO / "docs" / "findings.yaml", REPO / "docs" / "findings.md"

@@ -9,7 +9,7 @@ import torch
 from authors_helpers import write_authors_checkpoint
 from conftest import one_line_error
 
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.config import load_run
 from repro.model import next_token
 from repro.training.checkpoints import save_checkpoint

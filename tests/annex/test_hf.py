@@ -11,13 +11,13 @@ import torch
 import torch.nn.functional as F
 from conftest import write_our_checkpoint
 
-from repro.annex.hub import load_model, save_model
-from repro.cli import main
+from repro.annex.models.hub import load_model, save_model
+from repro.cli.assembly import main
 from repro.config import load_preset, load_run
 from repro.data.batches import Batches
 from repro.data.tokenizer import EOT_TOKEN, gpt2_encoding
-from repro.evaluate import evaluate
 from repro.model import GPT
+from repro.training.evaluation import evaluate
 
 pytest.importorskip("transformers")  # the `hf` extra
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402 (after the skip)

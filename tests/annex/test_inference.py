@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from repro.annex.perf.inference import default_experiments
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.config import QUERY_MODES, load_experiments, load_run
 from repro.model import GPT, KVCache
 

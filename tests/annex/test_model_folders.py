@@ -1,4 +1,4 @@
-"""A model folder is checked before anything is built from it (repro.annex.model_folder): sizes
+"""A model folder is checked before anything is built from it (repro.annex.models.folder): sizes
 beyond bounds, values of the wrong type, a pipe for weights, a tensor of another shape, NaN weights
 and a GPT-2 of settings the package's model does not compute are each one line naming the file and
 the field; nothing is allocated for sizes the weights do not have."""
@@ -11,7 +11,7 @@ import pytest
 import safetensors.torch
 import torch
 
-from repro.annex.hub import load_model, save_model
+from repro.annex.models.hub import load_model, save_model
 from repro.config import load_run
 from repro.errors import ReproError
 from repro.model import GPT

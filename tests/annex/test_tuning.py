@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from repro.annex.claims import check_claims
+from repro.annex.claims.joint import joint_claims
 from repro.annex.groups.tuning import tuning
 from repro.config import load_config, seed_dir
 from repro.rundir import read_record
@@ -114,7 +114,7 @@ def test_the_table_marks_each_models_best_and_pairs_them(tmp_path, fabricate):
 
 
 def test_the_claim_holds_where_the_best_baseline_does_not_close_the_gap(tmp_path, fabricate):
-    claims = by_claim(check_claims(fabricate(tmp_path, LOSSES), "tiny", seeds=SEEDS))
+    claims = by_claim(joint_claims(fabricate(tmp_path, LOSSES), "tiny", seeds=SEEDS))
     experiment, holds, detail = claims["beats the best-tuned baseline"]
     assert (experiment, holds) == ("resgelu-lr3e-3", True)
     assert "preset tiny" in detail and "best baseline-wd3.125e-2-lr3e-3" in detail
@@ -123,7 +123,7 @@ def test_the_claim_holds_where_the_best_baseline_does_not_close_the_gap(tmp_path
 
 def test_the_claim_fails_where_the_best_baseline_closes_the_gap(tmp_path, fabricate):
     closed = {**LOSSES, "baseline-wd3.125e-2-lr3e-3": [4.77, 4.79, 4.76]}
-    claims = by_claim(check_claims(fabricate(tmp_path, closed), "tiny", seeds=SEEDS))
+    claims = by_claim(joint_claims(fabricate(tmp_path, closed), "tiny", seeds=SEEDS))
     _, holds, detail = claims["beats the best-tuned baseline"]
     assert holds is False and "best baseline-wd3.125e-2-lr3e-3" in detail
     # the untuned baseline alone would have shown a 4% gain
@@ -132,7 +132,7 @@ def test_the_claim_fails_where_the_best_baseline_closes_the_gap(tmp_path, fabric
 
 def test_a_gap_within_the_seeds_spread_is_not_distinguishable(tmp_path, fabricate):
     close = {**LOSSES, "baseline-wd3.125e-2-lr3e-3": [4.85, 4.78, 4.80]}
-    claims = by_claim(check_claims(fabricate(tmp_path, close), "tiny", seeds=SEEDS))
+    claims = by_claim(joint_claims(fabricate(tmp_path, close), "tiny", seeds=SEEDS))
     _, holds, detail = claims["beats the best-tuned baseline"]
     assert holds is None and detail.startswith("not distinguishable at 3 seeds")
 
@@ -140,7 +140,7 @@ def test_a_gap_within_the_seeds_spread_is_not_distinguishable(tmp_path, fabricat
 def test_missing_runs_are_listed_instead_of_an_answer(tmp_path, fabricate):
     partial = {**LOSSES, "mlp4.75-wd0.05-lr3e-3": [4.90, None, 4.90]}
     del partial["resgelu-lr1.5e-3"]
-    claims = by_claim(check_claims(fabricate(tmp_path, partial), "tiny", seeds=SEEDS))
+    claims = by_claim(joint_claims(fabricate(tmp_path, partial), "tiny", seeds=SEEDS))
     experiment, holds, detail = claims["beats the best-tuned baseline"]
     assert (experiment, holds) == ("tuning", None)
     assert detail.startswith("not answered at preset tiny, group tuning, 3 seeds: 4 runs missing")

@@ -5,7 +5,7 @@ parameter counts read at each run's last evaluation, and its claims, on runs wri
 import pytest
 from workflow_helpers import assert_group_planned
 
-from repro.annex.claims import check_claims
+from repro.annex.claims.joint import joint_claims
 from repro.annex.groups.v3 import CLAIM_NAMES, D2Z_CLAIM, GROUP, PARAMETERS_CLAIM, version3
 from repro.config import load_config, load_run, seed_dir
 
@@ -51,7 +51,7 @@ def fabricate(write_run):
 
 
 def claims_of(runs_dir) -> dict:
-    claims = check_claims(runs_dir, "tiny", seeds=SEEDS).set_index("claim")
+    claims = joint_claims(runs_dir, "tiny", seeds=SEEDS).set_index("claim")
     return {c: tuple(claims.loc[c, ["experiment", "holds", "detail"]]) for c in CLAIM_NAMES}
 
 
@@ -149,7 +149,7 @@ def test_a_missing_run_is_named_and_answers_nothing(tmp_path, fabricate):
 
 @pytest.mark.parametrize("preset_name,hours", [("paper", "266.4"), ("screen", "26.6")])
 def test_describe_gives_the_groups_gpu_hours(capsys, preset_name, hours):
-    from repro.cli import main
+    from repro.cli.assembly import main
 
     assert main(["describe", "--preset", preset_name, "--group", GROUP]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]

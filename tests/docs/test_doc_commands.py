@@ -26,7 +26,7 @@ import yaml
 from conftest import REPO
 from workflow_helpers import copy_workflow, snakemake_in_process
 
-from repro.cli import build_parser
+from repro.cli.assembly import build_parser
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 MARKERS = ("GPU", "cluster", "download")
@@ -245,7 +245,7 @@ RUNNABLE = [c for c in COMMANDS if c.program in ("repro", "papermill") and not c
 def test_command_runs_on_tiny(command, workdir, monkeypatch, tmp_path):
     from papermill.cli import papermill
 
-    from repro.cli import main
+    from repro.cli.assembly import main
 
     monkeypatch.chdir(workdir)
     args = list(command.on_tiny())

@@ -74,7 +74,8 @@ PROJECT += ("README.md", "Snakefile", "environment.yml", ".ci")
 
 def project_files(*tops: str):
     """The text files of the project under `tops` (tracked by git, not generated ones such as
-    *.egg-info, nor the fixtures: run directories as older code wrote them)."""
+    *.egg-info, nor the fixtures: run directories as older code wrote them, nor a GPU window's raw
+    files in benchmarks/results/<folder>/: what that commit's code printed, kept as it came)."""
     listed = subprocess.run(
         ["git", "-C", str(REPO), "ls-files", *(tops or PROJECT)],
         capture_output=True,
@@ -83,7 +84,12 @@ def project_files(*tops: str):
     )
     paths = [REPO / line for line in listed.stdout.splitlines()]
     binary = {".pyc", ".png", ".pdf", ".pt", ".bin", ".npy", ".parquet"}
-    return [p for p in paths if p.suffix not in binary and "fixtures" not in p.parts]
+    raw = REPO / "benchmarks" / "results"
+    return [
+        p
+        for p in paths
+        if p.suffix not in binary and "fixtures" not in p.parts and p.parent.parent != raw
+    ]
 
 
 def test_no_words_private_to_their_authors():

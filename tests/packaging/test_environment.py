@@ -56,8 +56,8 @@ def test_the_training_path_needs_no_package_a_gpu_node_lacks():
         "import sys\n"
         f"for name in {absent!r}:\n"
         "    sys.modules[name] = None  # importing it raises ImportError\n"
-        "import repro.training.run, repro.evaluate, repro.cli\n"
-        "import repro.annex.generate, repro.annex.perf.bench\n"
+        "import repro.training.run, repro.training.evaluation, repro.cli.assembly\n"
+        "import repro.annex.models.generate, repro.annex.perf.bench\n"
     )
     env = {"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)

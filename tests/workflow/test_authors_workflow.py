@@ -10,9 +10,9 @@ import pytest
 from authors_helpers import write_artefacts
 from workflow_helpers import copy_workflow, failure, snakemake, snakemake_in_process
 
-from repro import cli
 from repro.analysis import plots, results
 from repro.annex.authors.runs import import_authors_run
+from repro.cli import assembly as cli
 from repro.config import load_config, resolve_run
 
 HOSTILE = "my $(touch PWNED) drive"

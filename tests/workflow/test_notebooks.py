@@ -113,7 +113,7 @@ def test_figure1_reads_the_preset_it_is_given(checkout):
 def test_figure1_takes_the_audits_logs_imported_at_its_preset(checkout, tmp_path):
     from audit_helpers import curve, write_log
 
-    from repro.cli import main
+    from repro.cli.assembly import main
 
     log = write_log(tmp_path / "gpt3large_resgelu_s0p5_seed43.csv", curve(12, interval=4, end=4.9))
     out = checkout / "results" / "audit" / "logs" / "tiny" / log.stem

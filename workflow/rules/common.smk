@@ -17,6 +17,7 @@ from repro.analysis.kept_apart import keep_apart
 from repro.analysis.results import table1_experiments
 from repro.config import CORPORA, load_experiments, load_preset, resolve_run, seed_dir
 from repro.config.schema import ConfigError
+from repro.rundir import CHECKPOINT, LIVE
 
 # The rules and notebooks read presets and experiments from this workflow's config/.
 CONFIG_DIR = Path("config")
@@ -197,12 +198,13 @@ V3 = [e.name for e in checked(EXPERIMENTS.group, "v3")]
 
 
 def trained_tuning_runs(wildcards):
-    """The runs of the four groups already there: an input of the claims check (rule table1),
-    which answers "beats the best-tuned baseline", the ablation's, decay to zero's and version
-    3's claims from them, so that it is redone as they finish without asking for the others."""
+    """The runs of the four groups already there: an input of the joint claims (rule
+    claims_joint, annex/claims.smk), which answers "beats the best-tuned baseline", the
+    ablation's, decay to zero's and version 3's claims from them, so that it is redone as they
+    finish without asking for the others."""
     # Only the runs that `all` does not train: Table 1's are its inputs already, and a sweep run
-    # (or an extra experiment) appearing during `all` would change the input set and rerun table1
-    # on the next build. The notebook reads every run there is when it runs.
+    # (or an extra experiment) appearing during `all` would change the input set and rerun
+    # claims_joint on the next build. `repro claims` reads every run there is when it runs.
     built_by_all = TABLE1_RUNS + SWEEP + config["extra_experiments"]
     groups = TUNING + ABLATION + DECAY_TO_ZERO + V3
     extra = [name for name in dict.fromkeys(groups) if name not in built_by_all]

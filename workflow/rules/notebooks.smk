@@ -17,7 +17,6 @@ rule table1:
         notebook="notebooks/table1.ipynb",
         runs=run_files(TABLE1_RUNS, seeds=SEEDS),
         authors=lambda wildcards: authors_run_files(TABLE1),
-        tuning=lambda wildcards: trained_tuning_runs(wildcards),
     output:
         table=report("results/table1.csv", caption="../report/table1.rst", category="Table 1"),
         html=report("results/table1.html", caption="../report/table1.rst", category="Table 1"),

@@ -44,7 +44,7 @@ rule train:
         data=lambda wildcards, input: os.path.dirname(input.tokens[0]),
         indices=lambda wildcards, input: os.path.dirname(input.indices[0]),
         run=lambda wildcards, output: os.path.dirname(output.metrics),
-        live=lambda wildcards, output: os.path.join(os.path.dirname(output.metrics), "live"),
+        live=lambda wildcards, output: os.path.join(os.path.dirname(output.metrics), LIVE),
         device=device_flag,
         seed=seed_of,
         command=train_command,

@@ -17,7 +17,7 @@ import pandas as pd
 from repro.analysis.runs import Run, has_run, read_run
 from repro.analysis.stated import stated_differences
 from repro.errors import ReproError
-from repro.rundir import identity_differences
+from repro.rundir import LIVE, identity_differences
 
 # 0.01 nats: a quarter of the paper's largest effect, 2.956 - 2.915 = 0.041 nats at step 59,000
 # (docs/specification.md §3), so that a run inside it cannot by itself make or unmake that effect.
@@ -90,7 +90,7 @@ def compare_runs(
     if tolerance is not None:
         source = f"given: {tolerance:g} nats"
     else:
-        seeds = seed_runs(run.path.parent if run.path.name == "live" else run.path)
+        seeds = seed_runs(run.path.parent if run.path.name == LIVE else run.path)
         tolerance = measured_tolerance(seeds) if len(seeds) >= 2 else DEFAULT_TOLERANCE
         source = (
             f"measured: 95% interval of a difference from {len(seeds)} seeds of "

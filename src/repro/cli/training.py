@@ -10,7 +10,7 @@ from repro import config
 from repro.config import options
 from repro.errors import ReproError
 from repro.files import make_dir
-from repro.runtime import preemption
+from repro.runtime import signals
 
 
 def cmd_indices(args) -> None:
@@ -46,7 +46,7 @@ def cmd_train(args) -> None:
     from repro.runtime import distributed
     from repro.training import run as train
 
-    with preemption.stop_signals(args.stop_signal or preemption.STOP_SIGNALS):
+    with signals.stop_signals(args.stop_signal or signals.STOP_SIGNALS):
         record = train.train(run, args.data, args.indices, args.out)
     if args.publish and distributed.first_process():
         rundir.publish(args.out, args.publish)
@@ -97,9 +97,9 @@ def _train_parser(p: argparse.ArgumentParser) -> None:
         "--stop-signal",
         action="append",
         metavar="SIG",
-        help=f"on it, checkpoint at the step's end and exit {preemption.REQUEUE_EXIT} "
-        f"(rerun resumes); repeatable; default {' '.join(preemption.STOP_SIGNALS)}; SIGTERM "
-        f"always stops the same way, and Ctrl-C (SIGINT) with exit {preemption.INTERRUPT_EXIT}",
+        help=f"on it, checkpoint at the step's end and exit {signals.REQUEUE_EXIT} "
+        f"(rerun resumes); repeatable; default {' '.join(signals.STOP_SIGNALS)}; SIGTERM "
+        f"always stops the same way, and Ctrl-C (SIGINT) with exit {signals.INTERRUPT_EXIT}",
     )
     p.add_argument(
         "--publish",

@@ -203,3 +203,17 @@ class DeviceBatches:
             if k + 1 < micro_steps.stop:
                 ahead = self._fetch(row, k + 1)
             yield inputs_targets(window)
+
+
+def random_batches(run: RunConfig, rows: int, seed: int = 0) -> Batches:
+    """Random-token batches of the preset's shapes at the run's training micro-batch."""
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, 50257, 1 << 20, dtype=np.uint16)
+    starts = rng.integers(0, tokens.size - run.model.block_size - 1, (rows, run.train.batch_size))
+    return Batches(
+        {"train": starts},
+        {"train": tokens},
+        run.model.block_size,
+        run.train.eval_micro_batch,
+        run.runtime.train_micro_batch,
+    )

@@ -30,7 +30,7 @@ from repro.data.tokens import (
     write_token_files,
 )
 from repro.files import atomic_write, make_dir
-from repro.runtime.parent import exit_with_parent
+from repro.runtime.signals import exit_with_parent
 
 _EOT = np.array([EOT_TOKEN], dtype=np.uint32)  # the dtype tiktoken's buffers have
 # A worker's task is a range of at most DOCS_PER_RANGE documents (about 9 MB of tokens for

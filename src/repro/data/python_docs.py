@@ -13,7 +13,7 @@ import tokenize
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from repro.runtime.parent import exit_with_parent
+from repro.runtime.signals import exit_with_parent
 
 # The val share: val has more than 50k tokens to draw the smoke preset's 64-token sequences from.
 SMOKE_TEST_SIZE = 0.05

@@ -41,7 +41,7 @@ class MetricsLog:
         if path is None:
             return
         # Imported here: only a run's writers, not every reader of results, pay its import.
-        from repro.runtime.tensorboard import EventLog
+        from repro.rundir.tensorboard import EventLog
 
         self.events = EventLog(path.parent, len(kept))
         # Rewrite the kept rows atomically: a crash here loses no finished row.

@@ -26,7 +26,7 @@ def restart_under_tcmalloc(held: set[int] = frozenset()) -> None:
     in use already, is not installed, or the platform has no LD_PRELOAD. The signals `held`
     (those this process handles) are blocked across the exec, which resets handlers but keeps
     the blocked set: one arriving meanwhile waits for the new process to handle it and unblock
-    them (repro.cli.main), never meeting Python's defaults (a traceback, or exit 143)."""
+    them (repro.cli.assembly.main), never meeting Python's defaults (a traceback, or exit 143)."""
     if os.environ.get(ENV) or not sys.platform.startswith("linux") or active():
         return
     library = tcmalloc_library()

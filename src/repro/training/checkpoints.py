@@ -53,7 +53,7 @@ class Checkpoints:
     path: Path
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
-    config: dict  # what a resume checks: the run's identity and its model
+    config: dict  # what a resume checks: the run's identity (its model among it)
     interval: int
     max_step: int
     writer: bool  # the main process: the one that writes the run's files
@@ -61,7 +61,7 @@ class Checkpoints:
     @classmethod
     def of(cls, run: RunConfig, out_dir: Path, identity: dict, built, writer: bool):
         """The checkpoints in out_dir of `run`, of `identity` (run.json's), training `built`."""
-        config = {"identity": identity, "model": identity["model"]}
+        config = {"identity": identity}
         interval, max_step = run.runtime.checkpoint_interval, run.train.max_step
         model, optimizer = built.model, built.optimizer
         return cls(out_dir / CHECKPOINT, model, optimizer, config, interval, max_step, writer)
@@ -135,15 +135,17 @@ def check_state(path: Path, state: dict) -> dict:
         "step (an integer from 0)": isinstance(step, int)
         and not isinstance(step, bool)
         and step >= 0,
-        "config (identity and model)": isinstance(config, Mapping)
+        "config (the run's identity, with its model)": isinstance(config, Mapping)
         and isinstance(config.get("identity"), Mapping)
-        and isinstance(config.get("model"), Mapping),
+        and isinstance(config["identity"].get("model"), Mapping),
     }.items():
         if not valid:
             raise CheckpointError(f"{path}: a repro checkpoint without a valid {entry}")
-    # the model is built from config.model; the run it belongs to is config.identity
-    built, trained = config["model"], config["identity"].get("model") or {}
-    if built != trained:
+    # the model is built from config.identity.model; a checkpoint of an earlier release holds it a
+    # second time as config.model, which must then agree
+    built, trained = config.get("model", config["identity"]["model"]), config["identity"]["model"]
+    if not isinstance(built, Mapping) or built != trained:
+        built = built if isinstance(built, Mapping) else {}
         keys = sorted(str(k) for k in set(built) | set(trained) if built.get(k) != trained.get(k))
         raise CheckpointError(
             f"{path}: its model configuration differs from the run's identity in "

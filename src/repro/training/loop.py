@@ -14,7 +14,7 @@ from repro.config import RunConfig
 from repro.data.batches import Batches, DeviceBatches
 from repro.model import GPT
 from repro.rundir import RunRecord
-from repro.runtime import distributed, preemption
+from repro.runtime import distributed, signals
 from repro.runtime.device import Kernels, check_memory, precision
 from repro.training.checkpoints import Checkpoints
 from repro.training.evaluation import eval_losses, evaluation_logits_bytes
@@ -165,7 +165,7 @@ def run_steps(
     model, step_model, optimizer, autocast = built
     device_batches = DeviceBatches(batches, next(model.parameters()).device)
     for step in range(log.start, t.max_step + 1):
-        if distributed.any_rank(preemption.requested()):  # the steps taken written, as at any
+        if distributed.any_rank(signals.requested()):  # the steps taken written, as at any
             # interval: a run that diverged in them ends so, any other resumes at this step
             if log.pending and (diverged := log.write()) is not None:
                 return diverged_record(record, *diverged)

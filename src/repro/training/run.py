@@ -29,7 +29,7 @@ from repro.rundir import (
     read_record,
 )
 from repro.rundir.history import legacy_identity, with_later_defaults
-from repro.runtime import allocator, distributed, machine, preemption
+from repro.runtime import allocator, distributed, machine, signals
 from repro.runtime.device import resolve_device
 from repro.runtime.lock import hold
 from repro.training.checkpoints import Checkpoints, check_checkpoint_space, load_checkpoint, restore
@@ -47,7 +47,7 @@ def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path) -> R
             return previous
         record = _train(run, data_dir, indices_dir, out_dir, previous)
     if not record.finished_training:
-        raise preemption.Preempted(record.last_step + 1)
+        raise signals.Preempted(record.last_step + 1)
     return record
 
 

@@ -5,7 +5,7 @@ baseline (at 6e-4). The paper preset's Table 1 is the paper's."""
 import pandas as pd
 
 from repro.analysis import results
-from repro.annex.claims import check_claims
+from repro.analysis.claims import check_claims
 
 LINEAR = "baseline-wd3.125e-2-lr3e-3"  # the linear query at resgelu-lr3e-3's rates and decay
 CLAIM = f"beats the linear query at its learning rate ({LINEAR})"

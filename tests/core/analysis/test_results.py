@@ -5,10 +5,10 @@ import pytest
 from conftest import edited_tiny_preset
 
 from repro.analysis import results
+from repro.analysis.claims import check_claims
 from repro.analysis.curves import relative_improvement_curves
 from repro.analysis.runs import evals_table, read_run, read_run_list, read_runs
 from repro.analysis.status import list_runs
-from repro.annex.claims import check_claims
 from repro.config import load_preset, load_run
 from repro.model import parameter_counts
 from repro.rundir import RunError

@@ -9,7 +9,7 @@ import pytest
 from conftest import write_experiments
 
 from repro.analysis import seeds
-from repro.annex.claims import check_claims
+from repro.analysis.claims import check_claims
 from repro.config import load_preset, load_run, seed_dir
 from repro.config.schema import ConfigError
 
@@ -148,7 +148,7 @@ def test_figure1_at_two_seeds_draws_their_range_not_a_t_interval(seed_runs):
 
 
 def test_cli_seed_draws_and_trains_its_own(token_dir, tmp_path, capsys):
-    from repro.cli import main
+    from repro.cli.assembly import main
 
     data = ["--data", str(token_dir)]
     for k in (0, 1):
@@ -168,7 +168,7 @@ def test_cli_seed_draws_and_trains_its_own(token_dir, tmp_path, capsys):
 
 
 def test_describe_states_the_cost_of_n_seeds(capsys):
-    from repro.cli import main
+    from repro.cli.assembly import main
 
     group = ["describe", "--preset", "paper", "--group", "table1", "--tokens-per-s", "491520"]
     assert main([*group, "--seeds", "3"]) == 0
@@ -250,7 +250,7 @@ def test_each_claim_carries_its_p_value_and_holms(seed_runs):
 
 
 def test_a_claim_that_holds_alone_may_not_hold_among_several():
-    from repro.annex.claims import corrected
+    from repro.analysis.claims import corrected
 
     claims = pd.DataFrame(
         {

@@ -11,7 +11,7 @@ from conftest import REPO, one_line_error
 
 from repro.analysis.runs import read_run, read_runs
 from repro.analysis.status import status_table, trainer_holding
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.runtime import lock as lock_module
 from repro.runtime.lock import hold
 
@@ -85,7 +85,8 @@ def test_status_and_help_start_without_torch_or_pandas(tmp_path, in_progress):
     # seconds to import, pandas half a second (benchmarks/bench_cli_start.py measures the start).
     in_progress(tmp_path / "runs" / "tiny", "baseline")
     script = (  # `repro status`, then `repro --help`, in one process: what each has imported
-        "import sys\nfrom repro.cli import main\nslow = ('torch', 'scipy', 'pandas', 'numpy')\n"
+        "import sys\nfrom repro.cli.assembly import main\n"
+        "slow = ('torch', 'scipy', 'pandas', 'numpy')\n"
         "for argv in (sys.argv[1:], ['--help']):\n"
         "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"  # --help exits
         "    print('imported:', *(m for m in slow if m in sys.modules))"

@@ -12,7 +12,7 @@ from conftest import one_line_error
 
 import repro.analysis.status as status
 from repro.analysis.status import status_table
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.cli.status import format_status
 from repro.rundir import read_rows, write_metrics
 from repro.rundir.metrics import TAIL_BYTES, tail_rows

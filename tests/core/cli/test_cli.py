@@ -8,7 +8,7 @@ import sys
 import pytest
 from conftest import REPO, train_args
 
-from repro.cli import main
+from repro.cli.assembly import main
 
 
 def test_describe_paper_baseline_json(capsys):
@@ -87,7 +87,7 @@ def test_train_uses_the_config_of_the_working_directory(
 def test_every_option_of_every_subcommand_has_help():
     import argparse
 
-    from repro.cli import build_parser
+    from repro.cli.assembly import build_parser
 
     def undocumented(parser, path):
         for action in parser._actions:

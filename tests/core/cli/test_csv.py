@@ -4,7 +4,7 @@
 import csv
 import re
 
-from repro.cli import main
+from repro.cli.assembly import main
 
 DIGITS = re.compile(r"[0-9]")
 

@@ -40,14 +40,14 @@ def test_the_workflows_dry_run_imports_neither_torch_nor_tensorboard(tmp_path):
 
 
 def test_describe_without_a_group_lists_the_groups_without_importing_torch():
-    code = "from repro.cli import main; main(['describe', '--preset', 'paper'])"
+    code = "from repro.cli.assembly import main; main(['describe', '--preset', 'paper'])"
     assert imported_after(code) == []
 
 
 def test_train_refuses_a_configuration_before_importing_torch(tmp_path):
     """A misspelt experiment is refused in a blink, not after seconds of importing torch."""
     argv = train_args(tmp_path, tmp_path, tmp_path / "run", experiment="nope")
-    code = f"from repro.cli import main; main({argv!r})"
+    code = f"from repro.cli.assembly import main; main({argv!r})"
     assert imported_after(code) == []
 
 
@@ -55,7 +55,7 @@ def test_an_audit_log_that_is_refused_is_refused_before_importing_torch(tmp_path
     log = tmp_path / "gpt3large_x.csv"
     log.write_text("not a loss log\n")
     argv = ["import-audit-log", str(log), "--out", str(tmp_path / "run")]
-    assert "torch" not in imported_after(f"from repro.cli import main; main({argv!r})")
+    assert "torch" not in imported_after(f"from repro.cli.assembly import main; main({argv!r})")
 
 
 def test_the_test_suites_shared_module_imports_no_torch():

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 from conftest import shortened
 
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.config import load_run
 from repro.data.tokens import AUTHORS_TOKENS, corpus_note
 from repro.training.run import train

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, one_line_error, random_token_files, train_args
 
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.config import MAX_SEED
 from repro.data.tokens import DataError, read_manifest
 from repro.runtime import device
@@ -130,7 +130,7 @@ def test_out_in_a_read_only_folder_is_one_line(tmp_path):
     argv = ["indices", "--preset", "tiny", "--data", str(data), "--out"]
     # Both commands in one process: one import of torch.
     code = (
-        "from repro.cli import main; "
+        "from repro.cli.assembly import main; "
         f"print(main({argv + [str(folder)]!r}), main({argv + [str(folder / 'ix')]!r}))"
     )
     result = read_only_run(folder, code)

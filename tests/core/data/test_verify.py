@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from conftest import random_token_files
 
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.data import tokens as tokens_module
 from repro.data.tokens import FINGERPRINT_BLOCK, DataError, fingerprint, read_manifest, verify
 from repro.files import write_json

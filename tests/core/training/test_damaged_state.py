@@ -12,11 +12,11 @@ import pytest
 import torch
 from conftest import edit_checkpoint, one_line_error, read_metrics, train_args, without_timing
 
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.config import load_run
 from repro.data.tokens import write_token_files
 from repro.rundir import read_record
-from repro.runtime import preemption
+from repro.runtime import signals
 from repro.training.run import train
 
 RUN = load_run("tiny", "baseline")
@@ -27,13 +27,13 @@ def runs(token_dir, tiny_indices, tmp_path_factory):
     """A tiny run stopped with its checkpoint at step 8 (rows 0-7 logged); the whole one is the
     session's tiny_baseline_run."""
     root = tmp_path_factory.mktemp("runs")
-    asked, real = [], preemption.requested
-    preemption.requested = lambda: len(asked.append(1) or asked) > 8  # stop at step 8
+    asked, real = [], signals.requested
+    signals.requested = lambda: len(asked.append(1) or asked) > 8  # stop at step 8
     try:
-        with pytest.raises(preemption.Preempted):
+        with pytest.raises(signals.Preempted):
             train(RUN, token_dir, tiny_indices, root / "stopped")
     finally:
-        preemption.requested = real
+        signals.requested = real
     return root
 
 
@@ -137,7 +137,30 @@ CHECKPOINT_DAMAGE = {
         lambda s: s["model"].pop("lm_head.weight"),
         r"ckpt\.pt: weights do not match the model \(missing: lm_head\.weight",
     ),
+    "an earlier release's second model section, edited": (
+        lambda s: s["config"].update(model=s["config"]["identity"]["model"] | {"n_head": 7}),
+        r"ckpt\.pt: its model configuration differs from the run's identity in n_head",
+    ),
+    "no model in the identity": (
+        lambda s: s["config"]["identity"].pop("model"),
+        r"ckpt\.pt: .* without a valid config",
+    ),
 }
+
+
+def test_a_checkpoint_holds_its_model_configuration_once(runs):
+    config = torch.load(runs / "stopped" / "ckpt.pt", weights_only=True)["config"]
+    assert set(config) == {"identity"} and isinstance(config["identity"]["model"], dict)
+
+
+def test_an_earlier_release_s_checkpoint_with_both_sections_resumes(
+    tiny_baseline_run, stopped, token_dir, tiny_indices
+):
+    edit_checkpoint(
+        stopped / "ckpt.pt", lambda s: s["config"].update(model=s["config"]["identity"]["model"])
+    )
+    assert main(train_args(token_dir, tiny_indices, stopped)) == 0
+    assert without_timing(read_metrics(stopped)) == without_timing(read_metrics(tiny_baseline_run))
 
 
 @pytest.mark.parametrize("damage", list(CHECKPOINT_DAMAGE))

@@ -18,7 +18,7 @@ import repro.training.loop as loop_module
 from repro.config import load_run
 from repro.model import GPT
 from repro.rundir import read_record
-from repro.runtime import preemption
+from repro.runtime import signals
 from repro.training.run import train
 
 EXPERIMENT = "resgelu-lr3e-3"
@@ -51,9 +51,9 @@ def _rank(rank, world, port, data, indices, out, stop_at):
 
         loop_module.train_step = step_signalled
     try:
-        with preemption.stop_signals():
+        with signals.stop_signals():
             train(load_run("tiny", EXPERIMENT, train_micro_batch=MICRO), data, indices, out)
-    except preemption.Preempted:
+    except signals.Preempted:
         pass
 
 

@@ -14,11 +14,11 @@ import pytest
 from conftest import REPO, edited_tiny_preset, train_args, write_experiments
 
 import repro.training.loop as loop_module
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.config import load_run
 from repro.config.schema import ConfigError
 from repro.rundir import read_record
-from repro.runtime import preemption
+from repro.runtime import signals
 from repro.training.logs import DivergenceStop
 from repro.training.run import train
 
@@ -148,7 +148,7 @@ def test_a_divergence_in_the_steps_before_a_stop_signal_ends_the_run_and_is_logg
 
     monkeypatch.setattr(loop_module, "train_step", nan_at_step_1_then_a_stop)
     run = load_run("tiny", "baseline").with_runtime(log_interval=4)  # steps 1-3: one write
-    with preemption.stop_signals():
+    with signals.stop_signals():
         record = train(run, token_dir, tiny_indices, tmp_path)
     assert (record.status, record.diverged_step, record.last_step) == ("diverged", 1, 1)
     assert read_record(tmp_path).status == "diverged"

@@ -14,9 +14,9 @@ from authors_helpers import write_authors_checkpoint
 from conftest import one_line_error
 from preemption_helpers import signal_during
 
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.config import load_run
-from repro.runtime import preemption
+from repro.runtime import signals
 from repro.training.checkpoints import save_checkpoint
 from repro.training.loop import make_model, make_optimizer
 from repro.training.run import train
@@ -30,8 +30,8 @@ def checkpoints(token_dir, tiny_indices, tmp_path_factory):
     root = tmp_path_factory.mktemp("evaluate")
     run = load_run("tiny", "baseline")
     signal_during(monkeypatch, 7, signal.SIGTERM)
-    with pytest.raises(preemption.Preempted, match="at step 8"):
-        with preemption.stop_signals():
+    with pytest.raises(signals.Preempted, match="at step 8"):
+        with signals.stop_signals():
             train(run, token_dir, tiny_indices, root / "run")
     monkeypatch.undo()
     shutil.copyfile(root / "run" / "ckpt.pt", root / "step8.pt")

@@ -8,7 +8,7 @@ from conftest import read_metrics, without_timing
 
 from repro.config import load_run
 from repro.rundir import read_record
-from repro.runtime import preemption
+from repro.runtime import signals
 from repro.training.run import train
 
 RUN = load_run("tiny", "baseline")
@@ -27,8 +27,8 @@ def test_a_resume_with_the_same_thread_count_is_bit_for_bit_and_recorded(
 ):
     """The uninterrupted run is the session's tiny baseline, trained with one thread."""
     asked = []
-    monkeypatch.setattr(preemption, "requested", lambda: len(asked.append(1) or asked) > 5)
-    with pytest.raises(preemption.Preempted):
+    monkeypatch.setattr(signals, "requested", lambda: len(asked.append(1) or asked) > 5)
+    with pytest.raises(signals.Preempted):
         train(RUN, token_dir, tiny_indices, tmp_path / "resumed")
     monkeypatch.undo()
     train(RUN, token_dir, tiny_indices, tmp_path / "resumed")

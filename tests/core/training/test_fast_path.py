@@ -9,8 +9,8 @@ import torch
 from config_helpers import write_preset
 from conftest import read_metrics, shortened, without_timing
 
-from repro.annex.perf.bench import random_batches
 from repro.config import ConfigError, load_preset, load_run
+from repro.data.batches import random_batches
 from repro.training.loop import build, with_train_micro_batch
 from repro.training.run import train
 

@@ -17,10 +17,9 @@ import torch.nn.functional as F
 from conftest import read_metrics
 from devices import COMPILED_ON_CPU, ON_GPU
 
-from repro.annex.perf.bench import random_batches
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.config import load_run
-from repro.data.batches import DeviceBatches, inputs_targets
+from repro.data.batches import DeviceBatches, inputs_targets, random_batches
 from repro.model import chunked_cross_entropy, cross_entropy
 from repro.training.loop import build, train_step, with_train_micro_batch
 from repro.training.run import train

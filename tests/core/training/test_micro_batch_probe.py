@@ -13,9 +13,8 @@ import torch
 from conftest import GiB
 from devices import COMPILED_ON_CPU
 
-from repro.annex.perf.bench import random_batches
 from repro.config import load_run
-from repro.data.batches import DeviceBatches
+from repro.data.batches import DeviceBatches, random_batches
 from repro.runtime import device
 from repro.training import fit
 from repro.training.loop import build, make_optimizer, train_step

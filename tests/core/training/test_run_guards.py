@@ -13,7 +13,7 @@ from conftest import REPO, edited_tiny_preset, one_line_error, train_args
 
 import repro.training.checkpoints as checkpoint_module
 from repro.analysis import results
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.config import load_experiments, load_preset, load_run
 from repro.config.schema import ConfigError
 from repro.model import GPT

@@ -103,7 +103,7 @@ def test_an_untied_experiment_trains_through_the_dag_on_its_own_indices(tmp_path
 
 
 def test_repro_indices_draws_the_rows_of_a_longer_schedule(token_dir, tiny_indices, tmp_path):
-    from repro.cli import main
+    from repro.cli.assembly import main
 
     out = tmp_path / "rows22"
     args = ["indices", "--preset", "tiny", "--data", str(token_dir), "--out", str(out)]
@@ -166,7 +166,7 @@ def test_the_default_schedule_is_the_papers_and_keeps_its_identity():
 
 
 def test_a_run_trained_on_the_linear_schedule_logs_it(token_dir, tiny_indices, tmp_path):
-    from repro.cli import main
+    from repro.cli.assembly import main
 
     preset = yaml.safe_load((REPO / "config" / "presets" / "tiny.yaml").read_text())
     preset["train"]["schedule"] = "linear"

@@ -5,8 +5,6 @@
 import hashlib
 import json
 
-from repro.annex.authors.audit_log import AuditError, check_workflow_keys
-
 # The authors' artefacts (config key authors_artefacts, authors.smk): the job of checkpoint
 # authors_runs finds which experiments their downloaded folders are; the functions below read what
 # it found, so nothing is read from the artefacts while the workflow is parsed.
@@ -94,10 +92,13 @@ AUDIT_LOGS = config["audit_logs"]
 AUDIT_RUNS = config["audit_runs"]
 AUDIT_IMPORTED = "results/audit/logs"  # every log, at <preset>/<log name>/
 AUDIT_STATED = config["audit_configs"]  # log file name -> what the user states of its run
-try:
-    check_workflow_keys(AUDIT_LOGS, AUDIT_RUNS, AUDIT_STATED, EXPERIMENTS, "results")
-except AuditError as e:
-    raise ValueError(f"Invalid configuration: {e}") from None
+if AUDIT_LOGS or AUDIT_RUNS or AUDIT_STATED:  # the annex's modules only where its keys are set
+    from repro.annex.authors.audit_log import AuditError, check_workflow_keys
+
+    try:
+        check_workflow_keys(AUDIT_LOGS, AUDIT_RUNS, AUDIT_STATED, EXPERIMENTS, "results")
+    except AuditError as e:
+        raise ValueError(f"Invalid configuration: {e}") from None
 
 
 def audit_runs_dir():

@@ -18,7 +18,7 @@ rule downstream_run:
         gpu=lambda wildcards: 1 if wildcards.preset in config["gpu_presets"] else 0,
     params:
         checkpoint=lambda wildcards, input: os.path.join(
-            os.path.dirname(input.run), "live", "ckpt.pt"
+            os.path.dirname(input.run), LIVE, CHECKPOINT
         ),
         out=lambda wildcards, output: os.path.dirname(output.results),
         flags=downstream_flags,

@@ -17,7 +17,7 @@ from repro.annex.authors.audit_log import (
 from repro.config import Experiments, Preset, load_preset, resolve_run
 from repro.files import atomic_folder, file_sha256, make_dir
 from repro.rundir import METRICS_CSV, RUN_JSON, RunRecord, code_version, read_record, write_metrics
-from repro.runtime.tensorboard import EVENTS, write_events
+from repro.rundir.tensorboard import EVENTS, write_events
 
 AUDIT = "audit"  # RunRecord.source of an imported log
 IMPORTED_FILES = {RUN_JSON, METRICS_CSV, EVENTS}  # all an import writes in its folder

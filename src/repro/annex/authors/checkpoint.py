@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from repro.config import ModelConfig
-from repro.evaluate import check_finite, load_model
 from repro.model import GPT
 from repro.training.checkpoints import FORMAT, CheckpointError, model_from, read_checkpoint
+from repro.training.evaluation import check_finite, load_model
 
 AUTHORS_QUERY_MODES = {
     "original": "linear",

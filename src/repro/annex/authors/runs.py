@@ -26,7 +26,7 @@ from repro.rundir import (
     read_record,
     write_metrics,
 )
-from repro.runtime.tensorboard import write_events
+from repro.rundir.tensorboard import write_events
 from repro.training.checkpoints import read_checkpoint
 from repro.training.loop import Schedule
 

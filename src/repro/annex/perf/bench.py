@@ -6,12 +6,11 @@ import os
 import time
 from dataclasses import asdict
 
-import numpy as np
 import torch
 
 from repro.annex.perf.cost import known_peak_flops, model_size
 from repro.config import RunConfig
-from repro.data.batches import Batches, DeviceBatches
+from repro.data.batches import DeviceBatches, random_batches
 from repro.runtime.device import free_device_memory, out_of_memory
 from repro.runtime.machine import cpu_model
 from repro.training.loop import build, train_step, with_train_micro_batch
@@ -22,20 +21,6 @@ def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return cpu_model()
-
-
-def random_batches(run: RunConfig, rows: int, seed: int = 0) -> Batches:
-    """Random-token batches of the preset's shapes at the run's training micro-batch."""
-    rng = np.random.default_rng(seed)
-    tokens = rng.integers(0, 50257, 1 << 20, dtype=np.uint16)
-    starts = rng.integers(0, tokens.size - run.model.block_size - 1, (rows, run.train.batch_size))
-    return Batches(
-        {"train": starts},
-        {"train": tokens},
-        run.model.block_size,
-        run.train.eval_micro_batch,
-        run.runtime.train_micro_batch,
-    )
 
 
 def _synchronize(device: torch.device) -> None:

@@ -4,9 +4,9 @@ the paired relative improvement lies above zero."""
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
+from repro.analysis.claims import standing, verdict
 from repro.analysis.seeds import paired_difference, paired_p_value
 from repro.annex.groups import ablation as query_ablation
 from repro.annex.groups import decay as decay_to_zero
@@ -14,22 +14,6 @@ from repro.annex.groups import tuning, v3
 from repro.config import Experiments, Preset
 
 NOT_IN = "in the experiments file"
-
-
-def standing(summary: pd.DataFrame, value: str) -> np.ndarray:
-    """Per row: 'ahead', 'not ahead' or 'not distinguishable'; with one seed, the value's sign."""
-    mean = summary[f"{value}_mean"]
-    low, high = summary[f"{value}_ci_low"].fillna(mean), summary[f"{value}_ci_high"].fillna(mean)
-    return np.select([low > 0, high <= 0], ["ahead", "not ahead"], "not distinguishable")
-
-
-def verdict(standing, n_seeds: int, detail: str) -> tuple[bool | None, str]:
-    """Holds where every interval is above zero, fails where one is not; else indistinguishable."""
-    if all(s == "ahead" for s in standing):
-        return True, detail
-    if any(s == "not ahead" for s in standing):
-        return False, detail
-    return None, f"not distinguishable at {n_seeds} seeds: {detail}"
 
 
 def tuned(runs_dir, preset: Preset, experiments: Experiments, seeds: int, config_dir):

@@ -9,10 +9,10 @@ from conftest import PRECIOUS, one_line_error, precious, read_metrics, train_arg
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import repro.training.loop as loop_module
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.config import load_config, load_run, resolve_run
 from repro.errors import ReproError
-from repro.runtime.tensorboard import EVENTS, TAGS, EventLog, kept_events
+from repro.rundir.tensorboard import EVENTS, TAGS, EventLog, kept_events
 from repro.training.run import train
 
 

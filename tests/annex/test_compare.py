@@ -17,7 +17,7 @@ from repro.analysis import compare
 from repro.analysis.runs import read_run
 from repro.analysis.status import status_table
 from repro.annex.authors.runs import import_authors_run
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.cli.status import format_status
 from repro.config import load_config, load_run, seed_dir
 

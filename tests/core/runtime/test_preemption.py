@@ -15,10 +15,10 @@ from conftest import REPO, read_metrics, train_args, without_timing
 from hang_guard import watch
 from preemption_helpers import signal_during
 
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.config import load_run
 from repro.rundir import read_record
-from repro.runtime import preemption
+from repro.runtime import signals
 from repro.training.run import train
 
 
@@ -65,7 +65,7 @@ def test_ctrl_c_checkpoints_exits_130_and_the_next_attempt_resumes(
 ):
     args = train_args(token_dir, tiny_indices, tmp_path / "run")
     ended = interrupted(args, 2, [signal.SIGINT])
-    assert ended.returncode == preemption.INTERRUPT_EXIT == 130, ended.stderr
+    assert ended.returncode == signals.INTERRUPT_EXIT == 130, ended.stderr
     assert "Traceback" not in ended.stderr and "KeyboardInterrupt" not in ended.stderr
     stopped = [line for line in ended.stderr.splitlines() if line.startswith("repro: ")]
     assert len(stopped) == 1 and stopped[0].startswith("repro: stopped by SIGINT signal at step ")
@@ -85,7 +85,7 @@ def test_signals_in_quick_succession_stop_once_without_a_traceback(
 ):
     args = train_args(token_dir, tiny_indices, tmp_path / "run")
     ended = interrupted(args, 2, [signal.SIGTERM, signal.SIGTERM, signal.SIGINT])
-    assert ended.returncode == preemption.REQUEUE_EXIT, ended.stderr  # a scheduler's: requeue
+    assert ended.returncode == signals.REQUEUE_EXIT, ended.stderr  # a scheduler's: requeue
     assert "Traceback" not in ended.stderr and "KeyboardInterrupt" not in ended.stderr
     assert ended.stderr.count("stopping at the next step boundary") == 1
     assert "repro: stopped by SIGINT, SIGTERM signal at step " in ended.stderr
@@ -102,7 +102,7 @@ def test_sigterm_mid_step_checkpoints_whatever_stop_signal_names(token_dir, tiny
     out = tmp_path / "run"
     args = [*train_args(token_dir, tiny_indices, out), "--stop-signal", "SIGUSR2"]
     ended = interrupted(args, 2, [signal.SIGTERM])
-    assert ended.returncode == preemption.REQUEUE_EXIT, ended.stderr
+    assert ended.returncode == signals.REQUEUE_EXIT, ended.stderr
     assert "outside the training steps" not in ended.stderr
     assert "repro: stopped by SIGTERM signal at step " in ended.stderr
     assert torch.load(out / "ckpt.pt", weights_only=True)["step"] >= 3
@@ -114,7 +114,7 @@ def test_a_stop_signal_checkpoints_and_the_next_attempt_resumes(
     out = tmp_path / "split"
     args = [*train_args(token_dir, tiny_indices, out), "--stop-signal", "USR1"]
     signal_during(monkeypatch, 7, signal.SIGUSR1)
-    assert main(args) == preemption.REQUEUE_EXIT == 75
+    assert main(args) == signals.REQUEUE_EXIT == 75
     assert "stopped by SIGUSR1 signal at step 8, checkpointed" in capsys.readouterr().err
     assert torch.load(out / "ckpt.pt", weights_only=True)["step"] == 8  # not the step-5 one
     assert len(read_metrics(out)) == 8
@@ -130,8 +130,8 @@ def test_a_stop_signal_checkpoints_and_the_next_attempt_resumes(
 def test_sigterm_is_a_stop_signal_by_default(token_dir, tiny_indices, tmp_path, monkeypatch):
     signal_during(monkeypatch, 2, signal.SIGTERM)
     before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(preemption.Preempted, match="SIGTERM signal at step 3"):
-        with preemption.stop_signals():
+    with pytest.raises(signals.Preempted, match="SIGTERM signal at step 3"):
+        with signals.stop_signals():
             train(load_run("tiny", "baseline"), token_dir, tiny_indices, tmp_path / "run")
     assert json.loads((tmp_path / "run" / "run.json").read_text())["last_step"] == 2
     assert signal.getsignal(signal.SIGTERM) is before  # the process's own handler is back
@@ -193,7 +193,7 @@ def test_a_signal_while_the_command_line_is_imported_is_one_line(signum, status)
 
 # The same with the import of the signal handlers' own module held: a Ctrl-C in the first
 # hundredths of a second, before repro.entry has imported anything of the package.
-DURING_THE_FIRST_IMPORT = DURING_THE_IMPORTS.replace('"repro.cli"', '"repro.runtime.preemption"')
+DURING_THE_FIRST_IMPORT = DURING_THE_IMPORTS.replace('"repro.cli"', '"repro.runtime.signals"')
 
 
 @pytest.mark.parametrize("signum,status", [(signal.SIGTERM, 75), (signal.SIGINT, 130)])
@@ -220,7 +220,7 @@ if not os.environ.get("REPRO_MALLOC"):  # before the restart: a signal sent as i
     os.execve = signalled_execve
 else:
     print("restarted", flush=True)  # the signal, held across the exec, is yet to come
-from repro.cli import main
+from repro.cli.assembly import main
 sys.exit(main())
 """
 
@@ -257,5 +257,5 @@ def test_ctrl_c_while_a_command_starts_is_one_line(monkeypatch, capsys):
 
     monkeypatch.setattr(cli, "build_parser", interrupted)
     monkeypatch.setattr(sys, "argv", ["repro", "import-audit-log", "x.csv", "--out", "run"])
-    assert entry.main() == preemption.INTERRUPT_EXIT
+    assert entry.main() == signals.INTERRUPT_EXIT
     assert capsys.readouterr().err == "repro: interrupted\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from repro.annex.model_folder import (
+from repro.annex.models.folder import (
     CONFIG_JSON,
     CONV1D,
     WEIGHTS,
@@ -22,9 +22,9 @@ from repro.annex.model_folder import (
 from repro.config import ModelConfig
 from repro.data.tokenizer import EOT_TOKEN, bundled_data_dir, gpt2_encoding
 from repro.errors import ReproError
-from repro.evaluate import check_finite
 from repro.files import WriteError, atomic_folder, read_json
 from repro.model import GPT
+from repro.training.evaluation import check_finite
 
 # config.json's key naming the package's export format (1, the earlier, lacks it).
 MARKER, FORMAT = "repro_export", 2
@@ -138,7 +138,7 @@ def save_model(model: GPT, directory: str | os.PathLike) -> None:
 
 def load_model(directory: str | os.PathLike) -> GPT:
     """The package's GPT of an exported folder, on the CPU, in eval mode; config.json and the
-    weights' header are checked before anything is built (repro.annex.model_folder)."""
+    weights' header are checked before anything is built (repro.annex.models.folder)."""
     directory = Path(directory)
     path, kind = directory / CONFIG_JSON, None
     config = read_json(path)

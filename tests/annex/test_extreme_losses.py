@@ -6,8 +6,8 @@ import math
 import pandas as pd
 from conftest import one_line_error
 
-from repro.annex.evidence import NOT_AVAILABLE, evidence_table
-from repro.cli import main
+from repro.annex.claims.evidence import NOT_AVAILABLE, evidence_table
+from repro.cli.assembly import main
 from repro.files import write_csv
 
 STEPS = (0, 4, 8, 12)

@@ -15,7 +15,7 @@ import torch
 from conftest import PRECIOUS, one_line_error, precious, shortened, train_args
 
 from repro.analysis import report
-from repro.cli import main
+from repro.cli.assembly import main
 from repro.config import load_run
 from repro.data.tokens import read_manifest
 from repro.errors import ReproError
@@ -148,10 +148,10 @@ def test_a_disk_that_fills_during_training_is_one_line_and_the_run_resumes(
     from conftest import read_metrics, without_timing
 
     import repro.rundir.metrics
-    import repro.runtime.tensorboard
+    import repro.rundir.tensorboard
 
     opened = {}
-    for module in (repro.rundir.metrics, repro.runtime.tensorboard):
+    for module in (repro.rundir.metrics, repro.rundir.tensorboard):
 
         def recording(path, flags, what, opener=module.open_no_link):
             opened[Path(path).name] = fd = opener(path, flags, what)

@@ -1,4 +1,7 @@
-"""The text's claims (docs/specification.md §4.3), checked against the runs that exist."""
+"""The text's claims (docs/specification.md §4.3), checked against the runs that exist: those of
+Table 1's nonlinear rows and the baseline's divergence at weight decay 0.05, with Holm's correction
+over the claims checked together. The claims of the groups trained beside Table 1 join them in
+repro.annex.claims.joint."""
 
 from __future__ import annotations
 
@@ -21,13 +24,27 @@ from repro.analysis.seeds import (
     read_seed_runs,
     summarise,
 )
-from repro.annex.groups import claims as group_claims
-from repro.annex.groups.claims import standing, verdict
 from repro.config import Experiments, Preset, load_config
 
 # group: whose runs answer it; p_value: its paired t-test's (three seeds or more), p_holm: that
 # p-value corrected by Holm's method over the claims of one check (seeds.holm)
 CLAIM_COLUMNS = ["claim", "experiment", "holds", "detail", "group", "p_value", "p_holm"]
+
+
+def standing(summary: pd.DataFrame, value: str) -> np.ndarray:
+    """Per row: 'ahead', 'not ahead' or 'not distinguishable'; with one seed, the value's sign."""
+    mean = summary[f"{value}_mean"]
+    low, high = summary[f"{value}_ci_low"].fillna(mean), summary[f"{value}_ci_high"].fillna(mean)
+    return np.select([low > 0, high <= 0], ["ahead", "not ahead"], "not distinguishable")
+
+
+def verdict(standing, n_seeds: int, detail: str) -> tuple[bool | None, str]:
+    """Holds where every interval is above zero, fails where one is not; else indistinguishable."""
+    if all(s == "ahead" for s in standing):
+        return True, detail
+    if any(s == "not ahead" for s in standing):
+        return False, detail
+    return None, f"not distinguishable at {n_seeds} seeds: {detail}"
 
 
 def verdicts_caveat(preset: Preset, config_dir: str | Path | None = None) -> str:
@@ -148,16 +165,14 @@ def _nonlinear_claims(
     return rows
 
 
-def check_claims(
+def claim_rows(
     runs_dir: str | Path,
-    preset: str | Preset,
-    config_dir: str | Path | None = None,
+    preset: Preset,
+    experiments: Experiments,
     divergence_step: int | None = None,
     seeds: int = 1,
-) -> pd.DataFrame:
-    """One row per (claim, experiment), holding where the paired 95% interval excludes zero (one
-    seed: the gain is positive); the claims: docs/specification.md §4.3."""
-    preset, experiments = load_config(preset, config_dir)
+) -> list[tuple]:
+    """(claim, experiment, holds, detail, group, p_value) of each text claim, uncorrected."""
     nonlinear = [e.name for e in experiments.group("table1") if e.query_mode == "residual_gelu"]
     unstable = experiments.claims["unstable"]
     names = [experiments.baseline, experiments.claims["larger_control"], unstable, *nonlinear]
@@ -170,32 +185,50 @@ def check_claims(
         for name in nonlinear
         for claim, holds, detail, *p in _nonlinear_claims(name, by_seed, experiments, preset)
     ]
-    runs = by_seed[0]  # the divergence claim: seed 0's run
+    rows.append(_divergence_claim(by_seed[0], unstable, preset, divergence_step))
+    return [(*row, np.nan) if len(row) == 5 else row for row in rows]  # no p-value: NaN
 
+
+def _divergence_claim(runs: dict, unstable: str, preset: Preset, divergence_step) -> tuple:
+    """The divergence claim, from seed 0's run of the baseline at weight decay 0.05."""
     limit = divergence_step if divergence_step is not None else preset.train.max_step // 3
     claim = "baseline diverges at weight decay 0.05"
-    if unstable in runs:
-        run = runs[unstable]
-        step = run.record.diverged_step
-        holds = run.status == "diverged" and step is not None and step < limit
-        at = f", diverged at step {step}" if step is not None else ""
-        detail = f"status {run.status}{at} (claim: before step {limit})"
-        margin = run.record.identity.get("train", {}).get("divergence_margin")
-        if margin is not None:  # the authors' loop had no such stop: their claim is not tested
-            holds, detail = (
-                None,
-                (
-                    f"{detail}; not answered: trained with the divergence stop "
-                    f"(train.divergence_margin {margin}), which the authors' training did not have"
-                ),
-            )
-        rows.append((claim, unstable, holds, detail, "claims"))
-    else:
-        rows.append((claim, unstable, None, "not trained (group `claims`)", "claims"))
-    for group, answer in group_claims.GROUPS.items():
-        answers = answer(runs_dir, preset, experiments, seeds, config_dir)
-        rows += [(*row[:4], group, *row[4:]) for row in answers]
-    rows = [(*row, np.nan) if len(row) == 5 else row for row in rows]  # no p-value: NaN
+    if unstable not in runs:
+        return (claim, unstable, None, "not trained (group `claims`)", "claims")
+    run = runs[unstable]
+    step = run.record.diverged_step
+    holds = run.status == "diverged" and step is not None and step < limit
+    at = f", diverged at step {step}" if step is not None else ""
+    detail = f"status {run.status}{at} (claim: before step {limit})"
+    margin = run.record.identity.get("train", {}).get("divergence_margin")
+    if margin is not None:  # the authors' loop had no such stop: their claim is not tested
+        holds, detail = (
+            None,
+            (
+                f"{detail}; not answered: trained with the divergence stop "
+                f"(train.divergence_margin {margin}), which the authors' training did not have"
+            ),
+        )
+    return (claim, unstable, holds, detail, "claims")
+
+
+def check_claims(
+    runs_dir: str | Path,
+    preset: str | Preset,
+    config_dir: str | Path | None = None,
+    divergence_step: int | None = None,
+    seeds: int = 1,
+) -> pd.DataFrame:
+    """One row per (claim, experiment) of the text's claims, holding where the paired 95% interval
+    excludes zero (one seed: the gain is positive) and Holm's correction over these rows keeps it;
+    the claims: docs/specification.md §4.3."""
+    preset, experiments = load_config(preset, config_dir)
+    rows = claim_rows(runs_dir, preset, experiments, divergence_step, seeds)
+    return claims_table(rows, preset, config_dir)
+
+
+def claims_table(rows: list[tuple], preset: Preset, config_dir) -> pd.DataFrame:
+    """The rows as the claims table: Holm's correction over all of them, and the scale caveat."""
     claims = corrected(pd.DataFrame(rows, columns=CLAIM_COLUMNS[:-1]))
     claims["caveat"] = verdicts_caveat(preset, config_dir)
     return claims

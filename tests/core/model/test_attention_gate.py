@@ -111,7 +111,7 @@ def test_a_gated_model_generates_with_its_cache_as_without(gate):
 
 
 def test_describe_reports_the_gates_parameters(capsys):
-    from repro.cli import main
+    from repro.cli.assembly import main
 
     args = ["describe", "--preset", "paper", "--experiment", "identity-gate-elementwise"]
     assert main(args) == 0

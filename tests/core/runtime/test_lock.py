@@ -19,7 +19,7 @@ from processes import alive
 from repro.config import load_preset, load_run
 from repro.data.indices import write_indices
 from repro.rundir import read_record
-from repro.runtime.preemption import Preempted, stop_signals
+from repro.runtime.signals import Preempted, stop_signals
 from repro.training.run import train
 
 ENV = dict(

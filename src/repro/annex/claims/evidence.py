@@ -13,7 +13,7 @@ from repro.analysis.results import scale_caveat
 from repro.analysis.runs import Run, has_run, read_run
 from repro.analysis.seeds import check_seed_count, summarise
 from repro.analysis.stated import ambiguity, stated_as, stated_differences
-from repro.annex.claims import check_claims
+from repro.annex.claims.joint import joint_claims
 from repro.config import Preset, load_config, resolve_run, seed_dir
 from repro.errors import ReproError
 from repro.rundir import identity_differences
@@ -200,7 +200,7 @@ def evidence_table(
         rows.append(
             claim | {"source": source, "value": value, "status": "claimed; its table not seen"}
         )
-    checked = check_claims(runs_dir, preset, config_dir, seeds=seeds)
+    checked = joint_claims(runs_dir, preset, config_dir, seeds=seeds)
     read_above = {name for name, *_ in published}  # beside the published claims
     others = ({s: runs for s, runs in sources.items() if s != "ours"}, *read[1:])
     for group, verdicts in checked.groupby("group", sort=False):

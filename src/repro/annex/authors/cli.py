@@ -1,8 +1,10 @@
-"""The command line of the authors' artefacts and the audit's logs (docs/annex/authors.md)."""
+"""The command line of the authors' artefacts and the audit's logs (docs/annex/authors.md): import
+them, evaluate any checkpoint, and compare a run against a reference (repro.analysis.compare)."""
 
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 from repro import config
@@ -12,8 +14,8 @@ from repro.files import parse_json, write_csv, write_json
 
 
 def cmd_evaluate(args) -> None:
-    from repro import evaluate
     from repro.annex.authors.checkpoint import load_any_checkpoint
+    from repro.training import evaluation as evaluate
 
     preset = config.load_preset(args.preset, args.config_dir)
     result = evaluate.evaluate(
@@ -72,23 +74,6 @@ def _stated(text: str | None, what: str) -> dict:
     if not isinstance(stated, dict):
         raise AuditError(f"--stated: {text[:60]!r} is not a JSON object ({what})")
     return stated
-
-
-def cmd_evidence(args) -> None:
-    from repro.analysis.report import write_table_html
-    from repro.annex import evidence
-
-    runs = args.runs or Path("results/runs") / args.preset
-    table = evidence.evidence_table(
-        runs, args.preset, args.seeds, args.config_dir, args.authors_runs, args.audit_runs,
-        args.audit_logs,
-    )  # fmt: skip
-    evidence.check_evidence(table)  # every number read again from its files
-    write_csv(table, args.out)
-    if args.html:
-        write_table_html(table.drop(columns="files"), args.html, {"value": "{:.4f}"})
-    shown = table[table["status"] != evidence.NOT_AVAILABLE]
-    print(f"{args.out}: {len(table)} readings of the paper's claims, {len(shown)} available")
 
 
 def cmd_authors_runs(args) -> None:
@@ -175,28 +160,6 @@ def _stated_option(p, example: str) -> None:
     )
 
 
-def _evidence_parser(sub) -> None:
-    p = sub.add_parser(
-        "evidence",
-        help="each of the paper's (v1) claims beside our runs, the authors' and the audit's, "
-        "at the paper's step and at each run's end, every number checked against its file",
-    )
-    options.add_config(p, experiment=False)
-    p.add_argument("--runs", type=Path, help="our runs (default: results/runs/<preset>)")
-    p.add_argument("--seeds", type=int, default=1, help="our seeds 0..N-1 to read (default 1)")
-    p.add_argument("--authors-runs", type=Path, help="the authors' runs imported at the preset")
-    p.add_argument("--audit-runs", type=Path, help="the audit's logs imported as experiments")
-    p.add_argument(
-        "--audit-logs",
-        type=Path,
-        help="the audit's logs imported at the preset (OUT/<preset> of import-audit-logs); "
-        "those whose configuration was stated stand beside the experiments they are",
-    )
-    p.add_argument("--out", type=Path, required=True, help="the CSV to write")
-    p.add_argument("--html", type=Path, help="the table as HTML too (the report's page)")
-    p.set_defaults(func=cmd_evidence)
-
-
 def _authors_runs_parser(sub) -> None:
     p = sub.add_parser(
         "authors-runs", help="which experiments the authors' downloaded run folders are (JSON)"
@@ -224,13 +187,77 @@ def _authors_table_parser(sub) -> None:
     p.set_defaults(func=cmd_authors_table)
 
 
+def reference_run(reference: Path, run, config_dir):
+    """REF as a run: a run directory, or an authors' folder or audit log imported to a temp one."""
+    from repro.analysis.runs import read_run
+    from repro.annex.authors import audit
+    from repro.annex.authors import runs as authors
+
+    is_log = reference.suffix == ".csv" and not reference.is_dir()  # a FIFO too: refused there
+    if not is_log and not (reference / authors.EVAL_TENSORS["val"]).exists():
+        return read_run(reference)
+    preset, experiments = config.load_config(run.record.preset, config_dir)
+    with tempfile.TemporaryDirectory() as out:
+        if is_log:
+            audit.import_audit_log(reference, Path(out), preset)
+        else:
+            authors.import_authors_run(reference, Path(out), preset, experiments, run.name)
+        return read_run(out)
+
+
+def cmd_compare(args) -> None:
+    from repro.analysis import compare
+    from repro.analysis.runs import read_run
+
+    options.check_positive(args, "tolerance")
+    run = read_run(args.run)
+    reference = reference_run(args.reference, run, args.config_dir)
+    table, source = compare.compare_runs(run, reference, args.tolerance)
+    differences = compare.configuration_differences(run, reference)
+    if args.csv:
+        write_csv(table, args.csv)
+    print(f"{args.run} ({run.name}, {run.status}) against {args.reference} ({reference.status})")
+    if differences:
+        print(f"configurations differ (reference -> run): {'; '.join(differences)}")
+    print(f"tolerance: {source}")
+    if not table.empty:
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    print(compare.verdict(table, differences, compare.reference_diverged(run, reference)))
+
+
+def _compare_parser(sub) -> None:
+    p = sub.add_parser(
+        "compare",
+        help="a run's validation losses against a reference run's at every common evaluation "
+        "step: difference and verdict against a tolerance",
+    )
+    p.add_argument("run", type=Path, help="a run directory (one in progress too)")
+    p.add_argument(
+        "--reference",
+        type=Path,
+        required=True,
+        help="another run directory, an imported authors' run (repro import-authors-run) or "
+        "audit log (repro import-audit-logs), one of the authors' out_config_* folders or one "
+        "of the audit's loss logs, *.csv (imported on the fly)",
+    )
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        help="nats, a positive number (default: measured from the seeds of the run's experiment "
+        "at its preset, else 0.01)",
+    )
+    p.add_argument("--csv", type=Path, help="also write the table here")
+    options.add_config_dir(p)
+    p.set_defaults(func=cmd_compare)
+
+
 def add_commands(sub) -> None:
     for add in (
         _evaluate_parser,
         _import_parser,
         _authors_runs_parser,
         _authors_table_parser,
-        _evidence_parser,
         _audit_parsers,
+        _compare_parser,
     ):
         add(sub)

@@ -5,20 +5,18 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import signal
-import threading
-from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
 
 from repro.analysis.runs import Run, read_run
 from repro.annex.authors.checkpoint import load_any_checkpoint
-from repro.annex.hub import CONFIG_JSON, MARKER, WEIGHTS, is_gpt2, write_model
+from repro.annex.models.hub import CONFIG_JSON, MARKER, WEIGHTS, is_gpt2, write_model
 from repro.config import load_preset
 from repro.files import atomic_folder, atomic_write, make_dir, read_json, write_json
 from repro.model import count_parameters
 from repro.rundir import CHECKPOINT, LIVE, RUN_JSON, RunError
+from repro.runtime.signals import sigterm_interrupts
 
 CARD = "README.md"
 EVAL_RESULTS = ".eval_results"  # the Hub's evaluation results, one YAML file per benchmark
@@ -149,24 +147,6 @@ def check_card_fields(run: Run) -> None:
 def card_corpus(config: dict) -> str | None:
     """run.json's corpus: the resolved run's, or (older records) its preset's as loaded."""
     return config.get("corpus") or config.get("preset", {}).get("corpus")
-
-
-@contextmanager
-def sigterm_interrupts():
-    """Within: SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so that the partial folder is
-    removed (SIGTERM's default ends the process at once and leaves it)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # only the main thread may set a handler
-        return
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def is_export(folder: Path) -> bool:
@@ -403,5 +383,5 @@ lm-evaluation-harness:
 lm_eval --model hf --model_args {shlex.quote(model_args)} --tasks hellaswag
 ```
 
-With the `repro` package: `repro.annex.hub.load_model({python})`.
+With the `repro` package: `repro.annex.models.hub.load_model({python})`.
 """

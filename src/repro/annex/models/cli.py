@@ -12,7 +12,7 @@ from repro.errors import ReproError
 
 
 def cmd_generate(args) -> None:
-    from repro.annex.generate import generate_text
+    from repro.annex.models.generate import generate_text
 
     result = generate_text(
         args.checkpoint,
@@ -27,7 +27,7 @@ def cmd_generate(args) -> None:
 
 
 def cmd_export(args) -> None:
-    from repro.annex.export import export, export_load_call
+    from repro.annex.models.export import export, export_load_call
 
     if importlib.util.find_spec("transformers") is None:
         raise ReproError("repro export needs transformers: pip install -e '.[hf]'")

@@ -1,1 +1,0 @@
-"""The annex's subcommands of `repro`; repro.cli assembles them with the core's."""
