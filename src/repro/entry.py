@@ -7,19 +7,25 @@ with training's exit statuses (repro.runtime.signals: 75, or 130 for Ctrl-C), no
 traceback or a bare 143. This module imports only what those handlers need.
 """
 
+import signal
 import sys
 
-from repro.runtime import signals
+TRAIN = sys.argv[1:2] == ["train"]
+# SIGINT, SIGTERM, SIGUSR1: the signals repro.runtime.signals.exit_until_started handles by default.
+EARLY = {signal.SIGINT, signal.SIGTERM, signal.SIGUSR1}
+if TRAIN:  # held while the handlers' own module is imported, then delivered to them
+    signal.pthread_sigmask(signal.SIG_BLOCK, EARLY)
 
-if sys.argv[1:2] == ["train"]:  # first of all: the next import alone takes hundredths of a second
+from repro.runtime import signals  # noqa: E402
+
+if TRAIN:  # first of all: the next import alone takes hundredths of a second
     signals.exit_until_started()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, EARLY)
 
 
 def main() -> int:
     try:  # Ctrl-C while the command line is imported or parsed: one line, not a traceback
-        from repro.cli.assembly import (
-            main as command_line,
-        )  # the slow imports, under those handlers
+        from repro.cli.assembly import main as command_line  # the slow imports, under the handlers
 
         return command_line()
     except KeyboardInterrupt:

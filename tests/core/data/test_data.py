@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from repro import cli
+from repro.cli import assembly as cli
 from repro.cli import data as cli_data
 from repro.data import corpus as corpus_module
 from repro.data import openwebtext

@@ -191,9 +191,12 @@ def test_a_signal_while_the_command_line_is_imported_is_one_line(signum, status)
     ]
 
 
-# The same with the import of the signal handlers' own module held: a Ctrl-C in the first
-# hundredths of a second, before repro.entry has imported anything of the package.
-DURING_THE_FIRST_IMPORT = DURING_THE_IMPORTS.replace('"repro.cli"', '"repro.runtime.signals"')
+# The same with the import of the signal handlers' own module slowed: a Ctrl-C in the first
+# hundredths of a second, before repro.entry has imported anything of the package, is held
+# until the handlers are in place.
+DURING_THE_FIRST_IMPORT = DURING_THE_IMPORTS.replace(
+    '"repro.cli"', '"repro.runtime.signals"'
+).replace("time.sleep(600)  # the signal ends the process here", "time.sleep(3)")
 
 
 @pytest.mark.parametrize("signum,status", [(signal.SIGTERM, 75), (signal.SIGINT, 130)])
@@ -247,15 +250,25 @@ def test_a_signal_during_the_allocators_restart_is_one_line_and_its_exit_status(
     assert not (tmp_path / "run").exists()  # stopped before anything was written
 
 
+def test_the_signals_held_at_the_start_are_those_handled_until_training_starts():
+    """repro.entry holds EARLY while it imports the handlers: all that they handle by default."""
+    from repro import entry
+
+    assert entry.EARLY == {signals.signal_number(name) for name in signals.STOP_SIGNALS} | {
+        signals.signal_number(name) for name in signals.ALWAYS
+    }
+
+
 def test_ctrl_c_while_a_command_starts_is_one_line(monkeypatch, capsys):
     """Ctrl-C before the command runs (while the command line is imported and parsed), as at
     the start of `repro import-audit-log`: one line and 130, not a traceback."""
-    from repro import cli, entry
+    from repro import entry
+    from repro.cli import assembly
 
-    def interrupted():
+    def interrupted(command=None):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "build_parser", interrupted)
+    monkeypatch.setattr(assembly, "build_parser", interrupted)
     monkeypatch.setattr(sys, "argv", ["repro", "import-audit-log", "x.csv", "--out", "run"])
     assert entry.main() == signals.INTERRUPT_EXIT
     assert capsys.readouterr().err == "repro: interrupted\n"

@@ -124,14 +124,16 @@ def test_a_failed_check_fails_alone(tmp_path):
         "sys.exit(pytest.main(['-p', 'no:cacheprovider', '-n', '0', '-q', sys.argv[1],"
         " sys.argv[2], '--basetemp', sys.argv[3]]))"
     )
-    reading = "test_machine.py::test_run_json_names_the_machine_it_ran_on"
+    reading = (
+        tests.parent / "runtime" / "test_machine.py::test_run_json_names_the_machine_it_ran_on"
+    )
     done = subprocess.run(
         [
             sys.executable,
             "-c",
             code,
             f"{tests}/test_stored_losses.py::test_the_tiny_baseline_trains_the_stored_numbers",
-            f"{tests}/{reading}",
+            str(reading),
             str(tmp_path / "session"),
         ],
         capture_output=True,
