@@ -35,6 +35,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs):
 @contextmanager
 def _replacing(path: str | os.PathLike):
     path = Path(path)
+    refuse_special(path)
     partial, fd = new_partial(path)
     try:
         try:
@@ -45,6 +46,28 @@ def _replacing(path: str | os.PathLike):
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
+
+
+# What a rename would replace that is no file: run as root, `--out /dev/null` would put a regular
+# file where the device was. A folder fails the rename by itself.
+SPECIAL_FILES = {
+    stat.S_ISCHR: "a character device",
+    stat.S_ISBLK: "a block device",
+    stat.S_ISFIFO: "a named pipe",
+    stat.S_ISSOCK: "a socket",
+}
+
+
+def refuse_special(path: Path) -> None:
+    """A WriteError where `path` is, or links to, a device, named pipe or socket."""
+    try:
+        mode = os.stat(path).st_mode  # through a link: a link to /dev/null is refused too
+    except OSError:  # nothing there (or a dangling link): the write says what else is wrong
+        return
+    for test, kind in SPECIAL_FILES.items():
+        if test(mode):
+            link = " (through a symbolic link)" if path.is_symlink() else ""
+            raise WriteError(f"{path}: {kind}{link}, not a file: nothing written there")
 
 
 def new_partial(path: Path) -> tuple[Path, int]:

@@ -26,6 +26,9 @@ from repro.files import read_regular
 MAX_YAML_BYTES = 1 << 20
 MAX_YAML_DEPTH = 64
 MAX_YAML_NODES = 100_000
+# Python reads no integer of more than 4,300 digits (a traceback); within this bound the schema
+# names the key of one too large.
+MAX_YAML_INT_DIGITS = 100
 
 # YAML 1.2's floats that YAML 1.1 reads as strings: an exponent without a dot or without a sign
 # (1e-4, 1.0e5, 3E+2, .5e-3).
@@ -64,6 +67,17 @@ class ConfigLoader(yaml.SafeLoader):
             _check_expanded_size(node)
         return node
 
+    def construct_yaml_int(self, node):
+        digits = node.value.lstrip("+-").replace("_", "")
+        if len(digits) > MAX_YAML_INT_DIGITS:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"an integer of {len(digits):,} digits, more than {MAX_YAML_INT_DIGITS}",
+                node.start_mark,
+            )
+        return super().construct_yaml_int(node)
+
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
             first_lines = {}
@@ -85,6 +99,7 @@ class ConfigLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+ConfigLoader.add_constructor("tag:yaml.org,2002:int", ConfigLoader.construct_yaml_int)
 ConfigLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+.0123456789")
 )

@@ -6,6 +6,7 @@ configuration's run is refused (docs/runs.md).
 
 from __future__ import annotations
 
+import os
 import platform
 from contextlib import nullcontext
 from dataclasses import replace
@@ -21,6 +22,7 @@ from repro.files import WriteError, make_dir
 from repro.model import count_parameters
 from repro.rundir import (
     CHECKPOINT,
+    RUN_JSON,
     RunError,
     RunRecord,
     check_resume,
@@ -31,7 +33,7 @@ from repro.rundir import (
 from repro.rundir.history import legacy_identity, with_later_defaults
 from repro.runtime import allocator, distributed, machine, signals
 from repro.runtime.device import resolve_device
-from repro.runtime.lock import hold
+from repro.runtime.lock import LOCK_FILE, hold
 from repro.training.checkpoints import Checkpoints, check_checkpoint_space, load_checkpoint, restore
 from repro.training.logs import StepLog
 from repro.training.loop import Built, build, run_steps, with_train_micro_batch
@@ -39,16 +41,46 @@ from repro.training.loop import Built, build, run_steps, with_train_micro_batch
 
 def train(run: RunConfig, data_dir: Path, indices_dir: Path, out_dir: Path) -> RunRecord:
     """Train one run into out_dir (resuming if it can); a stop signal raises Preempted."""
+    made = missing_folders(Path(out_dir))
     out_dir = make_dir(out_dir)
     # One writer per run: the first rank holds the run for all of a torchrun's ranks.
-    with hold(out_dir, "run") if distributed.first_process() else nullcontext():
-        previous = previous_record(out_dir, run)
-        if previous is not None and previous.finished_training:
-            return previous
-        record = _train(run, data_dir, indices_dir, out_dir, previous)
+    first = distributed.first_process()
+    new_lock = first and not os.path.lexists(out_dir / LOCK_FILE)
+    with hold(out_dir, "run") if first else nullcontext():
+        try:
+            previous = previous_record(out_dir, run)
+            if previous is not None and previous.finished_training:
+                return previous
+            record = _train(run, data_dir, indices_dir, out_dir, previous)
+        except BaseException:
+            if new_lock and not (out_dir / RUN_JSON).exists():
+                leave_nothing(out_dir / LOCK_FILE, made)
+            raise
     if not record.finished_training:
         raise signals.Preempted(record.last_step + 1)
     return record
+
+
+def missing_folders(path: Path) -> list[Path]:
+    """The folders make_dir(path) would create, deepest first."""
+    missing = []
+    while not os.path.lexists(path) and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+def leave_nothing(lock: Path, made: list[Path]) -> None:
+    """After a refusal before the run was recorded: the lock file this process created and the
+    folders it made, where empty, removed (while the lock is held: no other trainer holds
+    the file unlinked). Else `repro status` would list a run that never started; a folder that
+    was there before, or holds anything else, stays."""
+    lock.unlink(missing_ok=True)
+    for folder in made:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty: something else was written there meanwhile
+            return
 
 
 def previous_record(out_dir: Path, run: RunConfig) -> RunRecord | None:

@@ -195,3 +195,26 @@ def test_seeds_stay_in_the_generators_range():
     )
     with pytest.raises(ConfigError, match=r"seed 4294967296: seeds are 0, 1, 2, \.\.\. up to"):
         load_preset("tiny").with_seed(MAX_SEED + 1)
+
+
+@pytest.mark.parametrize(
+    "value, digits", [("9" * 5000, "5,000"), ("-" + "1" * 101, "101"), ("1_" * 4400 + "1", "4,401")]
+)
+def test_an_integer_of_thousands_of_digits_is_refused_in_one_line(tmp_path, capsys, value, digits):
+    """Python refuses to read an integer of more than 4,300 digits, with a traceback."""
+    preset = edited_preset(tmp_path, "train", "max_step: 12")
+    preset.write_text(preset.read_text().replace("max_step: 12", f"max_step: {value}"))
+    line = next(i for i, text in enumerate(preset.read_text().splitlines(), 1) if value in text)
+    one_line_error(
+        capsys, ["describe", "--preset", preset, "--experiment", "baseline"],
+        rf"edited\.yaml: line {line}: not valid YAML: an integer of {digits} digits, more than 100",
+    )  # fmt: skip
+    path = experiments_text(tmp_path, EXPERIMENT + f"\nmlp_ratio_x: {value}")
+    with pytest.raises(ConfigError, match=rf"experiments\.yaml: line 8: .*{digits} digits"):
+        load_experiments(path)
+
+
+def test_integers_of_up_to_a_hundred_digits_are_read():
+    from repro.config.schema import parse_yaml
+
+    assert parse_yaml(f"a: -{'1' * 100}\nb: 0x7f") == {"a": -int("1" * 100), "b": 127}

@@ -203,3 +203,45 @@ def test_prepare_never_writes_through_a_linked_partial_file(tmp_path, capsys):
     assert main(argv + ["--num-proc", "1", "--cache-dir", str(tmp_path / "cache")]) == 0
     assert target.read_text() == PRECIOUS
     assert read_manifest(out)["splits"]["train"]["documents"] + 1 == 40
+
+
+def _fifo(path):
+    os.mkfifo(path)
+
+
+def _socket(path):
+    import socket
+
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.close()  # the socket file stays
+
+
+def _link_to_dev_null(path):
+    path.symlink_to("/dev/null")
+
+
+@pytest.mark.parametrize(
+    "make, kind",
+    [
+        (_fifo, "a named pipe"),
+        (_socket, "a socket"),
+        (_link_to_dev_null, "a character device \\(through a symbolic link\\)"),
+    ],
+)
+def test_a_destination_that_is_no_file_is_refused_in_one_line(tmp_path, capsys, make, kind):
+    """Run as root, a rename over `--out` would replace a device (/dev/null) with a file."""
+    import stat
+
+    out = tmp_path / "claims.csv"
+    make(out)
+    before = os.lstat(out)
+    line = one_line_error(
+        capsys, ["claims", "--preset", "tiny", "--runs", tmp_path / "none", "--out", out],
+        f"{out}: {kind}, not a file: nothing written there",
+    )  # fmt: skip
+    assert str(out) in line
+    after = os.lstat(out)
+    assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino)
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["claims.csv"]  # no partial file left
