@@ -6,7 +6,8 @@
 # then the GPU path compiled on CPU (tests/core/training/test_gpu.py and test_micro_batch_probe.py with
 # REPRO_TEST_COMPILED_CPU=1: inductor, bf16 autocast, fused AdamW, the chunked loss, the probe
 # compiling once) on the modules it brought, with the levers' tests and the window's failures
-# forced; then the levers, pairs and extras stages. Each stage must write its JSON with no failed step,
+# forced; then the pairs, extras and dag stages (the dag's Snakemake, papermill and kernel from the
+# wheelhouse). Each stage must write its JSON with no failed step,
 # and, where all passed, no line of their output may read as a warning or error (steps.py).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -37,14 +38,14 @@ REPRO_TEST_COMPILED_CPU=1 PYTHONPATH="src:$work/scratch/site-packages-py$version
   "$python" -m pytest tests/core/training/test_gpu.py tests/core/training/test_micro_batch_probe.py tests/core/training/test_levers.py \
   tests/benchmarks/test_gpu_validation.py -m "" \
   -k "not test_gpu_validation or $forced" -q -p no:cacheprovider 2>&1 | tee -a "$log" || status=1
-for stage in levers pairs extras; do
+for stage in pairs extras dag; do
   "$here/validate.sh" "$stage" --device cpu --out "$work/results" 2>&1 | tee -a "$log" || status=1
 done
 if [ "$status" -eq 0 ] && ! "$python" "$here/steps.py" "$log" >&2; then
   echo "gpu validation: the lines above read as warnings or errors where nothing failed" >&2
   status=1
 fi
-for stage in window levers pairs extras; do
+for stage in window pairs extras dag; do
   [ -s "$work/results/$stage.json" ] || { echo "gpu validation: no $stage.json" >&2; status=1; }
 done
 echo "gpu validation (CPU mode, torch $("$python" -c 'import torch; print(torch.__version__)')):" \

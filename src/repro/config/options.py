@@ -97,7 +97,7 @@ def add_speed(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--compile-mode",
-        choices=["default", "max-autotune-no-cudagraphs"],
+        choices=["default", "max-autotune-no-cudagraphs", "reduce-overhead"],
         default=None,
         help="torch.compile's mode (default: the preset's runtime.compile_mode, default)",
     )

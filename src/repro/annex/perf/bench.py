@@ -36,48 +36,73 @@ def _fresh_start(device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
+class Warmed:
+    """A run built and stepped `warmup` times, ready to time more steps; several of them can be
+    timed in turns (interleaved: a slow spell of the machine then falls on every one)."""
+
+    def __init__(self, run: RunConfig, device: torch.device, warmup: int, timed: int):
+        """`timed`: the most steps this run will be timed for, in all."""
+        self.device, self.built = device, build(run, device)
+        self.run = with_train_micro_batch(run, self.built)  # training's own choice
+        self.batches = DeviceBatches(random_batches(self.run, warmup + timed + 1), device)
+        for i in range(warmup):
+            self.step(i)
+        self.next = warmup
+        _synchronize(device)
+        self.peak_memory_bytes = (
+            torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+        )
+
+    def step(self, i: int) -> torch.Tensor:
+        model, step_model, optimizer, autocast = self.built
+        return train_step(
+            step_model, optimizer, self.batches, i, self.run.train.grad_clip, autocast
+        )
+
+    def time(self, steps: int) -> tuple[float, float]:
+        """Seconds per step over the next `steps` steps, and the last one's loss."""
+        _synchronize(self.device)
+        began = time.perf_counter()
+        for _ in range(steps):
+            loss = self.step(self.next)
+            self.next += 1
+        loss = loss.item()  # waits for the device: the timed steps are complete
+        return (time.perf_counter() - began) / steps, loss
+
+    def row(self, seconds: float, loss: float) -> dict:
+        """What was timed, as `repro bench` reports it."""
+        run, (model, step_model, _, autocast) = self.run, self.built
+        compiled = step_model is not model
+        return {
+            "experiment": run.experiment.name,
+            "query_mode": run.experiment.query_mode,
+            "model": asdict(run.model),
+            "train_micro_batch": run.runtime.train_micro_batch,
+            "step_s": seconds,
+            "loss": loss,
+            "compile": compiled,
+            "fused_projection": model.transformer.h[0].attn.fused,
+            "loss_chunks": model.loss_chunks,
+            "fused_loss": model.fused_loss,
+            "compile_mode": run.runtime.compile_mode if compiled else None,
+            "attention_kernel": autocast.attention_kernel(
+                run.model.n_head, run.model.block_size, run.model.head_size, self.device
+            ),
+            "peak_memory_bytes": self.peak_memory_bytes,
+        }
+
+
 def time_steps(
     run: RunConfig, device: torch.device, steps: int, warmup: int, breakdown: bool = False
 ) -> dict:
     """Seconds per optimiser step after `warmup` steps, with the run's runtime settings."""
     _fresh_start(device)
-    built = build(run, device)
-    run = with_train_micro_batch(run, built)  # training's own choice
-    model, step_model, optimizer, autocast = built
-    batches = DeviceBatches(random_batches(run, warmup + steps + 1), device)
-
-    def step(i):
-        return train_step(step_model, optimizer, batches, i, run.train.grad_clip, autocast)
-
-    for i in range(warmup):
-        step(i)
-    _synchronize(device)
-    began = time.perf_counter()
-    for i in range(warmup, warmup + steps):
-        loss = step(i)
-    loss = loss.item()  # waits for the device: the timed steps are complete
-    seconds = (time.perf_counter() - began) / steps
-    result = {
-        "experiment": run.experiment.name,
-        "query_mode": run.experiment.query_mode,
-        "model": asdict(run.model),
-        "train_micro_batch": run.runtime.train_micro_batch,
-        "step_s": seconds,
-        "loss": loss,
-        "compile": step_model is not model,
-        "fused_projection": model.transformer.h[0].attn.fused,
-        "loss_chunks": model.loss_chunks,
-        "fused_loss": model.fused_loss,
-        "compile_mode": run.runtime.compile_mode if step_model is not model else None,
-        "attention_kernel": autocast.attention_kernel(
-            run.model.n_head, run.model.block_size, run.model.head_size, device
-        ),
-        "peak_memory_bytes": (
-            torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
-        ),
-    }
+    warmed = Warmed(run, device, warmup, steps + breakdown)
+    result = warmed.row(*warmed.time(steps))
+    if device.type == "cuda":  # the timed steps' peak too
+        result["peak_memory_bytes"] = torch.cuda.max_memory_allocated(device)
     if breakdown:
-        result["breakdown"] = profile_step(lambda: step(warmup + steps), device)
+        result["breakdown"] = profile_step(lambda: warmed.step(warmed.next), device)
     return result
 
 
