@@ -103,7 +103,8 @@ def test_micro_batch_must_divide_the_batch(tmp_path):
 
 def test_unknown_names_are_refused():
     with pytest.raises(
-        ConfigError, match=r"unknown preset 'huge' .*known: large, paper, screen, smoke, tiny"
+        ConfigError,
+        match=r"unknown preset 'huge' .*known: gpu-short, large, paper, screen, smoke, tiny",
     ):
         load_preset("huge")
     with pytest.raises(ConfigError, match=r"experiments.yaml: unknown experiment 'resgelu'"):
