@@ -219,8 +219,11 @@ def open_regular(
     try:  # O_NONBLOCK: opening a named pipe must not wait for a writer
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise error(f"{path}: no such file") from None
+        dangling = f" (a symbolic link to {os.readlink(path)})" if os.path.islink(path) else ""
+        raise error(f"{path}: no such file{dangling}") from None
     except OSError as e:
+        if e.errno == errno.ELOOP:  # no O_NOFOLLOW here: links that lead back to themselves
+            raise error(f"{path}: a symbolic link loop (the link leads back to itself)") from None
         raise error(f"{path}: cannot be read ({e.strerror})") from None
     info = os.fstat(fd)
     problem = (

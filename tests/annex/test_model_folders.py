@@ -5,6 +5,7 @@ the field; nothing is allocated for sizes the weights do not have."""
 
 import json
 import os
+import re
 import time
 
 import pytest
@@ -155,3 +156,66 @@ def test_a_gpt2_of_settings_the_package_does_not_compute_is_refused(
 
 def test_the_folders_as_written_load(folder):
     assert isinstance(load_model(folder), GPT)
+
+
+def tied_pair(weights) -> tuple[str, str]:
+    """The file's names of the tied embedding and of the output layer it also is."""
+    (embedding,) = [name for name in weights if name.endswith("transformer.wte.weight")]
+    return embedding, embedding.replace("transformer.wte.weight", "lm_head.weight")
+
+
+def test_two_halves_of_a_tied_pair_that_differ_are_refused(folder):
+    """transformers keeps a file's two halves apart; one tensor cannot be both."""
+
+    def both(weights):
+        embedding, head = tied_pair(weights)
+        weights[head] = torch.randn_like(weights[embedding])
+
+    rewrite_weights(folder, both)
+    message = refused(
+        folder, r"model\.safetensors: transformer\.wte\.weight and lm_head\.weight differ"
+    )
+    assert "ties them" in message
+
+
+def test_two_equal_halves_of_a_tied_pair_load(folder):
+    written = load_model(folder)
+
+    def both(weights):
+        embedding, head = tied_pair(weights)
+        weights[head] = weights[embedding].clone()
+
+    rewrite_weights(folder, both)
+    model = load_model(folder)
+    assert model.lm_head.weight is model.transformer.wte.weight
+    tokens = torch.arange(16)[None]
+    assert torch.equal(model(tokens), written(tokens))
+
+
+@pytest.mark.parametrize("name", ["lm_head.bias", "transformer.h.0.attn.q_proj.bias"])
+def test_a_bias_gpt2_has_not_is_refused_naming_it(folders, tmp_path, name):
+    """transformers warns of an unexpected key and leaves it unused; the package refuses it, as
+    it refuses any weight the model has not: a file of other names is another model."""
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    for path in (folders / "baseline").iterdir():
+        os.link(path, folder / path.name)
+
+    def extra(weights):
+        weights[name] = torch.zeros(8)
+
+    rewrite_weights(folder, extra)
+    refused(folder, rf"model\.safetensors: weights do not match .*unexpected: {re.escape(name)}")
+
+
+@pytest.mark.parametrize("file", ["config.json", "model.safetensors"])
+def test_a_file_that_is_a_link_to_itself_is_one_line_saying_so(folder, file):
+    (folder / file).unlink()
+    (folder / file).symlink_to(file)
+    refused(folder, rf"{re.escape(file)}: a symbolic link loop")
+
+
+def test_weights_that_are_a_dangling_link_are_one_line_naming_its_target(folder):
+    (folder / "model.safetensors").unlink()
+    (folder / "model.safetensors").symlink_to("elsewhere.safetensors")
+    refused(folder, r"model\.safetensors: no such file \(a symbolic link to elsewhere\.")

@@ -19,6 +19,8 @@ from repro.training.checkpoints import CHECKPOINT_BYTES, check_weights
 CONFIG_JSON, WEIGHTS = "config.json", "model.safetensors"
 # GPT-2's Conv1D weights, (in, out): nn.Linear's transposed.
 CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+# GPT-2's modules with a bias (its LayerNorms' and Conv1Ds'), which the package's model has none of.
+GPT2_BIASED = (".ln_1", ".ln_2", ".ln_f", *("." + name.removesuffix(".weight") for name in CONV1D))
 # What GPT2LMHeadModel computes beyond its sizes, as the package's model does it: (our value,
 # transformers' when config.json has none). Another value is another function.
 GPT2_SETTINGS = {
@@ -86,7 +88,8 @@ def header_weights(path: Path) -> dict[str, torch.Tensor]:
 
 def ours(weights: dict, kind: str | None) -> dict:
     """A folder's weights under the package's names and layouts (GPT-2's biases left out: zero,
-    which load_model checks of the values)."""
+    which load_model checks of the values). A bias GPT-2 has not (lm_head's, or one beside no
+    weight) stays, for check_weights to refuse as unexpected, as transformers names it."""
     if kind == "repro":
         return {name.removeprefix("model."): tensor for name, tensor in weights.items()}
     if kind != "gpt2":
@@ -94,8 +97,14 @@ def ours(weights: dict, kind: str | None) -> dict:
     return {
         name: tensor.t() if name.endswith(CONV1D) else tensor
         for name, tensor in weights.items()
-        if not name.endswith(".bias")
+        if not is_gpt2_bias(name, weights)
     }
+
+
+def is_gpt2_bias(name: str, weights: dict) -> bool:
+    """Whether `name` is the bias of one of GPT-2's biased modules whose weight `weights` hold."""
+    module = name.removesuffix(".bias")
+    return module != name and module.endswith(GPT2_BIASED) and f"{module}.weight" in weights
 
 
 def tied(weights: dict, tie_embeddings: bool) -> dict:
@@ -105,6 +114,19 @@ def tied(weights: dict, tie_embeddings: bool) -> dict:
     if tie_embeddings and len(held) == 1:
         return weights | dict.fromkeys(TIED, weights[held[0]])
     return weights
+
+
+def check_tied(path: Path, weights: dict, tie_embeddings: bool, dtype: torch.dtype) -> None:
+    """A tied model's embedding and output layer are one tensor: a file that holds both must hold
+    it twice, equal in the model's `dtype` (else one of them would silently become the other)."""
+    if not tie_embeddings or not all(name in weights for name in TIED):
+        return
+    embedding, head = (weights[name].to(dtype) for name in TIED)
+    if not torch.equal(embedding, head):
+        raise ReproError(
+            f"{path}: {TIED[0]} and {TIED[1]} differ, but the model ties them (one tensor is "
+            f"both): which one is meant is unknown"
+        )
 
 
 def check_header(path: Path, stated: dict, config) -> None:

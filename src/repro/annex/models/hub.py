@@ -13,6 +13,7 @@ from repro.annex.models.folder import (
     CONV1D,
     WEIGHTS,
     check_header,
+    check_tied,
     gpt2_fields,
     header_weights,
     ours,
@@ -148,11 +149,10 @@ def load_model(directory: str | os.PathLike) -> GPT:
         raise ReproError(f"{path}: model_type {kind!r}, not gpt2 or repro")
     model_config = _model_config(path, config, kind)
     weights_path = directory / WEIGHTS
-    if not weights_path.exists():
-        raise ReproError(f"{weights_path}: no such file")
     check_header(weights_path, ours(header_weights(weights_path), kind), model_config)
     weights = _read_weights(weights_path, kind)
     model = GPT(model_config)
+    check_tied(weights_path, weights, model_config.tie_embeddings, model.lm_head.weight.dtype)
     model.load_state_dict(tied(weights, model_config.tie_embeddings))
     check_finite(weights_path, model)  # as a checkpoint's: a diverged model is refused
     return model.eval()
