@@ -9,10 +9,13 @@
 # checkout's data/ and results/ are untouched; the time includes the data preparation a fresh copy
 # needs. Prints the wall time, the CPU time of the whole DAG (user + system of every process it
 # ran: unlike the wall time, not inflated by other jobs), the machine's load (the 1-minute load
-# average, sampled every 10 s: lowest and highest) and the allocator training used.
+# average, sampled every 10 s: lowest and highest) and the allocator training used (each run.json's
+# `malloc`). REPRO_MALLOC=glibc keeps glibc's malloc (repro.runtime.allocator); it and LD_PRELOAD,
+# where set, head the recorded command, so that each allocator's figures are a section of their own.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-invocation="benchmarks/time_smoke_dag.sh $*"
+settings="${REPRO_MALLOC:+REPRO_MALLOC=$REPRO_MALLOC }${LD_PRELOAD:+LD_PRELOAD=$LD_PRELOAD }"
+invocation="${settings}benchmarks/time_smoke_dag.sh $*"
 record=
 if [ "${1:-}" = --record ]; then record=1; shift; fi
 load_start=$(awk '{printf "%.1f / %.1f / %.1f", $1, $2, $3}' /proc/loadavg)
@@ -32,7 +35,13 @@ trap 'kill "$sampler" 2>/dev/null; rm -rf "$work"' EXIT
   snakemake "$target" --cores "$cores" --config preset="$preset" > "$work/snakemake.log" 2>&1 \
   || { tail -30 "$work/snakemake.log"; exit 1; }
 load=$(sort -g "$work/load" | sed -n '1p;$p' | paste -sd- -)
-allocator=$(python3 -c "import ctypes.util as u; print('TCMalloc' if u.find_library('tcmalloc_minimal') else \"glibc's malloc\")")
+allocator=$(python3 - <<'PY'
+import json, pathlib
+used = {json.loads(p.read_text()).get("malloc") for p in pathlib.Path("results/runs").glob("*/*/run.json")}
+names = {"tcmalloc": "TCMalloc", "glibc": "glibc's malloc"}
+print(" and ".join(sorted(names.get(m, str(m)) for m in used)) or "no run trained")
+PY
+)
 {
   if [ -f results/table1.csv ]; then
     python3 - results/table1.csv <<'PY'

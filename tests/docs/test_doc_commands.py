@@ -34,6 +34,7 @@ PRESETS = re.compile(r"\b(smoke|screen|paper|large)\b")
 # Programs the blocks run that these tests leave alone: set-up, lint, viewers, uploads, scripts.
 OTHER_PROGRAMS = {
     ".",
+    "apt-get",  # a system library (TCMalloc, docs/setup.md)
     "git",
     "pip",
     "python",
