@@ -85,9 +85,20 @@ class ConfigLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+def _construct_int(loader: ConfigLoader, node) -> int:
+    # Python converts at most 4,300 decimal digits (a ValueError past them): no count is that long.
+    try:
+        return loader.construct_yaml_int(node)
+    except ValueError:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"an integer of {len(node.value):,} digits", node.start_mark
+        ) from None
+
+
 ConfigLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+.0123456789")
 )
+ConfigLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 def _children(node) -> list:
@@ -117,7 +128,10 @@ def _check_expanded_size(root) -> None:
         elif id(node) not in sizes:
             if id(node) in on_path:
                 raise yaml.composer.ComposerError(
-                    None, None, "an alias refers to a value that contains it", node.start_mark
+                    None,
+                    None,
+                    "an alias refers to a value that contains it",
+                    node.start_mark,
                 )
             on_path.add(id(node))
             stack.append((node, True))
@@ -177,7 +191,8 @@ def _is_finite_number(checker, instance) -> bool:
 @cache
 def _default_filling_validator():
     """The validator class; jsonschema is imported at the first validation, not with the package
-    (its format checkers take seconds to import, which `repro train`'s restart would pay twice)."""
+    (its format checkers take seconds to import, which `repro train`'s restart would pay twice).
+    """
     jsonschema = import_jsonschema()
 
     return jsonschema.validators.extend(
