@@ -132,7 +132,10 @@ def _check_expanded_size(root) -> None:
         elif id(node) not in sizes:
             if id(node) in on_path:
                 raise yaml.composer.ComposerError(
-                    None, None, "an alias refers to a value that contains it", node.start_mark
+                    None,
+                    None,
+                    "an alias refers to a value that contains it",
+                    node.start_mark,
                 )
             on_path.add(id(node))
             stack.append((node, True))
@@ -192,7 +195,8 @@ def _is_finite_number(checker, instance) -> bool:
 @cache
 def _default_filling_validator():
     """The validator class; jsonschema is imported at the first validation, not with the package
-    (its format checkers take seconds to import, which `repro train`'s restart would pay twice)."""
+    (its format checkers take seconds to import, which `repro train`'s restart would pay twice).
+    """
     jsonschema = import_jsonschema()
 
     return jsonschema.validators.extend(

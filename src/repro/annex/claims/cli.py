@@ -61,22 +61,38 @@ def cmd_evidence(args) -> None:
 def cmd_findings(args) -> None:
     from repro.annex.claims import findings
 
-    data = findings.load_findings(args.data)
+    data = findings.load_findings(args.data, args.config_dir)
     if args.audit_runs is not None:
         if not args.audit_runs.is_dir():
             raise ReproError(f"--audit-runs: {args.audit_runs} is not a folder")
         for line in findings.check_imported(data, args.audit_runs, args.data):
             print(f"checked {line}")
+    claims = findings.assess(data, args.data, args.config_dir)
     page = findings.render(data, args.data, args.config_dir)
     if args.check:
-        written = args.out.read_text() if args.out.is_file() else None
-        if written != page:
+        if not same_text(args.out, page.encode()):
             raise ReproError(f"{args.out} is not what {args.data} gives: run `repro findings`")
         print(f"{args.out} is up to date")
-        return
-    with atomic_write(args.out) as f:
-        f.write(page)
-    print(f"wrote {args.out}")
+    else:
+        with atomic_write(args.out) as f:
+            f.write(page)
+        print(f"wrote {args.out}")
+    for c in claims:
+        print(f"{c['verdict']}: {c['id']} ({c['claim']})")
+
+
+CHUNK = 1 << 20
+
+
+def same_text(path: Path, text: bytes) -> bool:
+    """Whether a regular file holds exactly `text`, read a chunk at a time (it may be huge)."""
+    if not path.is_file() or path.stat().st_size != len(text):
+        return False
+    with open(path, "rb") as f:
+        for start in range(0, len(text), CHUNK):
+            if f.read(CHUNK) != text[start : start + CHUNK]:
+                return False
+    return True
 
 
 def _evidence_parser(sub) -> None:
@@ -114,7 +130,10 @@ def _findings_parser(sub) -> None:
         help="the published numbers and claims (default docs/findings.yaml)",
     )
     p.add_argument(
-        "--out", type=Path, default=Path("docs/findings.md"), help="default docs/findings.md"
+        "--out",
+        type=Path,
+        default=Path("docs/findings.md"),
+        help="default docs/findings.md",
     )
     p.add_argument(
         "--check",
