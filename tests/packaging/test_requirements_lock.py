@@ -1,9 +1,14 @@
-"""requirements.lock, the exact versions CI tests with (`uv pip compile ... --generate-hashes`,
-its first lines give the command), matches pyproject.toml: every dependency of the package and of
-its extras is locked at a version its specifier allows. Read offline, from the files alone."""
+"""The two locks match pyproject.toml: requirements.lock, the exact versions CI tests with (torch's
+CPU build), and requirements-cuda.lock, a CUDA node's (torch's CUDA build as PyPI serves it,
+Python 3.12), both `uv pip compile ... --generate-hashes` (their first lines give the command).
+Every dependency of the package and of its extras is locked at a version its specifier allows, and
+the CUDA lock holds the torch, triton, CUDA and Python the GPU window ran (its raw JSON). Read
+offline, from the files alone."""
 
+import json
 import re
 
+import pytest
 from config_helpers import pyproject
 from conftest import REPO
 from packaging.requirements import Requirement
@@ -11,18 +16,20 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-LOCK = REPO / "requirements.lock"
+LOCKS = ["requirements.lock", "requirements-cuda.lock"]
+# The environment of the GPU window the CUDA lock is for (benchmarks/results/gpu-nvidia-h200.md).
+WINDOW = REPO / "benchmarks" / "results" / "gpu-nvidia-h200" / "levers.json"
 # A pinned line (`name==version \`), and the block of hashes under it up to the next one.
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", re.M)
 
 
-def pins() -> dict[str, Version]:
-    return {canonicalize_name(n): Version(v) for n, v in PIN.findall(LOCK.read_text())}
+def pins(lock: str) -> dict[str, Version]:
+    return {canonicalize_name(n): Version(v) for n, v in PIN.findall((REPO / lock).read_text())}
 
 
-def locked_python() -> str:
+def locked_python(lock: str) -> str:
     """The Python version the lock was compiled for (its command's --python-version)."""
-    return re.search(r"--python-version (\S+)", LOCK.read_text())[1]
+    return re.search(r"--python-version (\S+)", (REPO / lock).read_text())[1]
 
 
 def direct_requirements() -> list[Requirement]:
@@ -31,15 +38,16 @@ def direct_requirements() -> list[Requirement]:
     return [Requirement(r) for r in [*project["dependencies"], *(r for e in extras for r in e)]]
 
 
-def test_every_dependency_is_locked_at_a_version_pyproject_allows():
-    python = locked_python()
+@pytest.mark.parametrize("lock", LOCKS)
+def test_every_dependency_is_locked_at_a_version_pyproject_allows(lock):
+    python = locked_python(lock)
     environment = {
         "python_version": ".".join(python.split(".")[:2]),
         "python_full_version": python,
         "sys_platform": "linux",
         "platform_machine": "x86_64",
     }
-    locked, wrong = pins(), []
+    locked, wrong = pins(lock), []
     for requirement in direct_requirements():
         if requirement.marker and not requirement.marker.evaluate(environment):
             continue  # e.g. tomli, for Pythons older than the lock's
@@ -47,26 +55,43 @@ def test_every_dependency_is_locked_at_a_version_pyproject_allows():
         if version is None or not requirement.specifier.contains(version, prereleases=True):
             wrong.append(f"{requirement} (locked: {version or 'missing'})")
     assert not wrong, (
-        f"requirements.lock does not match pyproject.toml: {', '.join(wrong)}; compile it again "
+        f"{lock} does not match pyproject.toml: {', '.join(wrong)}; compile it again "
         "with the command its first lines give"
     )
 
 
-def test_the_lock_is_for_a_python_the_package_supports():
+@pytest.mark.parametrize("lock", LOCKS)
+def test_the_lock_is_for_a_python_the_package_supports(lock):
     supported = SpecifierSet(pyproject()["project"]["requires-python"])
-    assert Version(locked_python()) in supported
+    assert Version(locked_python(lock)) in supported
 
 
-def test_every_locked_version_is_pinned_with_its_hashes():
-    blocks = re.split(r"\n(?=\S)", LOCK.read_text().split("\n", 2)[2])
+@pytest.mark.parametrize("lock", LOCKS)
+def test_every_locked_version_is_pinned_with_its_hashes(lock):
+    blocks = re.split(r"\n(?=\S)", (REPO / lock).read_text().split("\n", 2)[2])
     requirements = [b for b in blocks if not b.startswith("#")]
-    assert len(requirements) == len(pins()) > 100
+    assert len(requirements) == len(pins(lock)) > 100
     unhashed = [b.split()[0] for b in requirements if "--hash=sha256:" not in b]
     assert not unhashed, unhashed
 
 
-def test_ci_installs_the_lock_and_the_readme_names_it():
+def test_the_cuda_lock_holds_what_the_gpu_window_ran():
+    """torch and triton at the window's versions (torch's without its local label: PyPI's wheel is
+    `2.11.0`, its torch.__version__ `2.11.0+cu130`), CUDA's runtime at the window's CUDA release,
+    the window's Python, and no CPU build of torch."""
+    ran = json.loads(WINDOW.read_text())["steps"]["environment"]
+    locked = pins("requirements-cuda.lock")
+    assert locked["torch"] == Version(Version(ran["torch"]).public)
+    assert locked["triton"] == Version(ran["triton"])
+    cuda = locked["nvidia-cuda-runtime"]
+    assert f"{cuda.major}.{cuda.minor}" == ran["cuda"]
+    assert locked_python("requirements-cuda.lock") == ran["python"]
+    assert locked["torch"].local is None  # PyPI's CUDA build, not a `+cpu` one
+
+
+def test_ci_installs_the_lock_and_the_readme_names_both():
     assert (
         "python -m pip install --no-deps -r requirements.lock\n" in (REPO / ".ci/run").read_text()
     )
-    assert "`requirements.lock`" in (REPO / "README.md").read_text()
+    readme = (REPO / "README.md").read_text()
+    assert "`requirements.lock`" in readme and "`requirements-cuda.lock`" in readme
