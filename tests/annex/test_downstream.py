@@ -194,6 +194,48 @@ def test_export_refuses_a_downstream_folder_without_scores(tiny_baseline_run, tm
     assert not (tmp_path / "m").exists()
 
 
+# lm-eval's results.json, as `repro downstream --out` writes it, damaged: the field each names.
+SCORES = {
+    "results": {"hellaswag": {"acc_norm,none": 0.25, "acc_norm_stderr,none": 0.01}},
+    "configs": {"hellaswag": {"dataset_path": "Rowan/hellaswag"}},
+    "n-shot": {"hellaswag": 0},
+}
+DAMAGED_SCORES = [
+    ([], "no results.json"),
+    ("without results", "no results.json"),
+    ({"results": []}, r": results: not a mapping"),
+    ({"results": {"hellaswag": [0.25]}}, r": results\.hellaswag: not a mapping"),
+    ({"results": {"hellaswag": "0.25"}}, r": results\.hellaswag: not a mapping"),
+    ({"configs": ["hellaswag"]}, r": configs: not a mapping"),
+    ({"configs": {"hellaswag": "Rowan/hellaswag"}}, r": configs\.'hellaswag': not a mapping"),
+    ({"n-shot": {"hellaswag": "zero"}}, r": n-shot\.'hellaswag': 'zero', not a count"),
+    ({"n-shot": {"hellaswag": True}}, r": n-shot\.'hellaswag': True, not a count"),
+] + [
+    ({"results": {name: {"acc_norm,none": 0.25}}}, r"not a task's name")
+    for name in ("../../x", "/tmp/x", "../README", "a\x00b", ".hidden", "", "a/b")
+]
+
+
+@pytest.mark.parametrize("damage,message", DAMAGED_SCORES)
+def test_export_refuses_damaged_downstream_scores_in_one_line_and_writes_nothing(
+    damage, message, tiny_baseline_run, tmp_path, capsys
+):
+    """A results.json of the wrong shape, or a task name that would lead its .eval_results/ file
+    out of the folder: one line naming the file and the field; no folder, nothing elsewhere."""
+    pytest.importorskip("transformers")
+    scores = tmp_path / "scores"
+    scores.mkdir()
+    if damage == "without results":
+        data = {key: value for key, value in SCORES.items() if key != "results"}
+    else:
+        data = damage if isinstance(damage, list) else SCORES | damage
+    (scores / "results.json").write_text(json.dumps(data))
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    argv = ["export", str(tiny_baseline_run), "--out", str(tmp_path / "m"), "--downstream", scores]
+    one_line_error(capsys, argv, message)
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
 @pytest.mark.slow  # `repro downstream` end to end: lm-eval indexes its tasks, then scores
 def test_downstream_table_pairs_each_experiment_with_the_baseline(scored, tmp_path):
     folders = [str(scored[name][0]) for name in ("baseline", "resgelu")]

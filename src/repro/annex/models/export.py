@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from pathlib import Path
 
@@ -37,6 +38,9 @@ GATES = {  # attention_gate: each head's output times sigmoid(x W_g) (docs/annex
     "headwise": "; each head's attention output gated, one sigmoid gate per head",
     "elementwise": "; each head's attention output gated, one sigmoid gate per channel",
 }
+# A task's name as lm-eval names its tasks: it becomes a file's name in .eval_results/, so no
+# separator, no NUL and no leading dot (no `..`).
+TASK_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")
 LICENSE = "mit"  # the package's (pyproject.toml, LICENSE); the weights are trained here
 
 
@@ -85,8 +89,35 @@ def read_scores(folder: Path) -> dict:
 
     path = folder / RESULTS_JSON
     results = read_json(path) if path.is_file() else None
-    if not isinstance(results, dict) or not isinstance(results.get("results"), dict):
+    if not isinstance(results, dict) or "results" not in results:
         raise RunError(f"--downstream {folder}: no {RESULTS_JSON} of `repro downstream --out` here")
+    return checked_scores(path, results)
+
+
+def checked_scores(path: Path, results: dict) -> dict:
+    """results.json's fields the card and .eval_results/ read, each of its type, and each task's
+    name a name (it becomes a file's name); else one line naming the file and the field."""
+
+    def wrong(field: str, what: str):
+        raise RunError(f"{path}: {field}: {what}")
+
+    tasks = results["results"]
+    if not isinstance(tasks, dict):
+        wrong("results", "not a mapping of task to metrics")
+    for task, metrics in tasks.items():
+        if not TASK_NAME.fullmatch(task):
+            wrong(f"results.{ascii(task)}", "not a task's name (letters, digits, _ . -)")
+        if not isinstance(metrics, dict):
+            wrong(f"results.{task}", "not a mapping of metric to value")
+    for key in ("configs", "n-shot"):
+        if not isinstance(results.get(key, {}), dict):
+            wrong(key, "not a mapping of task to its value")
+    for task, config in results.get("configs", {}).items():
+        if not isinstance(config, dict):
+            wrong(f"configs.{ascii(task)}", "not a mapping")
+    for task, shots in results.get("n-shot", {}).items():
+        if type(shots) is not int or shots < 0:
+            wrong(f"n-shot.{ascii(task)}", f"{shots!r}, not a count of examples")
     return results
 
 
