@@ -37,8 +37,7 @@ if ! lacking=$("$python" "$here/packages.py" check "$stage"); then
   fi
   echo "validate: unpacked from $wheels into $site:" \
     "$("$python" "$here/packages.py" unpack "$wheels" "$site")" >&2
-  stage=${1:-}
-if ! lacking=$("$python" "$here/packages.py" check "$stage"); then
+  if ! lacking=$("$python" "$here/packages.py" check "$stage"); then
     echo "validate: still cannot import: $lacking" | tr '\n' ' ' >&2 && echo >&2
     exit 2
   fi
