@@ -25,7 +25,7 @@ TABLE1_COLUMNS = [
     "non_embedding_params",
     "step",
     "val_loss",
-    "val_bpb",  # bits per byte of the validation text (val_bpb)
+    "val_bpb",  # bits per byte of the validation sequences evaluated (val_bpb)
     "rel_improvement",
     "paper_val_loss",
     "paper_rel_improvement",
@@ -146,7 +146,7 @@ def table1_row(
         "non_embedding_params": params.get("non_embedding_params"),
         "step": step,
         "val_loss": loss,
-        "val_bpb": val_bpb(run, loss),
+        "val_bpb": val_bpb(run, loss, step, preset),
         "rel_improvement": relative_improvement(loss, baseline_loss),
         "paper_val_loss": paper.val_loss if paper else None,
         "paper_rel_improvement": paper.rel_improvement if paper else None,
@@ -156,20 +156,31 @@ def table1_row(
     }
 
 
-def val_bpb(run: Run | None, loss: float) -> float:
-    """A validation loss (nats per token) in bits per byte of the validation text, with the
-    bytes per token of the token files the run trained on (NaN where they are not at hand)."""
-    folder = (run.record.data or {}).get("dir") if run is not None else None
-    if folder is None or math.isnan(loss) or not (Path(folder) / MANIFEST).is_file():
+def val_bpb(run: Run | None, loss: float, step: int, preset: Preset) -> float:
+    """A validation loss at `step` (nats per token) in bits per byte of the text it was the loss
+    of: the evaluation sequences the run's fixed indices give that step, read from its token
+    files (NaN where they or the indices are not at hand)."""
+    if run is None or math.isnan(loss):
         return math.nan
-    return loss / math.log(2) / _bytes_per_token(str(Path(folder).resolve()))
+    data, indices = (run.record.data or {}).get("dir"), (run.record.indices or {}).get("dir")
+    if data is None or indices is None:
+        return math.nan
+    from repro.data.batches import SIDECAR  # here: it loads torch, which a table need not
+
+    if not (Path(data) / MANIFEST).is_file() or not (Path(indices) / SIDECAR).is_file():
+        return math.nan
+    row = step // preset.train.eval_interval  # the evaluation row training read at `step`
+    held = (str(Path(data).resolve()), str(Path(indices).resolve()), row, preset)
+    return loss / math.log(2) / _evaluated_bytes_per_token(*held)
 
 
-@functools.lru_cache(maxsize=8)
-def _bytes_per_token(folder: str) -> float:  # a split of OpenWebText: 4M tokens, read once
-    from repro.data.tokens import bytes_per_token
+@functools.lru_cache(maxsize=64)
+def _evaluated_bytes_per_token(data: str, indices: str, row: int, preset: Preset) -> float:
+    """Fixed by the indices: read once per row and preset, whichever runs share them."""
+    from repro.data.batches import Batches
 
-    return bytes_per_token(folder)
+    batches = Batches.open(Path(data), Path(indices), preset)
+    return batches.bytes_per_target("eval_val", row, preset.train.eval_batches)
 
 
 def table1(

@@ -37,7 +37,7 @@ TABLE1_SEEDS_COLUMNS = [
     "val_loss_sd",
     "val_loss_ci_low",
     "val_loss_ci_high",
-    "val_bpb_mean",  # bits per byte of the validation text (results.val_bpb)
+    "val_bpb_mean",  # bits per byte of the sequences evaluated (results.val_bpb)
     "val_bpb_ci_low",
     "val_bpb_ci_high",
     "n_pairs",
@@ -208,8 +208,10 @@ def table1_seeds(
     names = [e.name for e in members]
     by_seed, differing = checked_runs(read_seed_runs(runs_dir, names, seeds), members, preset)
     losses = losses_at(by_seed, names, preset.report.table_step)
+    step = preset.report.table_step
     losses["val_bpb"] = [
-        val_bpb(by_seed[k].get(n), loss) for n, k, loss in losses.itertuples(index=False)
+        val_bpb(by_seed[k].get(n), loss, step, preset)
+        for n, k, loss in losses.itertuples(index=False)
     ]
     bpb = summarise(losses.groupby("experiment", sort=False), "val_bpb").drop(columns="n_seeds")
     by_seed = losses.pivot(index="seed", columns="experiment", values="val_loss")

@@ -9,7 +9,8 @@ import numpy as np
 import torch
 
 from repro.config import Preset, RunConfig, TrainSettings
-from repro.data.tokens import read_manifest, token_files, token_memmap
+from repro.data import DataError
+from repro.data.tokens import read_manifest, token_byte_lengths, token_files, token_memmap
 from repro.errors import ReproError
 from repro.files import file_sha256, read_json
 
@@ -167,6 +168,18 @@ class Batches:
 
     def get(self, stream: str, row: int, micro_step: int) -> tuple[torch.Tensor, torch.Tensor]:
         return inputs_targets(self.window(stream, row, micro_step))
+
+    def bytes_per_target(self, stream: str, row: int, micro_batches: int) -> float:
+        """UTF-8 bytes of text per target token over a row's first `micro_batches` micro-batches:
+        the text an evaluation's mean loss is per token of, so that loss / ln 2 / this is bits
+        per byte of the text evaluated (and not of the whole split)."""
+        targets = np.concatenate(
+            [self.window(stream, row, k)[:, 1:].numpy().ravel() for k in range(micro_batches)]
+        )
+        lengths = token_byte_lengths()
+        if targets.max(initial=0) >= len(lengths):
+            raise DataError(f"{stream} row {row} holds token ids past GPT-2's {len(lengths) - 1}")
+        return float(lengths[targets].sum() / targets.size)
 
 
 def inputs_targets(window: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

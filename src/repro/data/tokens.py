@@ -248,23 +248,11 @@ def corpus_note(manifest: dict) -> str:
     )
 
 
-def bytes_per_token(data_dir: str | os.PathLike, split: str = "val") -> float:
-    """UTF-8 bytes of a split's text per token. GPT-2's BPE is byte-level: each token stands for
-    a fixed run of bytes, and a split's tokens add up to its documents' text; the end-of-text
-    separator between documents stands for none. Losses per token divided by it (and by ln 2)
-    are bits per byte, which no tokenizer changes."""
-    from repro.data.tokenizer import EOT_TOKEN
-
-    tokens = token_memmap(data_dir, read_manifest(data_dir, verify=False), split)
-    counts = np.bincount(tokens, minlength=EOT_TOKEN + 1)
-    if len(counts) > EOT_TOKEN + 1:
-        raise DataError(f"{data_dir}: {split} holds token ids past GPT-2's {EOT_TOKEN}")
-    lengths = _token_byte_lengths()
-    return float(counts @ lengths / counts.sum())
-
-
 @functools.cache
-def _token_byte_lengths() -> np.ndarray:
+def token_byte_lengths() -> np.ndarray:
+    """The UTF-8 bytes each GPT-2 token stands for, by token id. GPT-2's BPE is byte-level: each
+    token stands for a fixed run of bytes, and a text's tokens add up to its bytes; the
+    end-of-text separator between documents stands for none."""
     from repro.data.tokenizer import EOT_TOKEN, gpt2_encoding
 
     encoding = gpt2_encoding()

@@ -168,24 +168,43 @@ def test_read_run_list_takes_names_paths_and_one_name(tiny_runs, tmp_path, write
     )
 
 
-def test_table1_states_bits_per_byte_of_the_validation_text(tiny_runs, tmp_path):
+def test_table1_states_bits_per_byte_of_the_text_evaluated(tiny_runs, tmp_path):
+    """The loss at the table step is over the targets of that step's evaluation sequences (the
+    fixed indices' row): bits per byte divide by those sequences' bytes, decoded here, and not by
+    the whole validation split's."""
     from pathlib import Path
 
+    from repro.config import load_preset
+    from repro.data.batches import read_sidecar, read_starts
     from repro.data.tokenizer import EOT_TOKEN, gpt2_encoding
     from repro.data.tokens import read_manifest, token_memmap
 
+    preset = load_preset("tiny")
     table = results.table1(tiny_runs, "tiny").set_index("experiment")
-    folder = Path(read_run(tiny_runs / "baseline").record.data["dir"])
-    tokens = [int(t) for t in token_memmap(folder, read_manifest(folder), "val")]
-    text = gpt2_encoding().decode_bytes([t for t in tokens if t != EOT_TOKEN])  # the documents
-    bits = table["val_loss"] * len(tokens) / math.log(2)  # the loss over the whole split, in bits
+    record = read_run(tiny_runs / "baseline").record
+    folder, indices = Path(record.data["dir"]), Path(record.indices["dir"])
+    val = token_memmap(folder, read_manifest(folder), "val")
+    starts = read_starts(indices, "eval_val", read_sidecar(indices), len(val))
+    row = preset.report.table_step // preset.train.eval_interval
+    evaluated = starts[row, : preset.train.eval_batches * preset.train.eval_micro_batch]
+    block = preset.model.block_size
+    targets = [int(t) for s in evaluated for t in val[s + 1 : s + 1 + block]]
+    text = gpt2_encoding().decode_bytes([t for t in targets if t != EOT_TOKEN])
+    bits = table["val_loss"] * len(targets) / math.log(2)  # the loss over those targets, in bits
     assert table["val_bpb"].tolist() == pytest.approx((bits / len(text)).tolist(), nan_ok=True)
     assert table["val_bpb"].notna().sum() >= 5  # each run trained (one is not, here)
+    whole = [int(t) for t in val]  # the whole split's text is another, here
+    split_bytes = len(gpt2_encoding().decode_bytes([t for t in whole if t != EOT_TOKEN]))
+    evaluated_rate, split_rate = len(text) / len(targets), split_bytes / len(whole)
+    assert abs(evaluated_rate / split_rate - 1) > 1e-3
     moved = tmp_path / "moved"
     (tiny_runs / "baseline").rename(moved)  # a run whose token files are not at hand: NaN
     record = (moved / "run.json").read_text().replace(str(folder), str(tmp_path / "gone"))
     (moved / "run.json").write_text(record)
     assert math.isnan(results.table1_row(*row_of(moved)).get("val_bpb"))
+    gone = (moved / "run.json").read_text().replace(str(indices), str(tmp_path / "no-indices"))
+    (moved / "run.json").write_text(gone.replace(str(tmp_path / "gone"), str(folder)))
+    assert math.isnan(results.table1_row(*row_of(moved)).get("val_bpb"))  # nor its indices
 
 
 def row_of(run_dir):

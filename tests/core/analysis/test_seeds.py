@@ -275,10 +275,11 @@ def test_a_claim_that_holds_alone_may_not_hold_among_several():
 def test_the_seeds_table_states_bits_per_byte_over_the_seeds(seed_runs):
     from repro.analysis.results import val_bpb
     from repro.analysis.runs import read_run
+    from repro.config import load_preset
 
     row = seeds.table1_seeds(seed_runs, "tiny", 3).set_index("experiment").loc["resgelu-lr3e-3"]
     runs = [read_run(seed_runs / seed_dir("", k) / "resgelu-lr3e-3") for k in range(3)]
-    bpb = [val_bpb(run, run.loss_at(12)) for run in runs]
+    bpb = [val_bpb(run, run.loss_at(12), 12, load_preset("tiny")) for run in runs]
     assert bpb[0] / 4.93 == pytest.approx(bpb[1] / 5.12)  # one text: bits per byte scale with loss
     assert row["val_bpb_mean"] == pytest.approx(sum(bpb) / 3)
     sd = pd.Series(bpb).std()
