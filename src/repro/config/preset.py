@@ -105,6 +105,7 @@ class Runtime:
     compile_mode: str  # torch.compile's mode
     attention: str  # the SDPA backend: auto, or one of repro.runtime.device.SDPA_BACKENDS
     fused_loss: bool  # the LM head and loss with their gradients in one pass (repro.model)
+    deterministic: bool  # torch's deterministic algorithms (repro.runtime.determinism)
 
     def enabled(self, switch: str, device_type: str) -> bool:
         """A switch of this section (compile, fused_projection) on a device: auto = on CUDA."""

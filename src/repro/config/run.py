@@ -46,7 +46,7 @@ class RunConfig:
     def with_runtime(self, **settings) -> "RunConfig":
         """This run with other runtime settings (None keeps one); never another run."""
         run = replace(self, runtime=_overridden(self.runtime, settings))
-        check_micro_batch(run.source, run.runtime, run.train)
+        check_runtime(run.source, run.runtime, run.train)
         return run
 
     @property
@@ -182,7 +182,7 @@ def check_relations(source, train, runtime, report) -> None:
         check_divides(
             source, "train.eval_micro_batch", t.eval_micro_batch, f"train.{key}", getattr(t, key)
         )
-    check_micro_batch(source, runtime, t)
+    check_runtime(source, runtime, t)
     if t.warmup_steps >= t.decay_steps:
         raise ConfigError(
             f"{source}: train.warmup_steps: {t.warmup_steps} must be less than "
@@ -202,13 +202,36 @@ def check_relations(source, train, runtime, report) -> None:
         )
 
 
-def check_micro_batch(source, runtime, train) -> None:
-    """The one runtime relation: a training micro-batch that is a number divides the batch."""
+# The levers runtime.deterministic refuses, with why each cannot be deterministic. The others can:
+# under torch.use_deterministic_algorithms flash and efficient attention take a deterministic
+# backward pass (FlashAttention-2's own deterministic one; the memory-efficient kernel's with its
+# keys unsplit) and SDPA's `auto` passes cuDNN over; the fused loss, the loss chunks and the fused
+# projection are matmuls and sums in a fixed order; reduce-overhead replays as CUDA graphs the
+# kernels the default mode compiles.
+NOT_DETERMINISTIC = {
+    # cuDNN's attention has no deterministic backward: torch's SDPA will not run it then.
+    ("attention", "cudnn"): "torch runs no cuDNN attention under deterministic algorithms",
+    # Inductor times candidate kernels for each matmul and keeps the fastest: timings vary, and
+    # so do the kernels, and with them the rounding, from one run to the next.
+    ("compile_mode", "max-autotune-no-cudagraphs"): "inductor keeps whichever matmul kernel "
+    "timed fastest, which differs from run to run",
+}
+
+
+def check_runtime(source, runtime, train) -> None:
+    """The runtime relations: a training micro-batch that is a number divides the batch, and a
+    deterministic run uses no lever that cannot be deterministic."""
     micro_batch = runtime.train_micro_batch
     if isinstance(micro_batch, int):
         check_divides(
             source, "runtime.train_micro_batch", micro_batch, "train.batch_size", train.batch_size
         )
+    for (key, value), why in NOT_DETERMINISTIC.items():
+        if runtime.deterministic and getattr(runtime, key) == value:
+            raise ConfigError(
+                f"{source}: runtime.{key}: {value} cannot be deterministic ({why}), and "
+                f"runtime.deterministic is true"
+            )
 
 
 def check_experiment(source, name: str, optimizer) -> None:

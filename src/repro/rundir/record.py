@@ -54,6 +54,8 @@ class RunRecord:
     cudnn_version: int | None = None
     compile: bool | None = None
     compile_mode: str | None = None  # runtime.compile_mode, where compiled
+    # torch's deterministic algorithms (runtime.deterministic, repro.runtime.determinism)
+    deterministic: bool | None = None
     attention_kernel: str | None = None  # the SDPA backend the attention runs (e.g. MATH)
     fused_projection: bool | None = None
     train_micro_batch: int | None = None
@@ -72,7 +74,7 @@ class RunRecord:
         """One entry of `sessions`: the settings of this process that exactness depends on."""
         keys = ("device", "cpu", "cpu_capability", "torch_threads", "torch_version")
         keys += ("train_micro_batch", "world_size")
-        keys += ("compile", "compile_mode", "fused_projection", "attention_kernel")
+        keys += ("compile", "compile_mode", "fused_projection", "attention_kernel", "deterministic")
         keys += ("cuda_version", "cudnn_version")
         first = 0 if self.last_step is None else self.last_step + 1
         return {"first_step": first} | {key: getattr(self, key) for key in keys}

@@ -32,6 +32,7 @@ from repro.rundir import (
 )
 from repro.rundir.history import legacy_identity, with_later_defaults
 from repro.runtime import allocator, distributed, machine, signals
+from repro.runtime.determinism import make_deterministic
 from repro.runtime.device import resolve_device
 from repro.runtime.lock import LOCK_FILE, hold
 from repro.training.checkpoints import Checkpoints, check_checkpoint_space, load_checkpoint, restore
@@ -117,7 +118,10 @@ def refuse_other_configuration(source: Path, identity: dict, run: RunConfig) -> 
 
 
 def training_device(run: RunConfig) -> torch.device:
-    """The device this process trains on, with torchrun's process group started."""
+    """The device this process trains on, with torchrun's process group started, and with
+    runtime.deterministic its kernels made deterministic first (before CUDA starts)."""
+    if run.runtime.deterministic:
+        make_deterministic()
     device = resolve_device(run.runtime.device)
     if device.type == "cuda" and device.index is None:
         from repro.runtime.gpus import claim_device  # CUDA without a GPU named: one to claim
@@ -224,6 +228,7 @@ def run_record(
         cudnn_version=torch.backends.cudnn.version() if cuda else None,
         compile=compiled,
         compile_mode=run.runtime.compile_mode if compiled else None,
+        deterministic=torch.are_deterministic_algorithms_enabled(),
         attention_kernel=kernel,
         world_size=distributed.size(),
         fused_projection=model.transformer.h[0].attn.fused,
