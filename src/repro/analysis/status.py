@@ -190,6 +190,8 @@ def status_table(
 ) -> list[dict]:
     """One summary per run of `preset` (default: all), with its trainer and against the authors'."""
     runs_dir = Path(runs_dir)
+    if preset is not None and (preset in ("", ".", "..") or "\0" in preset or "/" in preset):
+        raise ReproError(f"--preset {preset!r}: not a preset's name (a folder of --runs-dir)")
     searched = runs_dir / (preset or "")
     if not searched.is_dir():
         which = "of this preset" if preset else "of any preset"
