@@ -79,6 +79,7 @@ def summaries(runs_dir: str | Path, names: list[str] | None = None) -> list[dict
 
 
 def summary(run_dir: Path) -> dict:
+    """run_summary, "damaged" where it cannot be read, or "not started" where no run.json is yet."""
     return _summary_or_problem(run_dir) if _has_run(run_dir) else _not_started(run_dir)
 
 
@@ -87,8 +88,8 @@ def _is_run(run_dir: Path) -> bool:
 
 
 def seed_folders(preset_dir: Path) -> list[tuple[int, Path]]:
-    """Each run folder of a preset with its seed, in the workflow's layout (rules/train.smk):
-    seed 0's in the preset's folder, seed k's in its seed<k>/ (repro.config.seed_dir)."""
+    """Each folder of a preset that may hold a run, with its seed, in the workflow's layout
+    (rules/train.smk): seed 0's in the preset's folder, seed k's in its seed<k>/ (seed_dir)."""
     found = []
     for entry in folders(preset_dir):
         seed = folder_seed(entry.name)
