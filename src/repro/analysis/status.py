@@ -7,6 +7,7 @@ import socket
 import statistics
 from pathlib import Path
 
+from repro.config import folder_seed
 from repro.errors import ReproError, printable
 from repro.rundir import (
     LIVE,
@@ -74,11 +75,29 @@ def _median(values) -> float | None:
 def summaries(runs_dir: str | Path, names: list[str] | None = None) -> list[dict]:
     """run_summary of each run under runs_dir; an unreadable one is "damaged", hiding no other."""
     dirs = folders(runs_dir) if names is None else [Path(runs_dir) / n for n in names]
-    return [
-        _summary_or_problem(d) if _has_run(d) else _not_started(d)
-        for d in dirs
-        if _has_run(d) or _locked(d)
-    ]
+    return [summary(d) for d in dirs if _is_run(d)]
+
+
+def summary(run_dir: Path) -> dict:
+    """run_summary, "damaged" where it cannot be read, or "not started" where no run.json is yet."""
+    return _summary_or_problem(run_dir) if _has_run(run_dir) else _not_started(run_dir)
+
+
+def _is_run(run_dir: Path) -> bool:
+    return _has_run(run_dir) or _locked(run_dir)
+
+
+def seed_folders(preset_dir: Path) -> list[tuple[int, Path]]:
+    """Each folder of a preset that may hold a run, with its seed, in the workflow's layout
+    (rules/train.smk): seed 0's in the preset's folder, seed k's in its seed<k>/ (seed_dir)."""
+    found = []
+    for entry in folders(preset_dir):
+        seed = folder_seed(entry.name)
+        if seed is None:
+            found.append((0, entry))
+        elif entry.is_dir():
+            found += [(seed, run_dir) for run_dir in folders(entry)]
+    return sorted(found)
 
 
 def _locked(run_dir: Path) -> bool:
@@ -171,24 +190,39 @@ def status_table(
     runs_dir: Path, preset: str | None = None, authors_runs_dir: Path | None = None
 ) -> list[dict]:
     """One summary per run of `preset` (default: all), with its trainer and against the authors'."""
-    folder = Path(runs_dir) / (preset or "")
-    if not folder.is_dir():
+    runs_dir = Path(runs_dir)
+    if preset is not None and (preset in ("", ".", "..") or "\0" in preset or "/" in preset):
+        raise ReproError(f"--preset {preset!r}: not a preset's name (a folder of --runs-dir)")
+    searched = runs_dir / (preset or "")
+    if not searched.is_dir():
+        which = "of this preset" if preset else "of any preset"
         raise ReproError(
-            f"{folder}: no such folder (no run of this preset has started here{_others(runs_dir)}; "
+            f"{searched}: no such folder (no run {which} has started here{_others(runs_dir)}; "
             f"--runs-dir names the folder of the presets' runs)"
         )
     presets = [preset] if preset else [p.name for p in folders(runs_dir) if p.is_dir()]
     table = []
     for name in presets:
-        for run in summaries(Path(runs_dir) / name):
-            run_dir = Path(runs_dir) / name / run["folder"]
-            run |= {"preset": name, "trainer": trainer_holding(run_dir)}
+        for seed, run_dir in seed_folders(runs_dir / name):
+            if not _is_run(run_dir):
+                continue
+            run = summary(run_dir) | {
+                "preset": name, "seed": seed, "folder": str(run_dir.relative_to(runs_dir)),
+                "trainer": trainer_holding(run_dir),
+            }  # fmt: skip
             if run["status"] == NOT_STARTED and run["trainer"]:
                 run["status"] = "starting"  # its trainer is at work
             theirs = None if authors_runs_dir is None else Path(authors_runs_dir) / name
             run["vs_authors"] = theirs and against_authors(run_dir, theirs / run["experiment"])
             table.append(_unknown_elsewhere(run))
     return table
+
+
+def no_run(runs_dir: Path, preset: str | None) -> str:
+    """What `repro status` says where it found no run: which and where it looked."""
+    if preset:
+        return f"no run of preset {printable(preset)} in {printable(Path(runs_dir) / preset)}"
+    return f"no run of any preset in {printable(runs_dir)}"
 
 
 def list_runs(runs_dir: str | Path, names: list[str] | None = None):

@@ -14,7 +14,7 @@ def cmd_status(args) -> None:
     from repro.analysis import status
 
     table = status.status_table(args.runs_dir, args.preset, args.authors_runs_dir)
-    print(format_status(table))
+    print(format_status(table) if table else status.no_run(args.runs_dir, args.preset))
 
 
 def number(value, fmt: str) -> str:
@@ -23,11 +23,14 @@ def number(value, fmt: str) -> str:
 
 
 def format_status(table: list[dict]) -> str:
+    """The table as text, every value printable (names and statuses come from files: a terminal
+    escape in one is shown, not acted on)."""
     if not table:
         return "no runs"
     columns = {
         "preset": [r["preset"] for r in table],
-        "experiment": [printable(r["experiment"]) for r in table],
+        "seed": [str(r["seed"]) for r in table],
+        "experiment": [r["experiment"] for r in table],
         "status": [r["status"] for r in table],
         "step": [f"{number(r['last_step'], '.0f')}/{number(r['max_step'], '.0f')}" for r in table],
         "val loss": [number(r["last_eval_val_loss"], ".4f") for r in table],
@@ -36,12 +39,12 @@ def format_status(table: list[dict]) -> str:
         "ETA": ["-" if r["eta_s"] is None else duration(r["eta_s"]) for r in table],
         "trainer": [r["trainer"] or "-" for r in table],
         "vs authors": [r["vs_authors"] or "-" for r in table],
+        "folder": [r["folder"] for r in table],  # two copies of an experiment told apart
     }
+    columns = {head: [printable(v) for v in values] for head, values in columns.items()}
     widths = [max(map(len, [head, *values])) for head, values in columns.items()]
     lines = [list(columns), *zip(*columns.values())]
-    problems = [
-        printable(f"{r['preset']}/{r['experiment']}: {r['problem']}") for r in table if r["problem"]
-    ]
+    problems = [printable(f"{r['folder']}: {r['problem']}") for r in table if r["problem"]]
     return "\n".join(
         [*(" ".join(v.rjust(w) for v, w in zip(line, widths)) for line in lines), *problems]
     )

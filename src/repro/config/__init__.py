@@ -22,6 +22,7 @@ from repro.config.preset import (
     Resources,
     Runtime,
     TrainSettings,
+    folder_seed,
     seed_dir,
 )
 from repro.config.run import (
@@ -55,6 +56,7 @@ __all__ = [
     "Runtime",
     "TrainSettings",
     "config_dir",
+    "folder_seed",
     "load_config",
     "load_experiments",
     "load_preset",

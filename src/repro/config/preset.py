@@ -4,6 +4,7 @@ model's configuration (docs/specification.md §1), of which a preset holds the s
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, replace
 
 from repro.config.schema import ConfigError
@@ -164,3 +165,9 @@ class Preset:
 def seed_dir(base: str | os.PathLike, seed: int | str) -> str:
     """Where seed k's runs (or indices) of a preset are: `base` for seed 0, base/seed<k> else."""
     return str(base) if str(seed) == "0" else os.path.join(base, f"seed{seed}")
+
+
+def folder_seed(name: str) -> int | None:
+    """The seed k of seed_dir's seed<k> folder named `name`; None for any other name."""
+    match = re.fullmatch(r"seed([1-9][0-9]{0,9})", name)
+    return int(match[1]) if match and int(match[1]) <= MAX_SEED else None

@@ -144,8 +144,11 @@ def tail_rows(path: Path, limit: int = TAIL_BYTES) -> list[dict]:
     if header.rstrip("\r\n") != ",".join(METRICS_COLUMNS):
         raise RunError(f"{path}: not a metrics file (line 1 is {header[:80]!r}, not its header)")
     if start > len(header):  # the window begins within a row: from the next one
-        text = text.partition("\n")[2]
-    lines = text[: text.rfind("\n") + 1].split("\n")[:-1]
+        cut, _, text = text.partition("\n")
+        _check_cut(path, cut)
+    end = text.rfind("\n") + 1
+    _check_cut(path, text[end:])  # the last line, cut short by a crash or a row being written
+    lines = text[:end].split("\n")[:-1]
     first = _first_step(path, lines[0]) if lines else 0
     return [
         _numbers(_checked_row(path, first + i, line, ("step",))) for i, line in enumerate(lines)
@@ -156,10 +159,29 @@ def _numbers(row: dict) -> dict:
     return {k: float(v) if v else None for k, v in row.items()}
 
 
+# A row is about 150 characters, and under 300 with each of its numbers at its longest: a longer
+# piece of a line, or one holding NUL bytes (what a crash can leave of rows that never reached the
+# disk), is no row cut short but a damaged file.
+MAX_ROW_CHARS = 1024
+# Steps are read as floats, exact up to 2**53 (16 digits): no run takes anywhere near 10**15.
+MAX_STEP_DIGITS = 15
+
+
+def _check_cut(path: Path, piece: str) -> None:
+    """A piece of a row that the window or a crash cut: a row's, or the file is damaged."""
+    if "\0" in piece:
+        raise RunError(f"{path}: NUL bytes where its rows should be (the file is damaged)")
+    if len(piece) > MAX_ROW_CHARS:
+        raise RunError(f"{path}: a line of over {MAX_ROW_CHARS:,} characters, which no row is")
+
+
 def _first_step(path: Path, line: str) -> int:
     step = line.partition(",")[0]
-    if not step.isdigit():
-        raise RunError(f"{path}: step {step[:40]!r} is not a step")
+    if not (step.isascii() and step.isdigit() and len(step) <= MAX_STEP_DIGITS):
+        raise RunError(
+            f"{path}: step {step[:40]!r} is not a step (a whole number of at most "
+            f"{MAX_STEP_DIGITS} digits)"
+        )
     return int(step)
 
 

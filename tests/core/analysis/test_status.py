@@ -52,6 +52,7 @@ def test_status_lists_each_run(tmp_path, capsys, write_run, in_progress):
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == [
         "preset",
+        "seed",
         "experiment",
         "status",
         "step",
@@ -64,9 +65,11 @@ def test_status_lists_each_run(tmp_path, capsys, write_run, in_progress):
         "trainer",
         "vs",
         "authors",
+        "folder",
     ]
     assert out[1].split() == [
         "tiny",
+        "0",
         "baseline",
         "running",
         "5/12",
@@ -77,6 +80,7 @@ def test_status_lists_each_run(tmp_path, capsys, write_run, in_progress):
         "PID",
         str(os.getpid()),
         "-",
+        "tiny/baseline",
     ]
 
 
@@ -186,3 +190,46 @@ def test_status_finds_the_trainer_by_the_runs_folder(tmp_path, in_progress):
     with hold(runs / "tiny" / "my-baseline" / "live", "run"):
         table = status_table(runs, "tiny")
     assert [(r["experiment"], r["trainer"]) for r in table] == [("baseline", f"PID {os.getpid()}")]
+
+
+def test_status_lists_each_seeds_runs_with_their_seed(tmp_path, capsys, write_run):
+    """The workflow's layout (rules/train.smk): seed 0's runs in the preset's folder, seed k's in
+    its seed<k>/."""
+    runs = tmp_path / "runs"
+    for seed in range(3):
+        folder = runs / "tiny" / ("seed" + str(seed) if seed else "")
+        write_run(folder / "baseline", "baseline", {0: 6.0, 12: 5.0}, last_step=12, seed=seed)
+    table = status_table(runs)
+    assert [(r["seed"], r["folder"]) for r in table] == [
+        (0, "tiny/baseline"), (1, "tiny/seed1/baseline"), (2, "tiny/seed2/baseline")
+    ]  # fmt: skip
+    assert main(["status", "--runs-dir", str(runs)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:4] == ["preset", "seed", "experiment", "status"]
+    assert [line.split()[:4] for line in out[1:]] == [
+        ["tiny", str(seed), "baseline", "completed"] for seed in range(3)
+    ]
+
+
+def test_two_copies_of_an_experiment_are_told_apart_by_their_folder(tmp_path, capsys, write_run):
+    runs = tmp_path / "runs"
+    for folder in ("baseline", "baseline-again"):
+        write_run(runs / "tiny" / folder, "baseline", {0: 6.0, 12: 5.0}, last_step=12)
+    assert main(["status", "--runs-dir", str(runs)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[-1] == "folder"
+    assert [line.split()[-1] for line in out[1:]] == ["tiny/baseline", "tiny/baseline-again"]
+
+
+def test_status_without_any_run_says_so_and_where_it_looked(tmp_path, capsys):
+    nowhere = tmp_path / "runs"
+    one_line_error(
+        capsys, ["status", "--runs-dir", nowhere],
+        f"{re.escape(str(nowhere))}: no such folder \\(no run of any preset has started here",
+    )  # fmt: skip
+    nowhere.mkdir()
+    (nowhere / "tiny").mkdir()  # a preset's folder, no run in it
+    assert main(["status", "--runs-dir", str(nowhere)]) == 0
+    assert capsys.readouterr().out == f"no run of any preset in {nowhere}\n"
+    assert main(["status", "--preset", "tiny", "--runs-dir", str(nowhere)]) == 0
+    assert capsys.readouterr().out == f"no run of preset tiny in {nowhere / 'tiny'}\n"

@@ -39,9 +39,10 @@ def edit_record(run_dir, edit):
 def test_a_mistyped_nested_field_damages_its_run_alone(runs, capsys):
     edit_record(runs / "tiny" / "baseline", lambda r: r["identity"]["train"].update(max_step="12"))
     table = {r["folder"]: r for r in status_table(runs, "tiny")}
-    assert table["baseline"]["status"] == "damaged"
-    assert "identity.train.max_step: '12' is not of type 'integer'" in table["baseline"]["problem"]
-    assert table["mlp4.75"]["status"] == "completed"
+    baseline = table["tiny/baseline"]
+    assert baseline["status"] == "damaged"
+    assert "identity.train.max_step: '12' is not of type 'integer'" in baseline["problem"]
+    assert table["tiny/mlp4.75"]["status"] == "completed"
     assert main(["status", "--runs-dir", str(runs)]) == 0
 
 
@@ -57,9 +58,9 @@ def test_an_unreadable_run_folder_is_its_line_alone(runs, monkeypatch, capsys):
     monkeypatch.setattr(status, "files_dir", denied)
     monkeypatch.setattr(status, "has_run", lambda d: denied(d) and True)
     table = {r["folder"]: r for r in status_table(runs, "tiny")}
-    assert table["baseline"]["status"] == "damaged"
-    assert "baseline: cannot be read (Permission denied)" in table["baseline"]["problem"]
-    assert table["mlp4.75"]["status"] == "completed"
+    assert table["tiny/baseline"]["status"] == "damaged"
+    assert "baseline: cannot be read (Permission denied)" in table["tiny/baseline"]["problem"]
+    assert table["tiny/mlp4.75"]["status"] == "completed"
 
 
 def test_an_unreadable_runs_folder_is_one_line(runs, monkeypatch, capsys):
@@ -84,7 +85,7 @@ def test_names_cannot_drive_the_terminal(runs, capsys):
 def test_rows_past_max_step_leave_nothing(runs):
     edit_record(runs / "tiny" / "baseline", lambda r: r["identity"]["train"].update(max_step=2))
     table = {r["folder"]: r for r in status_table(runs, "tiny")}
-    assert table["baseline"]["eta_s"] == 0
+    assert table["tiny/baseline"]["eta_s"] == 0
 
 
 def test_a_misspelt_preset_lists_the_presets_with_runs(runs, capsys):
@@ -111,9 +112,9 @@ def test_status_reads_a_long_metrics_file_at_its_tail_alone(runs, tmp_path):
     # the window's rows as dicts, whatever the file's length (all 200,000 rows: about 800 MB)
     assert peak < 32 * TAIL_BYTES and tail[-1]["step"] == 199_999
     table = {r["folder"]: r for r in status_table(runs, "tiny")}
-    assert table["baseline"]["last_step"] == 199_999
-    assert table["baseline"]["last_eval_step"] == 199_997
-    assert table["baseline"]["last_eval_val_loss"] == 4.5
+    assert table["tiny/baseline"]["last_step"] == 199_999
+    assert table["tiny/baseline"]["last_eval_step"] == 199_997
+    assert table["tiny/baseline"]["last_eval_val_loss"] == 4.5
     assert tail_rows(live / "metrics.csv", 1000)[-1]["step"] == 199_999
 
 
@@ -123,8 +124,74 @@ def test_a_run_whose_trainer_has_not_written_run_json_yet_is_listed(runs):
     starting.mkdir(parents=True)
     with hold(starting, "run"):
         table = {r["folder"]: r for r in status_table(runs, "tiny")}
-    assert table["resgelu-lr3e-3"]["status"] == "starting"
-    assert table["resgelu-lr3e-3"]["trainer"] == f"PID {os.getpid()}"
+    assert table["tiny/resgelu-lr3e-3"]["status"] == "starting"
+    assert table["tiny/resgelu-lr3e-3"]["trainer"] == f"PID {os.getpid()}"
     table = {r["folder"]: r for r in status_table(runs, "tiny")}  # its trainer gone
-    assert table["resgelu-lr3e-3"]["status"] == "not started"
+    assert table["tiny/resgelu-lr3e-3"]["status"] == "not started"
     assert "resgelu-lr3e-3" in format_status(list(table.values()))
+
+
+def damaged_table(runs, capsys) -> dict:
+    """status_table by folder, after `repro status` has printed every run and no traceback."""
+    capsys.readouterr()
+    assert main(["status", "--runs-dir", str(runs)]) == 0
+    out = capsys.readouterr().out
+    assert "baseline" in out and "mlp4.75" in out and "Traceback" not in out
+    table = {pathlib.Path(r["folder"]).name: r for r in status_table(runs, "tiny")}
+    assert table["mlp4.75"]["status"] == "completed"
+    return table
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [["²"], ["9" * 5000], [str(10**400 + i) for i in range(6)]],
+    ids=["superscript two", "5,000 digits", "counting from 10^400"],
+)
+def test_a_metrics_file_of_no_possible_step_damages_its_run_alone(runs, steps, capsys):
+    path = runs / "tiny" / "baseline" / "metrics.csv"
+    write_metrics(path, [dict(r, step=s) for r, s in zip(read_rows(path), steps)])
+    baseline = damaged_table(runs, capsys)["baseline"]
+    assert baseline["status"] == "damaged"
+    assert "metrics.csv: step" in baseline["problem"] and "is not a step" in baseline["problem"]
+
+
+def rows_zeroed(data: bytes) -> bytes:
+    """The file's size kept, its rows NUL bytes (a crash before the rows reached the disk)."""
+    header = data.partition(b"\n")[0] + b"\n"
+    return header + b"\0" * (len(data) - len(header))
+
+
+@pytest.mark.parametrize(
+    "damage, problem",
+    [
+        (rows_zeroed, "NUL bytes"),
+        (lambda data: data + b"\0" * 4096, "NUL bytes"),
+        (lambda data: data.partition(b"\n")[0] + b"\n" + b"9" * (2 << 20) + b"\n", "a line of"),
+        (lambda data: data.partition(b"\n")[0] + b"\n" + b"9" * (2 << 20), "a line of"),
+    ],
+    ids=["rows zeroed", "NUL bytes after the rows", "a 2 MiB line", "a 2 MiB line uncut"],
+)
+def test_a_metrics_file_ending_in_no_row_is_damaged(runs, damage, problem, capsys):
+    path = runs / "tiny" / "baseline" / "metrics.csv"
+    path.write_bytes(damage(path.read_bytes()))
+    baseline = damaged_table(runs, capsys)["baseline"]
+    assert baseline["status"] == "damaged" and problem in baseline["problem"]
+    assert "metrics.csv" in baseline["problem"]
+
+
+def test_a_status_or_host_cannot_drive_the_terminal(runs, capsys):
+    edit_record(runs / "tiny" / "mlp4.75", lambda r: r.update(status="\x1b[31mdone\x07"))
+    live = runs / "tiny" / "baseline" / "live"
+    live.mkdir()
+    (live / ".lock").write_text("host evil\x1b[2J, PID 4242\n")
+    capsys.readouterr()
+    assert main(["status", "--runs-dir", str(runs)]) == 0
+    printed = capsys.readouterr().out
+    assert "\x1b" not in printed and "\x07" not in printed and len(printed.splitlines()) == 3
+    assert "\\x1b[31mdone\\x07" in printed and "evil\\x1b[2J" in printed
+
+
+@pytest.mark.parametrize("preset", ["../runs", "/", ".", "", "tiny/seed1", "a\0b"])
+def test_a_preset_that_is_no_folder_name_is_one_line(runs, preset, capsys):
+    argv = ["status", "--preset", preset, "--runs-dir", runs]
+    one_line_error(capsys, argv, r"--preset '.*': not a preset's name")
