@@ -289,6 +289,31 @@ def test_downstream_table_over_seeds_pairs_seed_k_with_the_baseline_s_seed_k(
 
 
 @pytest.mark.slow  # `repro downstream` end to end: lm-eval indexes its tasks, then scores
+def test_a_copied_or_linked_seed_folder_is_refused_not_counted(scored, tmp_path, capsys):
+    """seed2/ made of seed 0's folders, copied or linked, or a seed folder linking to another
+    experiment's: one line naming both folders, never a third seed."""
+    import shutil
+
+    base, ours = scored["baseline"][0], scored["resgelu"][0]
+    folders = [str(scored[name][0]) for name in scored]
+    copied = tmp_path / "copied" / "seed2"
+    shutil.copytree(base, copied / "baseline")
+    shutil.copytree(ours, copied / "resgelu")
+    linked = tmp_path / "linked" / "seed2"
+    linked.mkdir(parents=True)
+    (linked / "baseline").symlink_to(base)
+    (linked / "resgelu").symlink_to(ours)
+    crossed = tmp_path / "crossed" / "seed2"
+    shutil.copytree(base, crossed / "baseline")
+    (crossed / "resgelu").symlink_to(crossed / "baseline")
+    for made in (copied, linked, crossed):
+        argv = ["downstream-table", *folders, str(made / "baseline"), str(made / "resgelu")]
+        argv += ["--out", tmp_path / "d.csv"]
+        one_line_error(capsys, argv, "one scoring counted twice")
+    assert not (tmp_path / "d.csv").exists()
+
+
+@pytest.mark.slow  # `repro downstream` end to end: lm-eval indexes its tasks, then scores
 def test_a_seed_without_the_baseline_s_is_one_line_naming_the_folder(scored, tmp_path, capsys):
     ours = str(scored["seed1/resgelu"][0])
     folders = [str(scored[name][0]) for name in ("baseline", "resgelu")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
@@ -99,6 +100,7 @@ def by_seed(folders: list[str | Path], baseline: str) -> dict[int, dict[str, str
         if name in found.setdefault(seed, {}):
             raise ReproError(f"{folder}: seed {seed} of {name} is also {found[seed][name]}")
         found[seed][name] = folder
+    distinct_scorings(folders)
     if not any(baseline in named for named in found.values()):
         raise ReproError(f"--baseline {baseline}: no result folder of that name")
     for seed, named in found.items():
@@ -106,6 +108,24 @@ def by_seed(folders: list[str | Path], baseline: str) -> dict[int, dict[str, str
             folder = next(iter(named.values()))
             raise ReproError(f"{folder}: no folder of the baseline {baseline} at seed {seed}")
     return dict(sorted(found.items()))
+
+
+def distinct_scorings(folders: list[str | Path]) -> None:
+    """Each folder a scoring of its own: lm-eval's results.json records when it ran, so a folder
+    whose results.json is another's byte for byte is a copy of it or a link to it, and would
+    count one run twice (as another seed, or as another experiment)."""
+    seen: dict[str, str | Path] = {}
+    for folder in folders:
+        try:
+            digest = hashlib.sha256((Path(folder) / RESULTS_JSON).read_bytes()).hexdigest()
+        except OSError:
+            continue  # read_scores names what is wrong with it
+        if digest in seen:
+            raise ReproError(
+                f"{folder}: the same {RESULTS_JSON} as {seen[digest]} (a copy of it or a link to "
+                f"it): one scoring counted twice"
+            )
+        seen[digest] = folder
 
 
 def seed_scores(folders: dict[int, dict[str, str | Path]]) -> pd.DataFrame:
