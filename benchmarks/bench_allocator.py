@@ -1,6 +1,6 @@
-"""Peak resident memory and CPU time of CPU training under glibc's malloc as it is and under the
-allocator `repro train` runs with (TCMalloc where installed: repro.runtime.allocator), side by
-side.
+"""Peak resident memory and CPU time of CPU training under glibc's malloc as it is, under glibc's
+malloc with transparent huge pages, and under the allocator `repro train` runs with (TCMalloc
+where installed, else the huge pages: repro.runtime.allocator), side by side.
 
     python benchmarks/bench_allocator.py [--runs smoke eval-heavy] [--smoke-steps 21]
                                          [--eval-heavy-steps 2] [--eval-batches 200]
@@ -12,8 +12,9 @@ step, an evaluation of 4 x 4 sequences per split every 20 steps), its first --sm
 "eval-heavy" is the smoke model (2 layers, d = 32, GPT-2's vocabulary, 1.7M parameters) at the
 paper's batch structure: 480 sequences a step as 40 micro-batches of 12, and at step 0 an
 evaluation of --eval-batches micro-batches of 12 sequences per split (the paper's 200).
-The settings: "glibc", the process as started (REPRO_MALLOC=glibc); "repro", the process
-restarted as `repro train` restarts itself (allocator.restart_under_tcmalloc). The settings of a
+The settings: "glibc", the process as started (REPRO_MALLOC=glibc); "hugepages", the process as
+the restart without TCMalloc leaves it (glibc.malloc.hugetlb=1); "repro", the process restarted
+as `repro train` restarts itself (allocator.restart_under_allocator). The settings of a
 run train at the same time, so that the machine's load falls on each alike. Printed per setting:
 the allocator in use, CPU seconds and minor page faults per training step (the steps after the
 first, or the one step), CPU seconds of the step-0 evaluation, peak resident memory (VmHWM), then
@@ -37,7 +38,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))  # this checkout's repro, as the runs' processes have it
-SETTINGS = ("glibc", "repro")
+SETTINGS = ("glibc", "hugepages", "repro")
 
 
 def run_presets(smoke_steps: int, eval_heavy_steps: int, eval_batches: int) -> dict[str, dict]:
@@ -87,7 +88,7 @@ def child(setting: str, preset: str, data: str, indices: str, out: str) -> None:
     from repro.runtime import allocator
 
     if setting == "repro":
-        allocator.restart_under_tcmalloc()  # as `repro train` does: this process, once more
+        allocator.restart_under_allocator()  # as `repro train` does: this process, once more
     import repro.training.loop
     import repro.training.run
     from repro.config import load_experiments, load_preset, resolve_run
@@ -112,7 +113,7 @@ def child(setting: str, preset: str, data: str, indices: str, out: str) -> None:
     print(
         json.dumps(
             {
-                "allocator": "tcmalloc" if allocator.active() else "glibc",
+                "allocator": allocator.in_use(),
                 "cpu_s_per_step": sum(cpu for cpu, _ in timed) / len(timed),
                 "faults_per_step": sum(faults for _, faults in timed) / len(timed),
                 "eval_cpu_s": evaluations[0][0],
@@ -132,6 +133,7 @@ def status_mb(field: str) -> int:
 def measure(work: Path, name: str, preset: dict) -> list[dict]:
     from repro.config import load_preset
     from repro.data.indices import write_indices
+    from repro.runtime.allocator import HUGE_PAGES, TUNABLE
 
     preset_path = work / f"{name}.yaml"
     preset_path.write_text(yaml.safe_dump(preset))
@@ -139,13 +141,18 @@ def measure(work: Path, name: str, preset: dict) -> list[dict]:
     write_indices(load_preset(str(preset_path)), data, indices)
     path = os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])
     env = {k: v for k, v in os.environ.items() if k != "REPRO_MALLOC"} | {"PYTHONPATH": path}
+    settings = {  # each setting's environment: glibc's as started, as the restart leaves it
+        "glibc": {"REPRO_MALLOC": "glibc"},
+        "hugepages": {"GLIBC_TUNABLES": f"{TUNABLE}=1", "REPRO_MALLOC": HUGE_PAGES},
+        "repro": {},
+    }
     children = {
         setting: subprocess.Popen(
             [sys.executable, __file__, "--child", setting, str(preset_path), str(data)]
             + [str(indices), str(work / f"run-{name}-{setting}")],
             stdout=subprocess.PIPE,
             text=True,
-            env=env | {"REPRO_MALLOC": "glibc"} if setting == "glibc" else env,
+            env=env | settings[setting],
         )
         for setting in SETTINGS
     }
@@ -160,15 +167,25 @@ def measure(work: Path, name: str, preset: dict) -> list[dict]:
 
 
 HEADER = (
-    f"{'run':<10} {'setting':<8} {'malloc':<9} {'CPU s/step':>10} {'faults/step':>12} "
+    f"{'run':<10} {'setting':<9} {'malloc':<15} {'CPU s/step':>10} {'faults/step':>12} "
     f"{'eval CPU s':>10} {'peak MB':>8}"
 )
 
 
 def format_row(r: dict) -> str:
     return (
-        f"{r['run']:<10} {r['setting']:<8} {r['allocator']:<9} {r['cpu_s_per_step']:>10.2f} "
+        f"{r['run']:<10} {r['setting']:<9} {r['allocator']:<15} {r['cpu_s_per_step']:>10.2f} "
         f"{r['faults_per_step']:>12,.0f} {r['eval_cpu_s']:>10.2f} {r['peak_mb']:>8,}"
+    )
+
+
+def ratios(measured: dict, glibc: dict, setting: str) -> str:
+    """One setting's figures over glibc's as started."""
+    ratio = {key: measured[key] / glibc[key] for key in ("cpu_s_per_step", "eval_cpu_s", "peak_mb")}
+    return (
+        f"{setting} / glibc: CPU time per step {ratio['cpu_s_per_step']:.2f}, "
+        f"evaluation CPU time {ratio['eval_cpu_s']:.2f}, "
+        f"peak resident memory {ratio['peak_mb']:.2f}"
     )
 
 
@@ -189,7 +206,7 @@ def main() -> None:
         return child(*args.child)
     with record.recording(
         "allocator",
-        "CPU training's allocator: glibc's malloc against TCMalloc",
+        "CPU training's allocator: glibc's malloc, with huge pages, and TCMalloc",
         enabled=args.record,
     ):
         presets = run_presets(args.smoke_steps, args.eval_heavy_steps, args.eval_batches)
@@ -200,17 +217,9 @@ def main() -> None:
             write_tokens(work / "data", 300_000)
             results = [r for name in args.runs for r in measure(work, name, presets[name])]
         for name in args.runs:
-            glibc, repro = (
-                {r["setting"]: r for r in results if r["run"] == name}[s] for s in SETTINGS
-            )
-            ratio = {
-                key: repro[key] / glibc[key] for key in ("cpu_s_per_step", "eval_cpu_s", "peak_mb")
-            }
-            print(
-                f"{name}: repro / glibc: CPU time per step {ratio['cpu_s_per_step']:.2f}, "
-                f"evaluation CPU time {ratio['eval_cpu_s']:.2f}, "
-                f"peak resident memory {ratio['peak_mb']:.2f}"
-            )
+            by_setting = {r["setting"]: r for r in results if r["run"] == name}
+            for setting in SETTINGS[1:]:
+                print(f"{name}: {ratios(by_setting[setting], by_setting['glibc'], setting)}")
         print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 

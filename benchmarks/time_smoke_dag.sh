@@ -10,11 +10,13 @@
 # needs. Prints the wall time, the CPU time of the whole DAG (user + system of every process it
 # ran: unlike the wall time, not inflated by other jobs), the machine's load (the 1-minute load
 # average, sampled every 10 s: lowest and highest) and the allocator training used (each run.json's
-# `malloc`). REPRO_MALLOC=glibc keeps glibc's malloc (repro.runtime.allocator); it and LD_PRELOAD,
-# where set, head the recorded command, so that each allocator's figures are a section of their own.
+# `malloc`). REPRO_MALLOC=glibc keeps glibc's malloc (repro.runtime.allocator);
+# REPRO_MALLOC=glibc-hugepages GLIBC_TUNABLES=glibc.malloc.hugetlb=1 is what training restarts
+# under where TCMalloc is not installed. These and LD_PRELOAD, where set, head the recorded
+# command, so that each allocator's figures are a section of their own.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-settings="${REPRO_MALLOC:+REPRO_MALLOC=$REPRO_MALLOC }${LD_PRELOAD:+LD_PRELOAD=$LD_PRELOAD }"
+settings="${REPRO_MALLOC:+REPRO_MALLOC=$REPRO_MALLOC }${GLIBC_TUNABLES:+GLIBC_TUNABLES=$GLIBC_TUNABLES }${LD_PRELOAD:+LD_PRELOAD=$LD_PRELOAD }"
 invocation="${settings}benchmarks/time_smoke_dag.sh $*"
 record=
 if [ "${1:-}" = --record ]; then record=1; shift; fi
@@ -38,7 +40,7 @@ load=$(sort -g "$work/load" | sed -n '1p;$p' | paste -sd- -)
 allocator=$(python3 - <<'PY'
 import json, pathlib
 used = {json.loads(p.read_text()).get("malloc") for p in pathlib.Path("results/runs").glob("*/*/run.json")}
-names = {"tcmalloc": "TCMalloc", "glibc": "glibc's malloc"}
+names = {"tcmalloc": "TCMalloc", "glibc": "glibc's malloc", "glibc-hugepages": "glibc's malloc with huge pages"}
 print(" and ".join(sorted(names.get(m, str(m)) for m in used)) or "no run trained")
 PY
 )

@@ -129,7 +129,7 @@ def test_a_reference_of_another_configuration_is_named(tmp_path, theirs, capsys,
     assert main(["compare", str(run), "--reference", str(other)]) == 0
     printed = capsys.readouterr().out
     assert "configurations differ (reference -> run): " in printed
-    assert "model.block_size: 64 -> 32" in printed and "train.decay_steps: 100 -> 12" in printed
+    assert "model.block_size: 64 -> 32" in printed and "train.decay_steps: 30 -> 12" in printed
     assert printed.splitlines()[-1].startswith("across configurations (they differ in ")
     assert "model.block_size" in printed.splitlines()[-1]
     assert printed.splitlines()[-1].endswith(

@@ -93,10 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     except ReproError as e:
         print(f"repro: error: {e}", file=sys.stderr)
         return 2
-    if argv is None and getattr(args, "tcmalloc", False):
-        # The command as it was started, again under TCMalloc (repro.runtime.allocator): before
-        # torch is imported, so that the restart costs only Python's start.
-        allocator.restart_under_tcmalloc(held)
+    if argv is None and getattr(args, "restarts_allocator", False):
+        # The command as it was started, again under TCMalloc or glibc's huge pages
+        # (repro.runtime.allocator): before torch is imported, so that the restart costs only
+        # Python's start.
+        allocator.restart_under_allocator(held)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, held)  # those the restart held, handled now
     if getattr(args, "exit_with_parent", False):
         # Armed before torch is imported (seconds): a parent killed meanwhile is caught too.

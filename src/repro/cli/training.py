@@ -115,7 +115,7 @@ def _train_parser(p: argparse.ArgumentParser) -> None:
         help="stop (with a checkpoint) when the parent process dies (Linux; the "
         "workflow's train rule)",
     )
-    p.set_defaults(func=cmd_train, tcmalloc=True)
+    p.set_defaults(func=cmd_train, restarts_allocator=True)
 
 
 def add_commands(sub) -> None:

@@ -54,7 +54,7 @@ def exit_until_started(names=STOP_SIGNALS) -> set[int]:
     `repro train` at once in one line: no step is under way, and every file is written whole
     (atomically), so nothing is lost. SIGINT exits INTERRUPT_EXIT, the others REQUEUE_EXIT (a
     scheduler's SIGTERM during start-up: run again). The signals, for the allocator's restart to
-    hold across its exec (repro.runtime.allocator.restart_under_tcmalloc)."""
+    hold across its exec (repro.runtime.allocator.restart_under_allocator)."""
     numbers = {signal_number(name) for name in (*names, *ALWAYS)}
     for number in numbers:
         signal.signal(number, exit_outside_steps)

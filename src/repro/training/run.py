@@ -234,7 +234,7 @@ def run_record(
         fused_projection=model.transformer.h[0].attn.fused,
         train_micro_batch=run.runtime.train_micro_batch,
         torch_threads=torch.get_num_threads(),
-        malloc="tcmalloc" if allocator.active() else "glibc",
+        malloc=allocator.in_use(),
         started=previous.started if previous else now(),
     )
     record.sessions = [*(previous.sessions if previous else []), record.session()]

@@ -104,8 +104,9 @@ def test_repro_train_runs_under_tcmalloc_with_glibcs_numbers(tmp_path):
 def test_without_tcmalloc_training_says_so_in_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
     monkeypatch.setattr(allocator, "active", lambda: False)  # the tests' TCMalloc (conftest)
+    monkeypatch.setattr(allocator, "huge_pages_offered", lambda: False)
     monkeypatch.delenv(allocator.ENV, raising=False)
-    allocator.restart_under_tcmalloc()  # nothing to start: this process goes on
+    allocator.restart_under_allocator()  # nothing to start: this process goes on
     preset, data, indices = prepared(tmp_path, "run", eval_batches=2)
     run = resolve_run(load_preset(str(preset)), load_experiments()["baseline"])
     record = repro.training.run.train(run, data, indices, tmp_path / "run")
@@ -117,12 +118,97 @@ def test_without_tcmalloc_training_says_so_in_one_line(tmp_path, monkeypatch, ca
     assert record.malloc == "glibc" and record.status == "completed"
 
 
+# The environment the restart leaves where TCMalloc is not installed (restart_environment).
+HUGE_PAGES = {"GLIBC_TUNABLES": f"{allocator.TUNABLE}=1", allocator.ENV: allocator.HUGE_PAGES}
+
+
+def restarted_with(monkeypatch, tcmalloc: str | None, offered: bool) -> list[dict]:
+    """The environments `restart_under_allocator` would exec this process with (none or one)."""
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: tcmalloc)
+    monkeypatch.setattr(allocator, "active", lambda: False)
+    monkeypatch.setattr(allocator, "huge_pages_offered", lambda: offered)
+    monkeypatch.delenv(allocator.ENV, raising=False)
+    execs = []
+    monkeypatch.setattr(os, "execve", lambda path, argv, env: execs.append(env))
+    allocator.restart_under_allocator()
+    return execs
+
+
+def test_without_tcmalloc_the_restart_is_glibcs_with_huge_pages(monkeypatch):
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    (env,) = restarted_with(monkeypatch, None, offered=True)
+    assert (env["GLIBC_TUNABLES"], env[allocator.ENV]) == (
+        "glibc.malloc.hugetlb=1",
+        "glibc-hugepages",
+    )
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=2")  # a user's own: kept
+    (env,) = restarted_with(monkeypatch, None, offered=True)
+    assert env["GLIBC_TUNABLES"] == "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=0")  # a user's choice: theirs
+    assert restarted_with(monkeypatch, None, offered=True) == []
+    monkeypatch.delenv("GLIBC_TUNABLES")
+    assert restarted_with(monkeypatch, None, offered=False) == []  # nothing to restart under
+    (env,) = restarted_with(monkeypatch, "libtcmalloc_minimal.so.4", offered=True)
+    assert env[allocator.ENV] == "tcmalloc" and "GLIBC_TUNABLES" not in env  # TCMalloc first
+    monkeypatch.setenv(allocator.ENV, "glibc")  # REPRO_MALLOC=glibc: glibc's as it is
+    monkeypatch.setattr(os, "execve", lambda *a: pytest.fail("restarted under REPRO_MALLOC=glibc"))
+    allocator.restart_under_allocator()
+
+
+@pytest.mark.parametrize(
+    "glibc, mode, offered",
+    [
+        ("glibc 2.36", "always [madvise] never", True),
+        ("glibc 2.35", "[always] madvise never", True),
+        ("glibc 2.36", "always madvise [never]", False),  # the kernel gives no huge pages
+        ("glibc 2.31", "always [madvise] never", False),  # no glibc.malloc.hugetlb before 2.35
+        ("glibc 2.4x", "always [madvise] never", False),
+        ("musl", "always [madvise] never", False),
+        ("glibc 2.36", "", False),
+        ("glibc 2.36", None, False),  # no such file (no THP in this kernel)
+    ],
+)
+def test_huge_pages_are_offered_by_glibc_2_35_and_a_kernel_with_them(
+    tmp_path, monkeypatch, glibc, mode, offered
+):
+    thp = tmp_path / "enabled"
+    if mode is not None:
+        thp.write_text(mode + "\n")
+    monkeypatch.setattr(allocator, "THP", str(thp))
+    monkeypatch.setattr(os, "confstr", lambda name: glibc)
+    assert allocator.huge_pages_offered() is offered
+
+
+def test_training_under_huge_pages_says_what_it_costs(monkeypatch):
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+    monkeypatch.setattr(allocator, "active", lambda: False)
+    monkeypatch.setenv(allocator.ENV, allocator.HUGE_PAGES)
+    assert allocator.in_use() == "glibc-hugepages"
+    assert allocator.notice() == (
+        "repro: TCMalloc not found (apt-get install libtcmalloc-minimal4): training under "
+        "glibc's malloc with transparent huge pages, about a tenth slower on the CPU"
+    )
+
+
+@pytest.mark.slow  # two `repro train` processes
+def test_huge_pages_change_no_number(tmp_path):
+    """`repro train` as the restart without TCMalloc leaves it: run.json says so, and every loss
+    is glibc's as it is, bit for bit."""
+    repro_train(tmp_path, "hugepages", eval_batches=2, **HUGE_PAGES)
+    repro_train(tmp_path, "glibc", eval_batches=2, REPRO_MALLOC="glibc")
+    malloc, rows = logged(tmp_path / "hugepages")
+    assert malloc == "glibc-hugepages"
+    assert logged(tmp_path / "glibc") == ("glibc", rows)
+
+
 @pytest.mark.slow  # two `repro train` processes whose peaks are compared
-def test_evaluation_memory_does_not_grow_with_its_micro_batches(tmp_path):
+@pytest.mark.parametrize("setting", [{}, HUGE_PAGES], ids=["as-restarted", "huge-pages"])
+def test_evaluation_memory_does_not_grow_with_its_micro_batches(tmp_path, setting):
     """An evaluation of 16 micro-batches per split peaks where one of 2 does: each micro-batch's
-    freed logits are reused by the next, not left behind in a fragmented heap."""
-    _, few = repro_train(tmp_path, "few", eval_batches=2)
-    _, many = repro_train(tmp_path, "many", eval_batches=16)
+    freed logits are reused by the next, not left behind in a fragmented heap (as glibc's malloc
+    told to keep its freed memory does: docs/performance.md)."""
+    _, few = repro_train(tmp_path, "few", eval_batches=2, **setting)
+    _, many = repro_train(tmp_path, "many", eval_batches=16, **setting)
     assert many <= few + 100, (few, many)  # MB
 
 
@@ -167,10 +253,11 @@ def test_a_missing_library_in_ld_preload_neither_breaks_nor_follows_the_restart(
         raise FileNotFoundError(2, "No such file or directory", "ERROR: ld.so: object")
 
     monkeypatch.setattr(ctypes.util, "find_library", unreadable)
+    monkeypatch.setattr(allocator, "huge_pages_offered", lambda: False)
     assert allocator.notice().startswith("repro: TCMalloc not found")
-    allocator.restart_under_tcmalloc()  # nothing to restart under
+    allocator.restart_under_allocator()  # nothing to restart under
     preloads = []
     monkeypatch.setattr(ctypes.util, "find_library", lambda name: "libtcmalloc_minimal.so.4")
     monkeypatch.setattr(os, "execve", lambda path, argv, env: preloads.append(env["LD_PRELOAD"]))
-    allocator.restart_under_tcmalloc()
+    allocator.restart_under_allocator()
     assert preloads == ["libtcmalloc_minimal.so.4"]

@@ -233,7 +233,7 @@ sys.exit(main())
 def test_a_signal_during_the_allocators_restart_is_one_line_and_its_exit_status(
     token_dir, tiny_indices, tmp_path, signum, status
 ):
-    """The restart (repro.runtime.allocator.restart_under_tcmalloc) replaces the process,
+    """The restart (repro.runtime.allocator.restart_under_allocator) replaces the process,
     handlers and all: a signal then waits, blocked, for the new process's handlers."""
     env = {k: v for k, v in checkout_env().items() if k not in ("REPRO_MALLOC", "LD_PRELOAD")}
     code = RESTARTED_UNDER_A_SIGNAL.format(name=signal.Signals(signum).name)

@@ -67,7 +67,7 @@ def test_the_untied_schedule_scales_with_the_preset():
     for preset, steps in (
         ("paper", (105001, 600000)),
         ("screen", (10500, 59998)),
-        ("smoke", (175, 1000)),
+        ("smoke", (52, 300)),
         ("tiny", (21, 120)),
     ):
         p, experiments = load_config(preset)

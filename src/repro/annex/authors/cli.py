@@ -109,7 +109,7 @@ def _evaluate_parser(sub) -> None:
     )
     options.add_device(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a line")
-    p.set_defaults(func=cmd_evaluate, tcmalloc=True)
+    p.set_defaults(func=cmd_evaluate, restarts_allocator=True)
 
 
 def _import_parser(sub) -> None:
