@@ -25,6 +25,7 @@ WORKFLOW_SCHEMA = Path("workflow", "schemas", "config.schema.yaml")
 
 @dataclass(frozen=True)
 class PlannedRun:
+    preset: str
     experiment: str
     seed: int
     folder: str  # below the runs folder: <preset>/<experiment>, seed k's in <preset>/seed<k>/
@@ -72,7 +73,7 @@ def planned_runs(
     names = [(seed, name) for seed in range(seeds) for name in table1]
     names += [(0, name) for name in at_seed_zero]
     return [
-        PlannedRun(name, seed, os.path.join(seed_dir(preset.name, seed), name))
+        PlannedRun(preset.name, name, seed, os.path.join(seed_dir(preset.name, seed), name))
         for seed, name in dict.fromkeys(names)
     ]
 
