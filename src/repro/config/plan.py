@@ -14,7 +14,7 @@ from pathlib import Path
 
 from repro.config.experiments import Experiment, Experiments
 from repro.config.preset import Preset, seed_dir
-from repro.config.schema import load_outside
+from repro.config.schema import ConfigError, load_outside
 
 TABLE1_GROUP = "table1"  # Table 1's and Figure 1's experiments, trained at every seed
 SWEEP_GROUP = "figure2"  # Figure 2's learning-rate sweep, at seed 0
@@ -82,5 +82,7 @@ def workflow_config(config_dir: str | os.PathLike) -> dict:
     """The workflow's config.yaml in config_dir, checked and defaulted by the workflow's own
     schema (workflow/schemas/, beside config_dir) as Snakemake's validate does; a missing,
     unreadable or invalid one is a one-line ConfigError naming the file."""
+    if "\0" in str(config_dir):
+        raise ConfigError(f"{str(config_dir)!r}: no folder's name holds a NUL")
     schema_path = Path(config_dir).absolute().parent / WORKFLOW_SCHEMA
     return load_outside(Path(config_dir) / WORKFLOW_CONFIG, schema_path)

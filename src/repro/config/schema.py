@@ -253,10 +253,11 @@ def load(path: Path, schema_name: str) -> dict:
 def load_outside(path: Path, schema_path: Path) -> dict:
     """A YAML file validated against a schema file that is not the package's (the workflow's
     config schema), with its defaults filled in."""
+    data = _parse_yaml_file(
+        read_regular(path, MAX_YAML_BYTES, ConfigError, "a YAML file"), str(path)
+    )
     text = read_regular(schema_path, MAX_YAML_BYTES, ConfigError, "a schema file")
-    checked_by = _parse_yaml_file(text, str(schema_path))
-    text = read_regular(path, MAX_YAML_BYTES, ConfigError, "a YAML file")
-    return validate(_parse_yaml_file(text, str(path)), checked_by, path)
+    return validate(data, _parse_yaml_file(text, str(schema_path)), path)
 
 
 @lru_cache(maxsize=32)
