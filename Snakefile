@@ -64,14 +64,14 @@ rule main:
 
 # Everything: main, the Figure 2 sweep, the extra experiments of config.yaml, the authors'
 # artefacts when authors_artefacts is set and the audit's logs when audit_logs is, and the
-# evidence table that puts all of them beside the paper's claims.
+# evidence table that puts all of them beside the paper's claims. Its runs are the library's
+# plan (repro.config.plan.planned_runs), the one `repro status` lists as queued.
 rule all:
     default_target: True
     input:
         rules.main.input,
         rules.figure2.output,
-        run_files(SWEEP),
-        run_files(config["extra_experiments"]),
+        planned_run_files(PLANNED_RUNS),
         authors_targets,
         authors_comparisons,
         audit_targets,

@@ -7,7 +7,16 @@ import signal
 
 import pytest
 from conftest import random_token_files
-from workflow_helpers import assert_group_planned, copy_workflow, snakemake, snakemake_in_process
+from workflow_helpers import (
+    REPO,
+    assert_group_planned,
+    copy_workflow,
+    snakemake,
+    snakemake_in_process,
+)
+
+from repro.config import load_config
+from repro.config.plan import planned_runs
 
 # A path as a careless or hostile user may name it: a space, and shell code.
 HOSTILE = "my $(touch PWNED) data"
@@ -79,6 +88,21 @@ def test_configured_paths_reach_the_shell_quoted(two_seeds):
 
 def test_dry_run_of_the_default_config(default_plan):
     assert "train" in default_plan.stdout and "table1" in default_plan.stdout
+
+
+def trained(plan: str) -> list[str]:
+    """The run folders (below results/runs/) that a dry run's training jobs write."""
+    blocks = re.findall(r"^rule train(?:_seed)?:\n((?:    .*\n?)+)", plan, re.M)
+    return [re.search(r"^    output: results/runs/(\S+)/metrics\.csv,", b, re.M)[1] for b in blocks]
+
+
+@pytest.mark.parametrize("seeds", [1, 2])
+def test_all_trains_the_runs_repro_status_plans(default_plan, two_seeds, seeds):
+    """The DAG of `all` and `repro status`'s queued rows are one plan (repro.config.plan)."""
+    plan = default_plan.stdout if seeds == 1 else two_seeds[2].stdout
+    preset, experiments = load_config("smoke", REPO / "config")
+    planned = [run.folder for run in planned_runs(preset, experiments, seeds)]
+    assert sorted(trained(plan)) == sorted(planned) and len(set(planned)) == len(planned)
 
 
 def test_dry_run_of_two_seeds(two_seeds):

@@ -14,8 +14,8 @@ from pathlib import Path
 from snakemake.logging import logger
 
 from repro.analysis.kept_apart import keep_apart
-from repro.analysis.results import table1_experiments
 from repro.config import CORPORA, load_experiments, load_preset, resolve_run, seed_dir
+from repro.config.plan import SWEEP_GROUP, TABLE1_GROUP, planned_runs, table1_experiments
 from repro.config.schema import ConfigError
 from repro.rundir import CHECKPOINT, LIVE
 
@@ -33,13 +33,16 @@ def checked(load, *args):
 
 PRESET = checked(load_preset, config["preset"], CONFIG_DIR)
 EXPERIMENTS = checked(load_experiments, None, CONFIG_DIR)
-for _name in config["extra_experiments"]:
-    checked(EXPERIMENTS.__getitem__, _name)
-TABLE1 = [e.name for e in checked(EXPERIMENTS.group, "table1")]
+# The runs `all` trains (experiment, seed, folder), planned by the library, which `repro status`
+# reads too: what the DAG trains is what it lists. An unknown extra experiment stops the DAG.
+PLANNED_RUNS = checked(
+    planned_runs, PRESET, EXPERIMENTS, config["seeds"], config["extra_experiments"]
+)
+TABLE1 = [e.name for e in checked(EXPERIMENTS.group, TABLE1_GROUP)]
 # ... and the runs its table reads: at a preset with report.equal_rate also the linear query at the
-# nonlinear query's learning rate, which the rate's share of the gap needs (repro.analysis.results).
+# nonlinear query's learning rate, which the rate's share of the gap needs (repro.config.plan).
 TABLE1_RUNS = [e.name for e in table1_experiments(PRESET, EXPERIMENTS)]
-SWEEP = [e.name for e in checked(EXPERIMENTS.group, "figure2")]
+SWEEP = [e.name for e in checked(EXPERIMENTS.group, SWEEP_GROUP)]
 DATA = config["data_dir"]
 # Seed 0's runs and indices are at the preset's paths; seed k's in a seed<k>/ folder below them.
 SEEDS = range(config["seeds"])
@@ -113,6 +116,13 @@ def run_files(names, preset=None, seeds=(0,)):
         for seed in seeds
         for name in names
         for file in ("metrics.csv", "run.json")
+    ]
+
+
+def planned_run_files(runs):
+    """metrics.csv and run.json of each planned run (repro.config.plan.PlannedRun)."""
+    return [
+        f"results/runs/{run.folder}/{file}" for run in runs for file in ("metrics.csv", "run.json")
     ]
 
 
@@ -205,7 +215,7 @@ def trained_tuning_runs(wildcards):
     # Only the runs that `all` does not train: Table 1's are its inputs already, and a sweep run
     # (or an extra experiment) appearing during `all` would change the input set and rerun
     # claims_joint on the next build. `repro claims` reads every run there is when it runs.
-    built_by_all = TABLE1_RUNS + SWEEP + config["extra_experiments"]
+    built_by_all = {run.experiment for run in PLANNED_RUNS}
     groups = TUNING + ABLATION + DECAY_TO_ZERO + V3
     extra = [name for name in dict.fromkeys(groups) if name not in built_by_all]
     return [path for path in run_files(extra, seeds=SEEDS) if os.path.exists(path)]

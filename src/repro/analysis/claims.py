@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from repro.analysis.curves import relative_improvement, relative_improvement_curves
-from repro.analysis.results import equal_rate_arms, scale_caveat
+from repro.analysis.results import scale_caveat
 from repro.analysis.seeds import (
     ALPHA,
     BySeed,
@@ -25,6 +25,7 @@ from repro.analysis.seeds import (
     summarise,
 )
 from repro.config import Experiments, Preset, load_config
+from repro.config.plan import equal_rate_arms
 
 # group: whose runs answer it; p_value: its paired t-test's (three seeds or more), p_holm: that
 # p-value corrected by Holm's method over the claims of one check (seeds.holm)

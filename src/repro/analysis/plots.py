@@ -11,7 +11,7 @@ from matplotlib.ticker import PercentFormatter
 from repro.analysis import figure_data
 from repro.analysis.curves import loss_curves, relative_improvement_curves
 from repro.analysis.figure_data import authors_runs, reference_runs, require_baseline, window
-from repro.analysis.results import scale_caveat, table1_experiments
+from repro.analysis.results import scale_caveat
 from repro.analysis.runs import Run, read_runs
 from repro.analysis.seeds import read_seed_runs
 from repro.analysis.styles import (
@@ -29,6 +29,7 @@ from repro.analysis.styles import (
     sweep_colors,
 )
 from repro.config import Preset, load_config
+from repro.config.plan import table1_experiments
 
 
 def _draw_authors(

@@ -12,6 +12,7 @@ import pandas as pd
 from repro.analysis.curves import relative_improvement
 from repro.analysis.runs import Run, read_runs
 from repro.config import Experiment, Experiments, Preset, load_config, load_preset, resolve_run
+from repro.config.plan import equal_rate_arms, table1_experiments
 from repro.data.tokens import MANIFEST
 from repro.rundir import identity_differences
 
@@ -85,34 +86,6 @@ def scale_caveat(preset: Preset, config_dir: str | Path | None = None) -> str:
         f"preset {preset.name} is not the paper's scale: these numbers show that the "
         f"pipeline runs, they cannot test the paper"
     )
-
-
-def equal_rate_arms(experiments: Experiments, names: list[str]) -> dict[str, str]:
-    """The linear query at each nonlinear one's rates: a small preset confounds query and rate."""
-    base = experiments[experiments.baseline]
-    linear = {}
-    for e in experiments.by_name.values():
-        if (e.query_mode, e.mlp_ratio, e.model, e.train) == (
-            base.query_mode, base.mlp_ratio, base.model, base.train
-        ):  # fmt: skip
-            linear.setdefault(e.optimizer, e.name)
-    return {
-        n: linear[experiments[n].optimizer]
-        for n in names
-        if experiments[n].query_mode != base.query_mode
-        and experiments[n].optimizer != base.optimizer
-        and experiments[n].optimizer in linear
-    }
-
-
-def table1_experiments(preset: Preset, experiments: Experiments, group: str = "table1") -> list:
-    """A group's Table 1 experiments, plus equal_rate_arms where report.equal_rate asks."""
-    members = experiments.group(group)
-    if not preset.report.equal_rate:
-        return members
-    names = [e.name for e in members]
-    extra = dict.fromkeys(equal_rate_arms(experiments, names).values())
-    return members + [experiments[n] for n in extra if n not in names]
 
 
 def equal_rate_caveat(table: pd.DataFrame, experiments: Experiments) -> str:

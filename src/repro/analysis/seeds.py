@@ -16,9 +16,10 @@ import pandas as pd
 from scipy import stats
 
 from repro.analysis.curves import relative_improvement
-from repro.analysis.results import run_differences, table1_experiments, val_bpb
+from repro.analysis.results import run_differences, val_bpb
 from repro.analysis.runs import Run, read_runs
 from repro.config import Experiment, Preset, load_config, seed_dir
+from repro.config.plan import table1_experiments
 from repro.config.schema import ConfigError
 
 CONFIDENCE = 0.95

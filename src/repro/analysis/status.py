@@ -7,7 +7,8 @@ import socket
 import statistics
 from pathlib import Path
 
-from repro.config import folder_seed
+from repro.config import folder_seed, load_experiments, load_preset
+from repro.config.plan import WORKFLOW_CONFIG, PlannedRun, planned_runs, workflow_config
 from repro.errors import ReproError, printable
 from repro.rundir import (
     LIVE,
@@ -33,6 +34,7 @@ RUN_COLUMNS = [
 ]
 RECENT_STEPS = 50  # the steps whose median speed the ETA assumes
 NOT_STARTED = "not started"  # a trainer took the folder, no step yet (run.json unwritten)
+QUEUED = "queued"  # planned by the workflow (repro.config.plan), no folder yet
 
 
 def run_summary(run_dir: Path) -> dict:
@@ -186,36 +188,86 @@ def _others(runs_dir) -> str:
     return f"; presets with runs in {runs_dir}: {', '.join(map(printable, started)) or 'none'}"
 
 
-def status_table(
-    runs_dir: Path, preset: str | None = None, authors_runs_dir: Path | None = None
-) -> list[dict]:
-    """One summary per run of `preset` (default: all), with its trainer and against the authors'."""
-    runs_dir = Path(runs_dir)
+def check_preset_name(preset: str | None, named_by: str = "--preset") -> None:
     if preset is not None and (preset in ("", ".", "..") or "\0" in preset or "/" in preset):
-        raise ReproError(f"--preset {preset!r}: not a preset's name (a folder of --runs-dir)")
+        raise ReproError(f"{named_by} {preset!r}: not a preset's name (a folder of --runs-dir)")
+
+
+def workflow_plan(config_dir: Path, preset: str | None = None) -> tuple[list[PlannedRun], str]:
+    """The runs the workflow's `all` trains at `preset` (default: config.yaml's), as its
+    Snakefile plans them from config_dir; none, and the line that says why, where config.yaml,
+    the preset or the experiments cannot be read."""
+    check_preset_name(preset)
+    try:
+        settings = workflow_config(config_dir)
+        name = preset or settings["preset"]
+        check_preset_name(name, f"{Path(config_dir, WORKFLOW_CONFIG)}: preset")
+        planned = planned_runs(
+            load_preset(str(Path(config_dir, "presets", f"{name}.yaml"))),
+            load_experiments(directory=config_dir),
+            settings["seeds"],
+            settings["extra_experiments"],
+        )
+    except ReproError as e:  # a ConfigError, or a preset in config.yaml that is no folder name
+        return [], f"{e}; the workflow's planned runs are not listed"
+    return planned, ""
+
+
+def status_table(
+    runs_dir: Path,
+    preset: str | None = None,
+    authors_runs_dir: Path | None = None,
+    planned: list[PlannedRun] = (),
+) -> list[dict]:
+    """One summary per run of `preset` (default: all), with its trainer and against the authors',
+    then a "queued" row per planned run (workflow_plan) that has no folder yet."""
+    runs_dir = Path(runs_dir)
+    check_preset_name(preset)
     searched = runs_dir / (preset or "")
-    if not searched.is_dir():
+    if not searched.is_dir() and not planned:
         which = "of this preset" if preset else "of any preset"
         raise ReproError(
             f"{searched}: no such folder (no run {which} has started here{_others(runs_dir)}; "
             f"--runs-dir names the folder of the presets' runs)"
         )
-    presets = [preset] if preset else [p.name for p in folders(runs_dir) if p.is_dir()]
+    started = [p.name for p in folders(runs_dir) if p.is_dir()] if runs_dir.is_dir() else []
     table = []
-    for name in presets:
-        for seed, run_dir in seed_folders(runs_dir / name):
-            if not _is_run(run_dir):
-                continue
-            run = summary(run_dir) | {
-                "preset": name, "seed": seed, "folder": str(run_dir.relative_to(runs_dir)),
-                "trainer": trainer_holding(run_dir),
-            }  # fmt: skip
-            if run["status"] == NOT_STARTED and run["trainer"]:
-                run["status"] = "starting"  # its trainer is at work
-            theirs = None if authors_runs_dir is None else Path(authors_runs_dir) / name
-            run["vs_authors"] = theirs and against_authors(run_dir, theirs / run["experiment"])
-            table.append(_unknown_elsewhere(run))
+    for name in dict.fromkeys([*([preset] if preset else started), *(r.preset for r in planned)]):
+        runs = _runs(runs_dir, name, authors_runs_dir) if (runs_dir / name).is_dir() else []
+        there = {run["folder"] for run in runs}
+        table += runs + [_queued(r) for r in planned if r.preset == name and r.folder not in there]
     return table
+
+
+def _runs(runs_dir: Path, name: str, authors_runs_dir: Path | None) -> list[dict]:
+    runs = []
+    for seed, run_dir in seed_folders(runs_dir / name):
+        if not _is_run(run_dir):
+            continue
+        run = summary(run_dir) | {
+            "preset": name, "seed": seed, "folder": str(run_dir.relative_to(runs_dir)),
+            "trainer": trainer_holding(run_dir),
+        }  # fmt: skip
+        if run["status"] == NOT_STARTED and run["trainer"]:
+            run["status"] = "starting"  # its trainer is at work
+        theirs = None if authors_runs_dir is None else Path(authors_runs_dir) / name
+        run["vs_authors"] = theirs and against_authors(run_dir, theirs / run["experiment"])
+        runs.append(_unknown_elsewhere(run))
+    return runs
+
+
+def _queued(run: PlannedRun) -> dict:
+    return dict.fromkeys(RUN_COLUMNS) | {
+        "preset": run.preset, "seed": run.seed, "experiment": run.experiment, "status": QUEUED,
+        "folder": run.folder, "trainer": None, "vs_authors": None,
+    }  # fmt: skip
+
+
+def planned_done(table: list[dict], planned: list[PlannedRun]) -> str:
+    """ "k of n planned runs done": the planned runs whose folder holds a completed run."""
+    completed = {row["folder"] for row in table if row["status"] == "completed"}
+    done = sum(run.folder in completed for run in planned)
+    return f"{done} of {len(planned)} planned runs done"
 
 
 def no_run(runs_dir: Path, preset: str | None) -> str:

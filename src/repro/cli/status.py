@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 
 from repro.errors import printable
@@ -13,8 +14,13 @@ from repro.rundir import duration
 def cmd_status(args) -> None:
     from repro.analysis import status
 
-    table = status.status_table(args.runs_dir, args.preset, args.authors_runs_dir)
+    planned, unplanned = status.workflow_plan(args.config_dir, args.preset)
+    table = status.status_table(args.runs_dir, args.preset, args.authors_runs_dir, planned)
+    if unplanned:  # the runs there are are listed all the same
+        print(f"repro: warning: {printable(unplanned)}", file=sys.stderr)
     print(format_status(table) if table else status.no_run(args.runs_dir, args.preset))
+    if planned:
+        print(status.planned_done(table, planned))
 
 
 def number(value, fmt: str) -> str:
@@ -62,6 +68,13 @@ def add_commands(sub) -> None:
         type=Path,
         default=Path("results/runs"),
         help="where the runs are, one folder per preset (default: results/runs)",
+    )
+    p.add_argument(
+        "--config-dir",
+        type=Path,
+        default=Path("config"),
+        help="the workflow's config folder: its config.yaml and presets say which runs `all` "
+        "trains, listed as queued until they start (default: config)",
     )
     p.add_argument(
         "--authors-runs-dir",

@@ -208,12 +208,14 @@ def _default_filling_validator():
     )
 
 
-def validate(data, schema_name: str, source: str | os.PathLike) -> dict:
-    """Validate `data`, filling defaults in place; a one-line ConfigError names source and key."""
+def validate(data, schema_name: str | dict, source: str | os.PathLike) -> dict:
+    """Validate `data` against a package schema (or a schema's data), filling defaults in place;
+    a one-line ConfigError names source and key."""
     jsonschema = import_jsonschema()
 
+    checked_by = schema(schema_name) if isinstance(schema_name, str) else schema_name
     error = jsonschema.exceptions.best_match(
-        _default_filling_validator()(schema(schema_name)).iter_errors(data)
+        _default_filling_validator()(checked_by).iter_errors(data)
     )
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
@@ -246,6 +248,16 @@ def load(path: Path, schema_name: str) -> dict:
     copy."""
     text = read_regular(path, MAX_YAML_BYTES, ConfigError, "a YAML file")
     return copy.deepcopy(_load_bytes(text, schema_name, str(path)))
+
+
+def load_outside(path: Path, schema_path: Path) -> dict:
+    """A YAML file validated against a schema file that is not the package's (the workflow's
+    config schema), with its defaults filled in."""
+    data = _parse_yaml_file(
+        read_regular(path, MAX_YAML_BYTES, ConfigError, "a YAML file"), str(path)
+    )
+    text = read_regular(schema_path, MAX_YAML_BYTES, ConfigError, "a schema file")
+    return validate(data, _parse_yaml_file(text, str(schema_path)), path)
 
 
 @lru_cache(maxsize=32)

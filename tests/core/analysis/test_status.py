@@ -16,6 +16,13 @@ from repro.runtime import lock as lock_module
 from repro.runtime.lock import hold
 
 
+@pytest.fixture(autouse=True)
+def outside_a_workflow(tmp_path, monkeypatch):
+    """`repro status` run where no workflow's config/ is: the runs there are, no planned run
+    (tests/core/analysis/test_status_plan.py lists the workflow's)."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture
 def in_progress(write_run):
     """Write a run of the tiny preset (max_step 12) as the workflow leaves it while it trains,
@@ -96,12 +103,12 @@ def test_status_and_help_start_without_torch_or_pandas(tmp_path, in_progress):
         "    print('imported:', *(m for m in slow if m in sys.modules))"
     )
     env = os.environ | {"PYTHONPATH": str(REPO / "src")}
-    status = ["status", "--runs-dir", str(tmp_path / "runs")]
+    status = ["status", "--runs-dir", str(tmp_path / "runs"), "--config-dir", str(REPO / "config")]
     result = subprocess.run(
         [sys.executable, "-c", script, *status], env=env, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
-    assert "baseline" in result.stdout
+    assert "baseline" in result.stdout and "planned runs done" in result.stdout  # the plan read
     imported = [line for line in result.stdout.splitlines() if line.startswith("imported:")]
     assert imported == ["imported:", "imported:"], result.stdout
 

@@ -19,6 +19,13 @@ from repro.rundir.metrics import TAIL_BYTES, tail_rows
 from repro.runtime.lock import hold
 
 
+@pytest.fixture(autouse=True)
+def outside_a_workflow(tmp_path, monkeypatch):
+    """`repro status` run where no workflow's config/ is: the runs there are, no planned run
+    (tests/core/analysis/test_status_plan.py lists the workflow's)."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture
 def runs(tmp_path, write_run):
     """Two runs of the tiny preset (max_step 12): baseline running at step 5, mlp4.75 done."""
