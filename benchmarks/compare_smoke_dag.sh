@@ -6,7 +6,9 @@
 #   --record also writes the figures into benchmarks/results/smoke-dag-compare.md
 #   (benchmarks/record.py: date, machine, command, load).
 set -euo pipefail
-invocation="benchmarks/compare_smoke_dag.sh $*"
+# The allocator's settings, where set, head the recorded command (as time_smoke_dag.sh's do).
+settings="${REPRO_MALLOC:+REPRO_MALLOC=$REPRO_MALLOC }${GLIBC_TUNABLES:+GLIBC_TUNABLES=$GLIBC_TUNABLES }${LD_PRELOAD:+LD_PRELOAD=$LD_PRELOAD }"
+invocation="${settings}benchmarks/compare_smoke_dag.sh $*"
 record=
 if [ "${1:-}" = --record ]; then record=1; shift; fi
 load_start=$(awk '{printf "%.1f / %.1f / %.1f", $1, $2, $3}' /proc/loadavg)
