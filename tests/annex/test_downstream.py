@@ -313,6 +313,40 @@ def test_a_copied_or_linked_seed_folder_is_refused_not_counted(scored, tmp_path,
     assert not (tmp_path / "d.csv").exists()
 
 
+DAMAGED_RESULTS = {  # what results.json holds -> the field the one line names
+    "[]": r"\(top level\): not a mapping",
+    "{}": r"results: missing",
+    '{"results": []}': r"results: not a mapping of task to metrics",
+    '{"results": {"repro_choice": "acc"}}': r"results\.repro_choice: not a mapping",
+    '{"results": {"../x": {}}}': r"results\.'\.\./x': not a task's name",
+    '{"results": {"a\\u0000b": {}}}': r"results\.'a\\x00b': not a task's name",
+    '{"results": {}, "n-samples": []}': r"n-samples: not a mapping",
+    '{"results": {}, "n-samples": {"repro_choice": 8}}': r"n-samples\.'repro_choice'",
+    '{"results": {}, "n-shot": {"repro_choice": "²"}}': r"n-shot\.'repro_choice': '²'",
+}
+DAMAGED_ITEMS = {
+    "[]": r"\(top level\): not a mapping",
+    '{"repro_choice": [1, 0]}': r"'repro_choice': not a mapping",
+    '{"repro_choice": {"acc": "1"}}': r"'repro_choice'\.'acc': not a list of numbers",
+    '{"repro_choice": {"acc": [1, "x"]}}': r"'repro_choice'\.'acc': not a list of numbers",
+}
+
+
+@pytest.mark.slow  # `repro downstream` end to end: lm-eval indexes its tasks, then scores
+def test_a_damaged_scores_file_is_one_line_naming_the_file_and_the_field(scored, tmp_path, capsys):
+    import shutil
+
+    ours = str(scored["resgelu"][0])
+    for name, damaged in (("results.json", DAMAGED_RESULTS), ("items.json", DAMAGED_ITEMS)):
+        for k, (text, field) in enumerate(damaged.items()):
+            folder = tmp_path / f"{name}-{k}" / "baseline"
+            shutil.copytree(scored["baseline"][0], folder)
+            (folder / name).write_text(text)
+            argv = ["downstream-table", folder, ours, "--out", tmp_path / "d.csv"]
+            one_line_error(capsys, argv, re.escape(str(folder / name)) + ": " + field)
+    assert not (tmp_path / "d.csv").exists()
+
+
 @pytest.mark.slow  # `repro downstream` end to end: lm-eval indexes its tasks, then scores
 def test_a_seed_without_the_baseline_s_is_one_line_naming_the_folder(scored, tmp_path, capsys):
     ours = str(scored["seed1/resgelu"][0])

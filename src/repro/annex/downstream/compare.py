@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 
 from repro.analysis.seeds import summarise
-from repro.annex.downstream.tasks import ANCHORS, ITEMS_JSON, RESULTS_JSON, task_metrics
+from repro.annex.downstream.scores import RESULTS_JSON, read_items, read_results, task_metrics
+from repro.annex.downstream.tasks import ANCHORS
 from repro.errors import ReproError
-from repro.files import read_json, write_csv
+from repro.files import write_csv
 
 COLUMNS = [
     "experiment",
@@ -55,8 +56,7 @@ def paired_bootstrap(ours, base, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0
 
 
 def read_scores(result_dir: str | Path) -> tuple[dict, dict]:
-    result_dir = Path(result_dir)
-    return read_json(result_dir / RESULTS_JSON), read_json(result_dir / ITEMS_JSON)
+    return read_results(result_dir), read_items(result_dir)
 
 
 def compare(result_dirs: dict[str, str | Path], baseline: str) -> pd.DataFrame:

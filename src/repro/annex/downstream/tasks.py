@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from lm_eval import simple_evaluate
@@ -10,10 +9,8 @@ from lm_eval.tasks import TaskManager
 from lm_eval.utils import handle_non_serializable
 
 from repro.annex.downstream.model import DownstreamError, ReproLM
+from repro.annex.downstream.scores import ITEMS_JSON, RESULTS_JSON, is_number, task_metrics
 from repro.files import make_dir, write_json
-
-RESULTS_JSON = "results.json"  # lm-eval's result dictionary, as its own CLI writes it
-ITEMS_JSON = "items.json"  # task -> metric -> one score per item, in document order
 
 # GPT-2 124M's scores, for scale (ours are far smaller and shorter-trained).
 ANCHORS = {
@@ -87,27 +84,9 @@ def item_scores(samples: dict) -> dict:
     scores = {}
     for task, logged in samples.items():
         logged = sorted(logged, key=lambda s: s["doc_id"])
-        metrics = (
-            [m for m in logged[0]["metrics"] if _is_number(logged[0].get(m))] if logged else []
-        )
+        metrics = [m for m in logged[0]["metrics"] if is_number(logged[0].get(m))] if logged else []
         scores[task] = {m: [float(s[m]) for s in logged] for m in metrics}
     return scores
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float))  # bools too: an item's acc is True or False
-
-
-def task_metrics(metrics: dict) -> list[tuple[str, float, float | None]]:
-    scored = []
-    for key, value in metrics.items():
-        metric, _, filter_name = key.partition(",")
-        if metric == "sample_len" or metric.endswith("_stderr") or not _is_number(value):
-            continue
-        stderr = metrics.get(f"{metric}_stderr,{filter_name}")
-        ok = _is_number(stderr) and math.isfinite(stderr)
-        scored.append((metric, float(value), float(stderr) if ok else None))
-    return scored
 
 
 def summary_lines(results: dict) -> list[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import yaml
 
 from repro.analysis.runs import Run, read_run
 from repro.annex.authors.checkpoint import load_any_checkpoint
+from repro.annex.downstream.scores import RESULTS_JSON, checked_results, task_metrics
 from repro.annex.models.hub import CONFIG_JSON, MARKER, WEIGHTS, is_gpt2, write_model
 from repro.config import load_preset
 from repro.files import atomic_folder, atomic_write, make_dir, read_json, write_json
@@ -38,9 +38,6 @@ GATES = {  # attention_gate: each head's output times sigmoid(x W_g) (docs/annex
     "headwise": "; each head's attention output gated, one sigmoid gate per head",
     "elementwise": "; each head's attention output gated, one sigmoid gate per channel",
 }
-# A task's name as lm-eval names its tasks: it becomes a file's name in .eval_results/, so no
-# separator, no NUL and no leading dot (no `..`).
-TASK_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")
 LICENSE = "mit"  # the package's (pyproject.toml, LICENSE); the weights are trained here
 
 
@@ -84,48 +81,18 @@ def export(run_dir: str | Path, out: str | Path, downstream=()) -> Path:
 
 
 def read_scores(folder: Path) -> dict:
-    """lm-eval's results.json that `repro downstream --out folder` wrote; one line where none."""
-    from repro.annex.downstream.tasks import RESULTS_JSON  # lm-eval: only where it scored
-
+    """lm-eval's results.json that `repro downstream --out folder` wrote, checked; one line where
+    there is none."""
     path = folder / RESULTS_JSON
     results = read_json(path) if path.is_file() else None
     if not isinstance(results, dict) or "results" not in results:
         raise RunError(f"--downstream {folder}: no {RESULTS_JSON} of `repro downstream --out` here")
-    return checked_scores(path, results)
-
-
-def checked_scores(path: Path, results: dict) -> dict:
-    """results.json's fields the card and .eval_results/ read, each of its type, and each task's
-    name a name (it becomes a file's name); else one line naming the file and the field."""
-
-    def wrong(field: str, what: str):
-        raise RunError(f"{path}: {field}: {what}")
-
-    tasks = results["results"]
-    if not isinstance(tasks, dict):
-        wrong("results", "not a mapping of task to metrics")
-    for task, metrics in tasks.items():
-        if not TASK_NAME.fullmatch(task):
-            wrong(f"results.{ascii(task)}", "not a task's name (letters, digits, _ . -)")
-        if not isinstance(metrics, dict):
-            wrong(f"results.{task}", "not a mapping of metric to value")
-    for key in ("configs", "n-shot"):
-        if not isinstance(results.get(key, {}), dict):
-            wrong(key, "not a mapping of task to its value")
-    for task, config in results.get("configs", {}).items():
-        if not isinstance(config, dict):
-            wrong(f"configs.{ascii(task)}", "not a mapping")
-    for task, shots in results.get("n-shot", {}).items():
-        if type(shots) is not int or shots < 0:
-            wrong(f"n-shot.{ascii(task)}", f"{shots!r}, not a count of examples")
-    return results
+    return checked_results(path, results)
 
 
 def scored_tasks(scores: list[dict]):
     """(task, metric, value, stderr, its Hub dataset or None, shots) of each task scored: the
     task's first metric lm-eval reports (acc_norm before acc, where both are)."""
-    from repro.annex.downstream.tasks import task_metrics  # lm-eval: only where it scored
-
     for results in scores:
         for task, metrics in results["results"].items():
             ranked = sorted(task_metrics(metrics), key=lambda m: m[0] != "acc_norm")
