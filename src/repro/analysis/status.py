@@ -7,7 +7,7 @@ import socket
 import statistics
 from pathlib import Path
 
-from repro.config import folder_seed
+from repro.config import folder_seed, is_preset_name
 from repro.errors import ReproError, printable
 from repro.rundir import (
     LIVE,
@@ -191,7 +191,7 @@ def status_table(
 ) -> list[dict]:
     """One summary per run of `preset` (default: all), with its trainer and against the authors'."""
     runs_dir = Path(runs_dir)
-    if preset is not None and (preset in ("", ".", "..") or "\0" in preset or "/" in preset):
+    if preset is not None and not is_preset_name(preset):
         raise ReproError(f"--preset {preset!r}: not a preset's name (a folder of --runs-dir)")
     searched = runs_dir / (preset or "")
     if not searched.is_dir():
