@@ -7,7 +7,7 @@ import socket
 import statistics
 from pathlib import Path
 
-from repro.config import folder_seed, load_experiments, load_preset
+from repro.config import folder_seed, is_preset_name, load_experiments, load_preset
 from repro.config.plan import WORKFLOW_CONFIG, PlannedRun, planned_runs, workflow_config
 from repro.errors import ReproError, printable
 from repro.rundir import (
@@ -189,7 +189,7 @@ def _others(runs_dir) -> str:
 
 
 def check_preset_name(preset: str | None, named_by: str = "--preset") -> None:
-    if preset is not None and (preset in ("", ".", "..") or "\0" in preset or "/" in preset):
+    if preset is not None and not is_preset_name(preset):
         raise ReproError(f"{named_by} {preset!r}: not a preset's name (a folder of --runs-dir)")
 
 

@@ -23,6 +23,7 @@ from repro.config.preset import (
     Runtime,
     TrainSettings,
     folder_seed,
+    is_preset_name,
     seed_dir,
 )
 from repro.config.run import (
@@ -57,6 +58,7 @@ __all__ = [
     "TrainSettings",
     "config_dir",
     "folder_seed",
+    "is_preset_name",
     "load_config",
     "load_experiments",
     "load_preset",

@@ -162,6 +162,12 @@ class Preset:
         )
 
 
+def is_preset_name(name) -> bool:
+    """Whether `name` can name a preset: one folder's name (results/runs/<preset>/,
+    results/<preset>/), as a preset's file stem is, never a path out of the folder it is in."""
+    return isinstance(name, str) and name not in ("", ".", "..") and not set(name) & set("/\\\0")
+
+
 def seed_dir(base: str | os.PathLike, seed: int | str) -> str:
     """Where seed k's runs (or indices) of a preset are: `base` for seed 0, base/seed<k> else."""
     return str(base) if str(seed) == "0" else os.path.join(base, f"seed{seed}")

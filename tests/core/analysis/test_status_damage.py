@@ -198,7 +198,7 @@ def test_a_status_or_host_cannot_drive_the_terminal(runs, capsys):
     assert "\\x1b[31mdone\\x07" in printed and "evil\\x1b[2J" in printed
 
 
-@pytest.mark.parametrize("preset", ["../runs", "/", ".", "", "tiny/seed1", "a\0b"])
+@pytest.mark.parametrize("preset", ["../runs", "/", ".", "", "tiny/seed1", "a\0b", "a\\b"])
 def test_a_preset_that_is_no_folder_name_is_one_line(runs, preset, capsys):
     argv = ["status", "--preset", preset, "--runs-dir", runs]
     one_line_error(capsys, argv, r"--preset '.*': not a preset's name")
