@@ -100,7 +100,7 @@ def notice() -> str | None:
     if in_use() == HUGE_PAGES:
         return (
             f"repro: TCMalloc not found ({INSTALL}): training under glibc's malloc with "
-            f"transparent huge pages, about a tenth slower on the CPU"
+            f"transparent huge pages, which TCMalloc outruns on the CPU"
         )
     return (
         f"repro: TCMalloc not found ({INSTALL}): training under glibc's malloc, whose page "

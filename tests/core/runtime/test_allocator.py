@@ -186,7 +186,7 @@ def test_training_under_huge_pages_says_what_it_costs(monkeypatch):
     assert allocator.in_use() == "glibc-hugepages"
     assert allocator.notice() == (
         "repro: TCMalloc not found (apt-get install libtcmalloc-minimal4): training under "
-        "glibc's malloc with transparent huge pages, about a tenth slower on the CPU"
+        "glibc's malloc with transparent huge pages, which TCMalloc outruns on the CPU"
     )
 
 
