@@ -206,7 +206,8 @@ def test_status_reports_a_damaged_run_and_lists_the_others(tmp_path, capsys, wri
     ).write_text("[]")
     assert main(["status", "--runs-dir", str(runs), "--preset", "tiny"]) == 0
     out = capsys.readouterr().out
-    table = {line.split()[1]: line for line in out.splitlines() if line.split()[0] == "tiny"}
+    # preset, seed, experiment, status, ...
+    table = {line.split()[2]: line for line in out.splitlines() if line.split()[0] == "tiny"}
     assert "completed" in table["baseline"] and "12/" in table["baseline"]
     assert "damaged" in table["mlp4.75"] and "damaged" in table["identity"]
     assert re.search(r"mlp4\.75.*metrics\.csv, line 15", out)
