@@ -159,16 +159,22 @@ def pairs(run, device: str) -> dict[str, list[dict]]:
         "fused_projection": [{"fused_projection": True}, {"fused_projection": False}],
         # cuDNN's is SDPA's choice on Hopper; CPU has no cuDNN: its math kernel stands in.
         "attention": [{"attention": "cudnn" if cuda else "math"}, {"attention": "flash"}],
-        "fused_loss": [{"fused_loss": False}, {"fused_loss": True}],
+        # The package's own kernel, and on CUDA liger-kernel's (Triton's, no fp32 softmax kept).
+        "fused_loss": [{"fused_loss": False}, {"fused_loss": True}]
+        + ([{"fused_loss": "liger"}] if cuda else []),
     }
 
 
 def warm(bench, run, device, warmup: int, timed: int) -> dict:
-    """One side built and warmed (bench.Warmed), or why not: out of memory on this device."""
+    """One side built and warmed (bench.Warmed), or why not: out of memory on this device, or a
+    setting this node cannot run (liger-kernel missing)."""
+    from repro.errors import ReproError
     from repro.runtime.device import out_of_memory
 
     try:
         return {"warmed": bench.Warmed(run, device, warmup, timed)}
+    except ReproError as error:
+        return {"cannot_run": str(error)}
     except RuntimeError as error:
         if not out_of_memory(error):
             raise

@@ -9,7 +9,8 @@
   pairs   the second command, the measurements that decide the defaults: where a step's time
           goes (both models, `repro bench --breakdown`), then each comparison (measure.py's
           pairs(): CUDA graphs, a larger micro-batch, the fused projection, flash against cuDNN,
-          the fused loss), its sides warmed in one process and timed in 3 interleaved rounds
+          the fused loss off and by its kernels), its sides warmed in one process and timed in
+          3 interleaved rounds
   extras  slow (may take two commands): `pytest -m gpu` (with the paper-size probe test), every
           Table 1 row and `repro describe --bench`
   dag     the Table 1 workflow end to end through its own rules at preset gpu-short (dag.py)

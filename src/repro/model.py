@@ -20,7 +20,8 @@ from .attention import CausalSelfAttention, KVCache
 from .sizes import ModelSizes
 
 # The LM head's mean cross-entropy three ways, the same up to the order of float sums: whole
-# (the authors', the default), chunked (runtime.loss_chunks) and fused (runtime.fused_loss).
+# (the authors', the default), chunked (runtime.loss_chunks) and fused (runtime.fused_loss, by
+# one of the FUSED_LOSSES kernels).
 
 
 def at_least_float32(t):
@@ -84,6 +85,20 @@ class FusedCrossEntropy(torch.autograd.Function):
         return grad_x * grad_loss, grad_weight * grad_loss, None, None
 
 
+def liger_cross_entropy(x, weight, targets, chunks: int):
+    """cross_entropy(x @ weight.T, targets) by liger-kernel's fused linear cross-entropy (Triton
+    kernels, CUDA or Triton's interpreter), its gradients taken in the forward pass too, over
+    slices of its own size (about as many logits at once as x has values): chunks is unused."""
+    # Here, not at the top: liger-kernel is an optional package, imported where it runs.
+    from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
+
+    return liger_fused_linear_cross_entropy(x.reshape(-1, x.size(-1)), weight, targets.reshape(-1))
+
+
+# runtime.fused_loss's kernels by name (repro.config.Runtime.loss_kernel).
+FUSED_LOSSES = {"repro": fused_cross_entropy, "liger": liger_cross_entropy}
+
+
 class MLP(nn.Module):
     def __init__(self, config: ModelSizes):
         super().__init__()
@@ -120,8 +135,9 @@ class GPT(nn.Module):
             )
         )
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        # Speed switches like the fused projection (chunked_cross_entropy, fused_cross_entropy).
-        self.loss_chunks, self.fused_loss = 1, False
+        # Speed switches like the fused projection: chunked_cross_entropy, and the name of one of
+        # the FUSED_LOSSES (None: the loss is not fused).
+        self.loss_chunks, self.fused_loss = 1, None
         if config.tie_embeddings:
             self.transformer.wte.weight = self.lm_head.weight
         self.apply(self._init_weights)
@@ -160,7 +176,8 @@ class GPT(nn.Module):
         if targets is None:
             return self.lm_head(x)
         if self.fused_loss:
-            return fused_cross_entropy(x, self.lm_head.weight, targets, self.loss_chunks)
+            loss = FUSED_LOSSES[self.fused_loss]
+            return loss(x, self.lm_head.weight, targets, self.loss_chunks)
         if self.loss_chunks > 1:
             return chunked_cross_entropy(x, self.lm_head.weight, targets, self.loss_chunks)
         return cross_entropy(self.lm_head(x), targets)

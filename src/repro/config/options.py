@@ -109,10 +109,20 @@ def add_speed(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--fused-loss",
-        action=argparse.BooleanOptionalAction,
+        nargs="?",
+        const="repro",
+        choices=["repro", "liger"],
         default=None,
-        help="the LM head and loss with their gradients in one pass, the head not recomputed "
+        help="the LM head and loss with their gradients in one pass, the head not recomputed, by "
+        "this kernel: repro (alone: the package's own) or liger (liger-kernel's, on a GPU) "
         "(default: the preset's runtime.fused_loss, off)",
+    )
+    p.add_argument(
+        "--no-fused-loss",
+        dest="fused_loss",
+        action="store_const",
+        const=False,
+        help="the LM head and loss as autograd computes them",
     )
 
 

@@ -105,8 +105,15 @@ class Runtime:
     fused_projection: str | bool  # residual_gelu's fused K, V, W1 matmul; auto: on CUDA
     compile_mode: str  # torch.compile's mode
     attention: str  # the SDPA backend: auto, or one of repro.runtime.device.SDPA_BACKENDS
-    fused_loss: bool  # the LM head and loss with their gradients in one pass (repro.model)
+    # The LM head and loss with their gradients in one pass (repro.model): false, or its kernel
+    # (true is repro's own, the key's first values).
+    fused_loss: bool | str
     deterministic: bool  # torch's deterministic algorithms (repro.runtime.determinism)
+
+    @property
+    def loss_kernel(self) -> str | None:
+        """The fused loss's kernel (repro.model.FUSED_LOSSES), None where the loss is not fused."""
+        return {True: "repro", False: None}.get(self.fused_loss, self.fused_loss)
 
     def enabled(self, switch: str, device_type: str) -> bool:
         """A switch of this section (compile, fused_projection) on a device: auto = on CUDA."""

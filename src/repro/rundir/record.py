@@ -58,6 +58,7 @@ class RunRecord:
     deterministic: bool | None = None
     attention_kernel: str | None = None  # the SDPA backend the attention runs (e.g. MATH)
     fused_projection: bool | None = None
+    fused_loss: str | None = None  # the fused loss's kernel (repro, liger); None: not fused
     train_micro_batch: int | None = None
     world_size: int | None = None  # processes (torchrun ranks) of the latest session
     torch_threads: int | None = None  # torch's CPU threads in the latest session
@@ -76,7 +77,8 @@ class RunRecord:
         """One entry of `sessions`: the settings of this process that exactness depends on."""
         keys = ("device", "cpu", "cpu_capability", "torch_threads", "torch_version")
         keys += ("train_micro_batch", "world_size")
-        keys += ("compile", "compile_mode", "fused_projection", "attention_kernel", "deterministic")
+        keys += ("compile", "compile_mode", "fused_projection", "fused_loss", "attention_kernel")
+        keys += ("deterministic",)
         keys += ("cuda_version", "cudnn_version")
         first = 0 if self.last_step is None else self.last_step + 1
         return {"first_step": first} | {key: getattr(self, key) for key in keys}

@@ -94,6 +94,27 @@ class Kernels:
             ) from None
 
 
+def check_loss_kernel(kernel: str | None, device: torch.device) -> None:
+    """A ReproError where runtime.fused_loss names a kernel that cannot run on `device` here.
+    liger-kernel's is Triton's: it runs on CUDA, or on the CPU under Triton's interpreter
+    (TRITON_INTERPRET=1 before Triton is imported; slow, for tests)."""
+    if kernel != "liger":
+        return
+    try:
+        import liger_kernel.transformers.functional  # noqa: F401
+    except ImportError as error:
+        raise ReproError(
+            f"runtime.fused_loss: liger needs liger-kernel and Triton, not importable here "
+            f"({error}); pip install liger-kernel, or use true or false"
+        ) from None
+    interpreted = device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1"
+    if device.type != "cuda" and not interpreted:
+        raise ReproError(
+            f"runtime.fused_loss: liger cannot run on {device} here (Triton's kernels need CUDA, "
+            f"or TRITON_INTERPRET=1 on the CPU); use true or false"
+        )
+
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")  # tests point this at a folder of their own
 # (limit file, usage file) of cgroup v2 and v1, under the process's cgroup folder
 CGROUP_FILES = (

@@ -15,7 +15,7 @@ from repro.data.batches import Batches, DeviceBatches
 from repro.model import GPT
 from repro.rundir import RunRecord
 from repro.runtime import distributed, signals
-from repro.runtime.device import Kernels, check_memory, precision
+from repro.runtime.device import Kernels, check_loss_kernel, check_memory, precision
 from repro.training.checkpoints import Checkpoints
 from repro.training.evaluation import eval_losses, evaluation_logits_bytes
 from repro.training.fit import TRAINING_COPIES, auto_micro_batch, weight_bytes
@@ -28,7 +28,7 @@ def make_model(run: RunConfig, device: torch.device) -> GPT:
     model = GPT(run.model).to(device)
     model.fuse_projections(run.runtime.enabled("fused_projection", device.type))
     model.loss_chunks = run.runtime.loss_chunks
-    model.fused_loss = run.runtime.fused_loss
+    model.fused_loss = run.runtime.loss_kernel
     return model
 
 
@@ -66,6 +66,7 @@ def build(run: RunConfig, device: torch.device) -> Built:
     autocast = Kernels(precision(device), run.runtime.attention)
     m = run.model
     autocast.attention_kernel(m.n_head, m.block_size, m.head_size, device)  # one that can run
+    check_loss_kernel(run.runtime.loss_kernel, device)
     model = make_model(run, device)
     optimizer = make_optimizer(model, run, fused_kernel=device.type == "cuda")
     # Static shapes: the train and eval micro-batches each get their own specialised graph.

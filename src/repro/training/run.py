@@ -232,6 +232,7 @@ def run_record(
         attention_kernel=kernel,
         world_size=distributed.size(),
         fused_projection=model.transformer.h[0].attn.fused,
+        fused_loss=model.fused_loss,
         train_micro_batch=run.runtime.train_micro_batch,
         torch_threads=torch.get_num_threads(),
         malloc=allocator.in_use(),

@@ -5,6 +5,10 @@ and is off by default, so the paper's runs stay bit for bit the authors'."""
 
 import json
 import math
+import os
+import subprocess
+import sys
+import types
 
 import pytest
 import torch
@@ -14,6 +18,7 @@ from devices import COMPILED_ON_CPU, ON_GPU
 
 import repro.training.loop
 from repro.config import ConfigError, load_preset, load_run
+from repro.config.options import runtime_overrides
 from repro.training.loop import build, make_model
 from repro.training.run import train
 
@@ -28,7 +33,7 @@ def test_the_fused_loss_is_the_unfused_loss_and_gradients_to_rounding(chunks):
     x = torch.randint(0, run.model.vocab_size, (3, run.model.block_size))
     y = torch.randint(0, run.model.vocab_size, (3, run.model.block_size))
     results = []
-    for fused in (False, True):
+    for fused in (None, "repro"):
         model.zero_grad()
         model.fused_loss, model.loss_chunks = fused, chunks
         loss = model(x, y)
@@ -36,6 +41,85 @@ def test_the_fused_loss_is_the_unfused_loss_and_gradients_to_rounding(chunks):
         results.append([loss.detach(), *(p.grad.clone() for p in model.parameters())])
     for plain, fused in zip(*results):
         assert torch.allclose(fused, plain, rtol=1e-5, atol=1e-7)
+
+
+# liger-kernel's loss against the plain one, on the CPU under Triton's interpreter, which must be
+# on before Triton is imported: in a process of its own. GPT-2's vocabulary (the tiny preset's
+# padded 50304), 48 positions of 32 values; everything in float32.
+LIGER_CHECK = """
+import torch, torch.nn.functional as F
+from repro.model import cross_entropy, liger_cross_entropy
+torch.manual_seed(0)
+x = torch.randn(2, 24, 32, requires_grad=True)
+weight = (0.02 * torch.randn(50304, 32)).requires_grad_()
+targets = torch.randint(0, 50304, (2, 24))
+results = []
+for loss in (lambda: cross_entropy(F.linear(x, weight), targets),
+             lambda: liger_cross_entropy(x, weight, targets, chunks=1)):
+    x.grad = weight.grad = None
+    value = loss()
+    (2.5 * value).backward()
+    results.append([value.detach(), x.grad, weight.grad])
+for plain, liger in zip(*results):
+    torch.testing.assert_close(liger, plain, rtol=1e-5, atol=1e-7)
+"""
+
+
+@pytest.mark.slow
+def test_the_liger_loss_is_the_plain_loss_and_gradients_to_rounding():
+    """The same float32 sums in another order (online softmax by blocks of the vocabulary), as
+    the package's fused loss: equal to 1e-5 relatively (float32 rounding summed over 50304 logits
+    is about 1e-6), gradients of about 1e-4 to 1e-7 absolutely."""
+    pytest.importorskip("triton")
+    pytest.importorskip("liger_kernel")
+    env = os.environ | {"TRITON_INTERPRET": "1"}
+    subprocess.run([sys.executable, "-c", LIGER_CHECK], env=env, check=True, timeout=600)
+
+
+def test_liger_where_it_cannot_be_imported_is_one_line(
+    capsys, monkeypatch, token_dir, tiny_indices, tmp_path
+):
+    from conftest import one_line_error
+
+    monkeypatch.setitem(sys.modules, "liger_kernel", None)  # import liger_kernel: ImportError
+    argv = train_args(token_dir, tiny_indices, tmp_path / "run", "--fused-loss", "liger")
+    one_line_error(capsys, argv, r"runtime.fused_loss: liger needs liger-kernel and Triton")
+    assert not (tmp_path / "run" / "run.json").exists()
+
+
+def test_liger_on_the_cpu_without_triton_s_interpreter_is_one_line(
+    capsys, monkeypatch, token_dir, tiny_indices, tmp_path
+):
+    """Importable (a stand-in: the real package takes seconds to import), but no CUDA."""
+    from conftest import one_line_error
+
+    package = "liger_kernel.transformers.functional"
+    for name in (package.split(".")[0], package.rsplit(".", 1)[0], package):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    argv = train_args(token_dir, tiny_indices, tmp_path / "run", "--fused-loss", "liger")
+    one_line_error(capsys, argv, r"runtime.fused_loss: liger cannot run on cpu here")
+    assert not (tmp_path / "run" / "run.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("setting", "kernel"), [(False, None), (True, "repro"), ("repro", "repro"), ("liger", "liger")]
+)
+def test_the_fused_loss_is_false_or_its_kernel(tmp_path, setting, kernel):
+    path = write_preset(tmp_path, lambda d: d["runtime"].update(fused_loss=setting))
+    assert load_preset(str(path)).runtime.loss_kernel == kernel
+
+
+@pytest.mark.parametrize(
+    ("argv", "setting"),
+    [([], None), (["--fused-loss"], "repro"), (["--fused-loss", "liger"], "liger")]
+    + [(["--no-fused-loss"], False)],
+)
+def test_the_fused_loss_option_names_a_kernel(argv, setting):
+    from repro.cli.assembly import build_parser
+
+    args = build_parser().parse_args(train_args("d", "i", "o", *argv))
+    assert runtime_overrides(args)["fused_loss"] == setting
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=ON_GPU)])
@@ -47,7 +131,7 @@ def test_the_fused_loss_compiled_under_autocast_is_the_unfused_loss(device):
     model = make_model(run, torch.device(device))
     x, y = torch.randint(0, run.model.vocab_size, (2, 2, run.model.block_size), device=device)
     results = []
-    for fused, forward in [(False, model), (True, torch.compile(model, dynamic=False))]:
+    for fused, forward in [(None, model), ("repro", torch.compile(model, dynamic=False))]:
         model.zero_grad()
         model.fused_loss = fused
         with torch.autocast(device, dtype=torch.bfloat16):
@@ -84,6 +168,8 @@ def test_a_run_trains_with_every_lever_and_records_what_it_ran(token_dir, tiny_i
     assert levered.attention_kernel == "MATH" and levered.status == "completed"
     record = json.loads((tmp_path / "levered" / "run.json").read_text())
     assert record["config"]["runtime"]["fused_loss"] is True
+    assert record["sessions"][0]["fused_loss"] == "repro"
+    assert json.loads((tmp_path / "plain" / "run.json").read_text())["fused_loss"] is None
     assert record["sessions"][0]["attention_kernel"] == "MATH"
     assert record["cuda_version"] is record["cudnn_version"] is record["compile_mode"] is None
     for a, b in zip(read_metrics(tmp_path / "plain"), read_metrics(tmp_path / "levered")):
