@@ -107,6 +107,11 @@ class Runtime:
     attention: str  # the SDPA backend: auto, or one of repro.runtime.device.SDPA_BACKENDS
     fused_loss: bool  # the LM head and loss with their gradients in one pass (repro.model)
     deterministic: bool  # torch's deterministic algorithms (repro.runtime.determinism)
+    # W&B and MLflow beside TensorBoard (repro.rundir.trackers); None: their libraries' variables
+    trackers: tuple = ()
+    tracker_project: str | None = None  # the W&B project and the MLflow experiment
+    wandb_mode: str | None = None  # online, offline or disabled
+    mlflow_tracking_uri: str | None = None
 
     def enabled(self, switch: str, device_type: str) -> bool:
         """A switch of this section (compile, fused_projection) on a device: auto = on CUDA."""
