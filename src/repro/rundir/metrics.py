@@ -38,12 +38,11 @@ class MetricsLog:
     without a run); with path None (a DDP rank > 0) rows are dropped."""
 
     def __init__(self, path: Path | None, kept: list[dict], run=None):
-        self.path, self.file, self.failed = path, None, False
+        self.path, self.file, self.failed, self.trackers = path, None, False, None
         if path is None:
             return
-        # Imported here: only a run's writers, not every reader of results, pay their import.
+        # Imported here: only a run's writers, not every reader of results, pay its import.
         from repro.rundir.tensorboard import EventLog
-        from repro.rundir.trackers import Trackers
 
         self.events = EventLog(path.parent, len(kept))
         # Rewrite the kept rows atomically: a crash here loses no finished row.
@@ -51,7 +50,10 @@ class MetricsLog:
         fd = open_no_link(path, os.O_WRONLY | os.O_APPEND, "a run's metrics")
         self.file = open(fd, "a", newline="")
         self.writer = csv.DictWriter(self.file, METRICS_COLUMNS)
-        self.trackers = Trackers(path.parent, run) if run is not None else None
+        if run is not None and run.runtime.trackers:  # and only a run with trackers, theirs
+            from repro.rundir.trackers import Trackers
+
+            self.trackers = Trackers(path.parent, run)
 
     def append(self, row: dict) -> None:
         if self.file is None:
@@ -69,7 +71,7 @@ class MetricsLog:
     @property
     def trackers_on(self) -> list[str]:
         """The trackers still fed (run.json's `trackers`)."""
-        return self.trackers.on if self.file is not None and self.trackers is not None else []
+        return [] if self.trackers is None else self.trackers.on
 
     def close(self) -> None:
         if self.file is None:

@@ -105,6 +105,12 @@ class MlflowRun:
 CLIENTS = {client.name: client for client in (WandbRun, MlflowRun)}
 
 
+def first_line(error: Exception, limit: int = 200) -> str:
+    """An error's message as one printable line: libraries' messages run over several."""
+    text = next(iter(str(error).splitlines()), "")
+    return "".join(c if c.isprintable() else "?" for c in text[:limit])
+
+
 def run_name(run) -> str:
     seed = f"/seed{run.seed}" if run.seed else ""
     return f"{run.preset_name}{seed}/{run.experiment.name}"
@@ -138,7 +144,7 @@ class Tracker:
             self.client.finish()
             self.ids.save(self.client.name, run_id, next_step)
         except Exception as e:  # whatever a tracker raises, training goes on
-            self.drop(f"{doing} ({type(e).__name__}: {e})")
+            self.drop(f"{doing} ({type(e).__name__}: {first_line(e)})")
             if doing == "failed while logging":  # its run closed, as far as it still can be
                 with suppress(Exception):
                     self.client.finish()
@@ -151,10 +157,10 @@ class Tracker:
         except queue.Full:
             self.drop(f"{BACKLOG:,} rows behind (is its server reachable?)")
 
-    def finish(self) -> bool:
-        """Wait for its last rows to be logged (up to FINISH_WAIT_S); whether it stayed on."""
+    def finish(self) -> None:
+        """Wait for its last rows to be logged and its run finished, up to FINISH_WAIT_S."""
         if self.dropped:
-            return False
+            return
         try:
             self.rows.put(None, timeout=FINISH_WAIT_S)  # the thread, emptying the queue, makes room
         except queue.Full:
@@ -162,7 +168,6 @@ class Tracker:
         self.thread.join(FINISH_WAIT_S)
         if self.thread.is_alive():
             self.drop(f"still logging after {FINISH_WAIT_S:g} s; its run may lack the last steps")
-        return not self.dropped
 
     def drop(self, why: str) -> None:
         """Say once, in one line, why this tracker is dropped."""
@@ -220,8 +225,6 @@ class Trackers:
     def __init__(self, run_dir: Path, run):
         self.trackers: list[Tracker] = []
         names = run.runtime.trackers
-        if not names:
-            return
         try:
             ids = TrackerIds(Path(run_dir) / TRACKERS_JSON)
         except ReproError as e:  # left as it is: a later resume may find it mended
@@ -245,6 +248,7 @@ class Trackers:
         for tracker in self.trackers:
             tracker.append(row)
 
-    def close(self) -> list[str]:
-        """Finish every tracker; the names of those that stayed on to the end."""
-        return [t.client.name for t in self.trackers if t.finish()]
+    def close(self) -> None:
+        """Finish every tracker: `on` then names those that stayed on to the end."""
+        for tracker in self.trackers:
+            tracker.finish()
