@@ -132,11 +132,15 @@ class Tracker:
         try:
             doing = "cannot be imported or started"
             run_id, held = self.client.start(saved.get("run_id"))
+            if self.dropped:  # fallen behind meanwhile: nothing more, in the run folder least
+                return
             # The steps its run holds: what its library says, or (W&B offline) what was logged
             next_step = max(held, saved.get("next_step", 0))
             self.ids.save(self.client.name, run_id, next_step)
             doing = "failed while logging"
-            while (row := self.rows.get()) is not None and not self.dropped:
+            while (row := self.rows.get()) is not None:
+                if self.dropped:
+                    return
                 if row["step"] >= next_step:
                     self.client.log(row["step"], _values(row))
                     next_step = row["step"] + 1

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 from conftest import edited_tiny_preset, read_metrics, without_timing
@@ -197,6 +198,39 @@ def test_a_failing_tracker_is_one_line_and_training_completes_the_same(
     assert lines[0].startswith(f"warning: {name}: ") and said in lines[0]
     assert "training goes on without it" in lines[0]
     assert read_record(out).trackers == []
+
+
+def test_a_tracker_that_falls_behind_is_one_line_and_training_does_not_wait_for_it(
+    token_dir, tiny_indices, tmp_path, monkeypatch, capfd
+):
+    """An unreachable server: its tracker's thread hangs; past BACKLOG rows it is dropped."""
+    mlflow = pytest.importorskip("mlflow")
+    import repro.rundir.trackers
+
+    monkeypatch.setattr(repro.rundir.trackers, "BACKLOG", 2)
+    reachable, start_run = threading.Event(), mlflow.start_run
+
+    def hanging(*args, **kwargs):
+        reachable.wait()
+        return start_run(*args, **kwargs)
+
+    monkeypatch.setattr(mlflow, "start_run", hanging)
+    out = tmp_path / "run"
+    assert train(sqlite_mlflow(tmp_path), token_dir, tiny_indices, out).status == "completed"
+    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert lines == [
+        "warning: mlflow: 2 rows behind (is its server reachable?); training goes on without it "
+        "(metrics.csv is the record)"
+    ]
+    assert read_record(out).trackers == []
+    written = sorted(p.name for p in out.iterdir())
+    reachable.set()  # the thread, let go, ends without logging or writing
+    for thread in threading.enumerate():
+        if thread.name == "repro-mlflow":
+            thread.join(60)
+    assert capfd.readouterr().err.count("warning:") == 0
+    assert sorted(p.name for p in out.iterdir()) == written
+    assert TRACKERS_JSON not in written
 
 
 @pytest.mark.parametrize(
