@@ -16,6 +16,7 @@ import queue
 import re
 import sys
 import threading
+import time
 from contextlib import suppress
 from pathlib import Path
 
@@ -165,11 +166,12 @@ class Tracker:
         """Wait for its last rows to be logged and its run finished, up to FINISH_WAIT_S."""
         if self.dropped:
             return
+        deadline = time.monotonic() + FINISH_WAIT_S
         try:
             self.rows.put(None, timeout=FINISH_WAIT_S)  # the thread, emptying the queue, makes room
         except queue.Full:
             pass
-        self.thread.join(FINISH_WAIT_S)
+        self.thread.join(max(0.0, deadline - time.monotonic()))
         if self.thread.is_alive():
             self.drop(f"still logging after {FINISH_WAIT_S:g} s; its run may lack the last steps")
 
