@@ -25,6 +25,9 @@ MAIN_JOB = ("--cores", "1", "results/table1.csv")  # the README's first run (pre
 # What the job's shell commands start, and the distribution each comes from: the notebooks run
 # in the kernel their metadata names (python3: ipykernel's).
 PROGRAMS = {"snakemake": "snakemake", "papermill": "papermill", "python3": "ipykernel"}
+# The trackers' libraries (W&B, MLflow) are extras, imported only where runtime.trackers names
+# them, which no preset does by default: their module is no part of the job's needs.
+TRACKERS = LIBRARY / "rundir" / "trackers.py"
 
 
 def smallest_install() -> set[str]:
@@ -105,6 +108,7 @@ def needed_modules(notebooks) -> set[str]:
     modules = closure(entry) | rule_modules()
     for notebook in notebooks:
         modules |= notebook_imports(REPO / notebook)
+    modules.discard(TRACKERS)
     names = {name for path in modules for name in module_needs(path, package_of(path))}
     return names.union(*(cells_need(REPO / notebook) for notebook in notebooks))
 

@@ -109,6 +109,11 @@ class Runtime:
     # (true is repro's own, the key's first values).
     fused_loss: bool | str
     deterministic: bool  # torch's deterministic algorithms (repro.runtime.determinism)
+    # W&B and MLflow beside TensorBoard (repro.rundir.trackers); None: their libraries' variables
+    trackers: tuple = ()
+    tracker_project: str | None = None  # the W&B project and the MLflow experiment
+    wandb_mode: str | None = None  # online, offline or disabled
+    mlflow_tracking_uri: str | None = None
 
     @property
     def loss_kernel(self) -> str | None:

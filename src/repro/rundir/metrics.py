@@ -1,7 +1,7 @@
-"""metrics.csv (one row an optimiser step, also as TensorBoard events), the check that a resume
-keeps exactly the rows before it, and train.log. Training writes and the results read through
-here, so the columns are defined once. train.log is only a copy of what is printed: a line that
-cannot be appended is a warning, not a stop.
+"""metrics.csv (one row an optimiser step, also as TensorBoard events and to the trackers), the
+check that a resume keeps exactly the rows before it, and train.log. Training writes and the
+results read through here, so the columns are defined once. train.log is only a copy of what is
+printed: a line that cannot be appended is a warning, not a stop.
 """
 
 from __future__ import annotations
@@ -34,10 +34,11 @@ METRICS_COLUMNS = [
 
 
 class MetricsLog:
-    """metrics.csv and its TensorBoard events; with path None (a DDP rank > 0) rows are dropped."""
+    """metrics.csv, its TensorBoard events and the trackers of `run` (runtime.trackers, none
+    without a run); with path None (a DDP rank > 0) rows are dropped."""
 
-    def __init__(self, path: Path | None, kept: list[dict]):
-        self.path, self.file, self.failed = path, None, False
+    def __init__(self, path: Path | None, kept: list[dict], run=None):
+        self.path, self.file, self.failed, self.trackers = path, None, False, None
         if path is None:
             return
         # Imported here: only a run's writers, not every reader of results, pay its import.
@@ -49,6 +50,10 @@ class MetricsLog:
         fd = open_no_link(path, os.O_WRONLY | os.O_APPEND, "a run's metrics")
         self.file = open(fd, "a", newline="")
         self.writer = csv.DictWriter(self.file, METRICS_COLUMNS)
+        if run is not None and run.runtime.trackers:  # and only a run with trackers, theirs
+            from repro.rundir.trackers import Trackers
+
+            self.trackers = Trackers(path.parent, run)
 
     def append(self, row: dict) -> None:
         if self.file is None:
@@ -60,6 +65,13 @@ class MetricsLog:
             self.failed = True
             raise WriteError(f"{self.path}: cannot be written ({e.strerror})") from None
         self.events.append(row)
+        if self.trackers is not None:
+            self.trackers.append(row)
+
+    @property
+    def trackers_on(self) -> list[str]:
+        """The trackers still fed (run.json's `trackers`)."""
+        return [] if self.trackers is None else self.trackers.on
 
     def close(self) -> None:
         if self.file is None:
@@ -70,7 +82,11 @@ class MetricsLog:
             if not self.failed:
                 raise WriteError(f"{self.path}: cannot be written ({e.strerror})") from None
         finally:
-            self.events.close()
+            try:
+                self.events.close()
+            finally:
+                if self.trackers is not None:
+                    self.trackers.close()
 
 
 def _csv_row(row: dict) -> dict:

@@ -62,9 +62,9 @@ class RunRecord:
     train_micro_batch: int | None = None
     world_size: int | None = None  # processes (torchrun ranks) of the latest session
     torch_threads: int | None = None  # torch's CPU threads in the latest session
-    malloc: str | None = (
-        None  # the C allocator of the latest session: tcmalloc, glibc-hugepages or glibc
-    )
+    malloc: str | None = None  # the latest session's C allocator: tcmalloc, glibc-hugepages, glibc
+    # The trackers (runtime.trackers) the latest session fed: those dropped left out at its end
+    trackers: list | None = None
     # What bit-for-bit equality with an uninterrupted run depends on, per training session
     # (docs/runs.md, "What exact resume means"): the first step, device, threads, versions...
     sessions: list = field(default_factory=list)

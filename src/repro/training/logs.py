@@ -87,7 +87,7 @@ class StepLog:
         every rank replays the kept rows, so all decide alike."""
         start = len(kept)
         return cls(
-            MetricsLog(out_dir / METRICS_CSV if writer else None, kept),
+            MetricsLog(out_dir / METRICS_CSV if writer else None, kept, run),
             Progress(out_dir, start, run.train.max_step) if writer else None,
             DivergenceStop.of(run, kept),
             run.tokens_per_step,

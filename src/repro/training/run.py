@@ -151,6 +151,7 @@ def _train(
     main = distributed.is_main()  # the one process that writes the run's files
     # The logs first: one that cannot be written stops the run before run.json says "running".
     log = StepLog.open(run, out_dir, kept, writer=main)
+    record.trackers = log.metrics.trackers_on
     try:
         if main:
             record.write(out_dir)
@@ -163,6 +164,7 @@ def _train(
         ) from None
     finally:
         log.metrics.close()
+    record.trackers = log.metrics.trackers_on
     if record.finished_training:
         record.finished = now()
     if main:
