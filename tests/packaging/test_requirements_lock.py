@@ -1,7 +1,9 @@
 """The two locks match pyproject.toml: requirements.lock, the exact versions CI tests with (torch's
 CPU build), and requirements-cuda.lock, a CUDA node's (torch's CUDA build as PyPI serves it,
 Python 3.12), both `uv pip compile ... --generate-hashes` (their first lines give the command).
-Every dependency of the package and of its extras is locked at a version its specifier allows, and
+Every dependency of the package and of the extras a lock's command names (`--all-extras`, or each
+`--extra`: the CPU lock leaves out `gpu`, whose Triton kernels need a GPU) is locked at a version
+its specifier allows, and
 the CUDA lock holds the torch, triton, CUDA and Python the GPU window ran (its raw JSON). Read
 offline, from the files alone."""
 
@@ -32,10 +34,24 @@ def locked_python(lock: str) -> str:
     return re.search(r"--python-version (\S+)", (REPO / lock).read_text())[1]
 
 
-def direct_requirements() -> list[Requirement]:
+def locked_extras(lock: str) -> list[str]:
+    """The extras the lock was compiled with (its command's --all-extras or --extra NAMEs)."""
+    command = (REPO / lock).read_text().split("\n", 2)[1]
+    if "--all-extras" in command:
+        return list(pyproject()["project"].get("optional-dependencies", {}))
+    return re.findall(r"--extra (\S+)", command)
+
+
+def direct_requirements(extras: list[str]) -> list[Requirement]:
     project = pyproject()["project"]
-    extras = project.get("optional-dependencies", {}).values()
-    return [Requirement(r) for r in [*project["dependencies"], *(r for e in extras for r in e)]]
+    named = [project["optional-dependencies"][extra] for extra in extras]
+    return [Requirement(r) for r in [*project["dependencies"], *(r for e in named for r in e)]]
+
+
+def test_the_cpu_lock_has_every_extra_but_the_gpus():
+    extras = pyproject()["project"]["optional-dependencies"]
+    assert sorted(locked_extras("requirements.lock")) == sorted(set(extras) - {"gpu"})
+    assert sorted(locked_extras("requirements-cuda.lock")) == sorted(extras)
 
 
 @pytest.mark.parametrize("lock", LOCKS)
@@ -48,7 +64,7 @@ def test_every_dependency_is_locked_at_a_version_pyproject_allows(lock):
         "platform_machine": "x86_64",
     }
     locked, wrong = pins(lock), []
-    for requirement in direct_requirements():
+    for requirement in direct_requirements(locked_extras(lock)):
         if requirement.marker and not requirement.marker.evaluate(environment):
             continue  # e.g. tomli, for Pythons older than the lock's
         version = locked.get(canonicalize_name(requirement.name))

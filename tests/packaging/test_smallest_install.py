@@ -28,6 +28,8 @@ PROGRAMS = {"snakemake": "snakemake", "papermill": "papermill", "python3": "ipyk
 # The trackers' libraries (W&B, MLflow) are extras, imported only where runtime.trackers names
 # them, which no preset does by default: their module is no part of the job's needs.
 TRACKERS = LIBRARY / "rundir" / "trackers.py"
+# liger-kernel (the `gpu` extra) likewise, imported where runtime.fused_loss names it (repro.model).
+EXTRAS_ONLY = {"liger_kernel"}
 
 
 def smallest_install() -> set[str]:
@@ -110,7 +112,7 @@ def needed_modules(notebooks) -> set[str]:
         modules |= notebook_imports(REPO / notebook)
     modules.discard(TRACKERS)
     names = {name for path in modules for name in module_needs(path, package_of(path))}
-    return names.union(*(cells_need(REPO / notebook) for notebook in notebooks))
+    return names.union(*(cells_need(REPO / notebook) for notebook in notebooks)) - EXTRAS_ONLY
 
 
 def distributions_of(modules: set[str]) -> dict[str, set[str]]:
