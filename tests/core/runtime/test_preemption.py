@@ -114,24 +114,29 @@ STOP_SEED = os.environ.get("REPRO_TEST_STOP_SEED", "0")
 HELD_TRAINER = REPO / "tests" / "helpers" / "held_trainer.py"
 TINY = load_run("tiny", "baseline")
 STOP_KINDS = ("start-up", "step", "evaluation", "checkpoint")
-CHECKPOINT_WRITES = 300  # torch.save writes a tiny checkpoint in some 330 calls
+WRITES = range(1, 301)  # torch.save writes a tiny checkpoint in some 330 calls
 EXIT = {signal.SIGINT: signals.INTERRUPT_EXIT, signal.SIGTERM: signals.REQUEUE_EXIT}
 
 
-def next_moments(start: int, last: int) -> dict[str, list[str]]:
-    """held_trainer's moments of each kind an attempt from step `start` passes first, up to step
-    `last`: its first two steps, its first evaluation's micro-batches, its first checkpoint's
-    writes."""
+def next_moments(start: int, last: int, killed: bool) -> dict[str, list[str]]:
+    """held_trainer's moments of each kind an attempt from step `start` passes, up to step `last`.
+    A caught signal's attempt stops at the next step boundary, where the next attempt starts: the
+    first two steps, the first evaluation's micro-batches and the first checkpoint's writes, so
+    that each kind still comes in the attempts after it. A killed attempt's steps are trained
+    again: every moment, but checkpoints that have one before them to keep (not the first)."""
     t, interval = TINY.train, TINY.runtime.checkpoint_interval
     steps = range(start, last + 1)
-    evaluated = [s for s in steps if s % t.eval_interval == 0][:1]
-    checkpointed = [s + 1 for s in steps if (s + 1) % interval == 0 or s == t.max_step][:1]
+    evaluated = [s for s in steps if s % t.eval_interval == 0]
+    checkpointed = [s + 1 for s in steps if (s + 1) % interval == 0 or s == t.max_step]
+    if killed:
+        checkpointed = [s for s in checkpointed if s > interval]
+    first = slice(None) if killed else slice(1)
     return {
-        "step": [f"step:{s}" for s in steps[:2]],
-        "evaluation": [f"evaluation:{s}:{k}" for s in evaluated for k in range(2 * t.eval_batches)],
-        "checkpoint": [
-            f"checkpoint:{s}:{w}" for s in checkpointed for w in range(1, CHECKPOINT_WRITES + 1)
+        "step": [f"step:{s}" for s in steps[: None if killed else 2]],
+        "evaluation": [
+            f"evaluation:{s}:{k}" for s in evaluated[first] for k in range(2 * t.eval_batches)
         ],
+        "checkpoint": [f"checkpoint:{s}:{w}" for s in checkpointed[first] for w in WRITES],
     }
 
 
@@ -143,9 +148,9 @@ def test_stops_at_random_moments_resume_to_the_uninterrupted_run_bit_for_bit(
     signum, token_dir, tiny_indices, tiny_baseline_run, tmp_path
 ):
     """Whatever the moment, a stop leaves the last checkpoint whole (SIGKILL in a checkpoint's
-    write: its partial file beside it), and the same command resumes to the uninterrupted run's
-    metrics and checkpoint. A caught signal's moments come before the last step, at which the run
-    would complete instead."""
+    write: its partial file beside it), and the same command resumes from it to the uninterrupted
+    run's metrics and checkpoint. A caught signal's moments come before the last step, at which
+    the run would complete instead."""
     out = tmp_path / "run"
     args = train_args(token_dir, tiny_indices, out)
     name = signal.Signals(signum).name
@@ -157,7 +162,7 @@ def test_stops_at_random_moments_resume_to_the_uninterrupted_run_bit_for_bit(
         if kind == "start-up":
             moment, delay, once = "none", round(rng.uniform(0.5, 2.5), 2), None
         else:
-            moments = next_moments(start, last)[kind]
+            moments = next_moments(start, last, signum == signal.SIGKILL)[kind]
             assert moments, f"no {kind} moment from step {start} to {last}: {stops}"
             moment, delay, once = rng.choice(moments), 0.0, "held at "
         ended = signalled([str(HELD_TRAINER), moment, *args], [signum], once, delay)
