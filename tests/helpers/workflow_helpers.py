@@ -74,17 +74,23 @@ def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     """`snakemake ARGS` in workdir with this interpreter; the library of this checkout first on
     the path (as the README's `pip install -e .` would have it). No time limit: a slow machine
     finishes it; one that stalls (hang_guard) raises Hung naming the rules then running."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), env.get("PYTHONPATH")]))
-    bin_dir = str(Path(sys.executable).parent)
-    env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
     return run_watched(
         [sys.executable, "-m", "snakemake", *args],
         what=f"snakemake {' '.join(args)} in {workdir}",
         describe=jobs_said,
         cwd=workdir,
-        env=env,
+        env=snakemake_env(),
     )
+
+
+def snakemake_env() -> dict:
+    """This process's environment, with this checkout's library first on the path and this
+    interpreter's commands (`repro`) on PATH."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), env.get("PYTHONPATH")]))
+    bin_dir = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
+    return env
 
 
 CATCHABLE = sorted(signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP})

@@ -1,24 +1,27 @@
 """Preemption and Ctrl-C: a stop signal checkpoints at the step boundary, `repro train` exits 75
 (130 on Ctrl-C alone) in one line, and the next attempt resumes to the uninterrupted run's
-metrics."""
+metrics; so does one after SIGKILL, at whatever moment a stop comes (drawn at random)."""
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
 from conftest import REPO, read_metrics, train_args, without_timing
 from hang_guard import watch
-from preemption_helpers import signal_during
+from preemption_helpers import checkpoint_differences, signal_during
 
 from repro.cli.assembly import main
 from repro.config import load_run
 from repro.rundir import read_record
 from repro.runtime import signals
+from repro.training.checkpoints import load_checkpoint, read_checkpoint
 from repro.training.run import train
 
 
@@ -42,17 +45,26 @@ def python_process(*argv: str) -> subprocess.Popen:
 def interrupted(args: list[str], after_step: int, signals) -> subprocess.CompletedProcess:
     """`repro train` as a process of its own, sent `signals` one after the other (as fast as
     they can be sent) once it has logged step `after_step`."""
-    trainer = python_process("-m", "repro", *args)
+    return signalled(["-m", "repro", *args], signals, f"step {after_step}/")
+
+
+def signalled(argv: list[str], signals, once: str | None, delay: float = 0.0):
+    """`python ARGV`, sent `signals` one after the other once it has printed a line starting with
+    `once` (None: `delay` seconds after it started); the completed process, all it printed."""
+    trainer = python_process(*argv)
     stdout = []
-    for line in trainer.stdout:
-        stdout.append(line)
-        if line.startswith(f"step {after_step}/"):
-            break
+    if once is None:
+        time.sleep(delay)
+    else:
+        for line in trainer.stdout:
+            stdout.append(line)
+            if line.startswith(once):
+                break
     for signum in signals:
         trainer.send_signal(signum)
     with ThreadPoolExecutor(1) as pool:  # drains its pipes while the guard watches it
         said = pool.submit(trainer.communicate)
-        watch(trainer, f"repro {' '.join(args)}, signalled {signals}")
+        watch(trainer, f"python {' '.join(argv)}, signalled {signals}")
         rest, stderr = said.result()
     return subprocess.CompletedProcess(
         trainer.args, trainer.returncode, "".join(stdout) + rest, stderr
@@ -93,6 +105,84 @@ def test_signals_in_quick_succession_stop_once_without_a_traceback(
     assert without_timing(read_metrics(tmp_path / "run")) == without_timing(
         read_metrics(tiny_baseline_run)
     )
+
+
+# Stops at moments drawn at random: each attempt is stopped once, at a moment of one kind
+# (start-up, mid-step, an evaluation, a checkpoint write: each kind once, in a random order), and
+# resumes where the one before left off. REPRO_TEST_STOP_SEED draws other moments.
+STOP_SEED = os.environ.get("REPRO_TEST_STOP_SEED", "0")
+HELD_TRAINER = REPO / "tests" / "helpers" / "held_trainer.py"
+TINY = load_run("tiny", "baseline")
+STOP_KINDS = ("start-up", "step", "evaluation", "checkpoint")
+WRITES = range(1, 301)  # torch.save writes a tiny checkpoint in some 330 calls
+EXIT = {signal.SIGINT: signals.INTERRUPT_EXIT, signal.SIGTERM: signals.REQUEUE_EXIT}
+
+
+def next_moments(start: int, last: int, killed: bool) -> dict[str, list[str]]:
+    """held_trainer's moments of each kind an attempt from step `start` passes, up to step `last`.
+    A caught signal's attempt stops at the next step boundary, where the next attempt starts: the
+    first two steps, the first evaluation's micro-batches and the first checkpoint's writes, so
+    that each kind still comes in the attempts after it. A killed attempt's steps are trained
+    again: every moment, but checkpoints that have one before them to keep (not the first)."""
+    t, interval = TINY.train, TINY.runtime.checkpoint_interval
+    steps = range(start, last + 1)
+    evaluated = [s for s in steps if s % t.eval_interval == 0]
+    checkpointed = [s + 1 for s in steps if (s + 1) % interval == 0 or s == t.max_step]
+    if killed:
+        checkpointed = [s for s in checkpointed if s > interval]
+    first = slice(None) if killed else slice(1)
+    return {
+        "step": [f"step:{s}" for s in steps[: None if killed else 2]],
+        "evaluation": [
+            f"evaluation:{s}:{k}" for s in evaluated[first] for k in range(2 * t.eval_batches)
+        ],
+        "checkpoint": [f"checkpoint:{s}:{w}" for s in checkpointed[first] for w in WRITES],
+    }
+
+
+@pytest.mark.slow  # `repro train` processes, each stopped at a moment drawn at random
+@pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: signal.Signals(s).name
+)
+def test_stops_at_random_moments_resume_to_the_uninterrupted_run_bit_for_bit(
+    signum, token_dir, tiny_indices, tiny_baseline_run, tmp_path
+):
+    """Whatever the moment, a stop leaves the last checkpoint whole (SIGKILL in a checkpoint's
+    write: its partial file beside it), and the same command resumes from it to the uninterrupted
+    run's metrics and checkpoint. A caught signal's moments come before the last step, at which
+    the run would complete instead."""
+    out = tmp_path / "run"
+    args = train_args(token_dir, tiny_indices, out)
+    name = signal.Signals(signum).name
+    rng = random.Random(f"{STOP_SEED}:{name}")
+    last = TINY.train.max_step - (signum != signal.SIGKILL)
+    stops = []  # each attempt's moment and end: what a failure prints
+    for kind in rng.sample(STOP_KINDS, len(STOP_KINDS)):
+        start = read_checkpoint(out / "ckpt.pt")["step"] if (out / "ckpt.pt").exists() else 0
+        if kind == "start-up":
+            moment, delay, once = "none", round(rng.uniform(0.5, 2.5), 2), None
+        else:
+            moments = next_moments(start, last, signum == signal.SIGKILL)[kind]
+            assert moments, f"no {kind} moment from step {start} to {last}: {stops}"
+            moment, delay, once = rng.choice(moments), 0.0, "held at "
+        ended = signalled([str(HELD_TRAINER), moment, *args], [signum], once, delay)
+        stops.append(f"{kind} ({moment}, after {delay} s): exit {ended.returncode}")
+        said = f"REPRO_TEST_STOP_SEED={STOP_SEED}, {name}: {'; '.join(stops)}\n{ended.stderr}"
+        assert ended.returncode == EXIT.get(signum, -signum), said
+        assert "Traceback" not in ended.stderr, said
+        if signum != signal.SIGKILL:
+            lines = ended.stderr.splitlines()
+            assert [line.startswith("repro: ") for line in lines].count(True) == 1, said
+        if (out / "ckpt.pt").exists():
+            load_checkpoint(out / "ckpt.pt")  # whole, whenever the stop came
+        if kind == "checkpoint" and signum == signal.SIGKILL:
+            assert list(out.glob(".ckpt.pt.*.partial")), said  # killed within the write
+
+    assert main(args) == 0, said
+    assert read_record(out).status == "completed" and not list(out.glob("*.partial")), said
+    resumed, whole = read_metrics(out), read_metrics(tiny_baseline_run)
+    assert without_timing(resumed) == without_timing(whole), said
+    assert not checkpoint_differences(out / "ckpt.pt", tiny_baseline_run / "ckpt.pt"), said
 
 
 @pytest.mark.slow  # a `repro train` process, stopped

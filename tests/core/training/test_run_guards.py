@@ -4,12 +4,21 @@ run recorded, and a publish folder checked before training (index files and othe
 test_broken_input.py)."""
 
 import math
+import os
 import shutil
 from dataclasses import replace
 
 import pytest
 import yaml
-from conftest import REPO, edited_tiny_preset, one_line_error, train_args
+from conftest import (
+    REPO,
+    edited_tiny_preset,
+    one_line_error,
+    read_metrics,
+    train_args,
+    without_timing,
+)
+from preemption_helpers import checkpoint_differences
 
 import repro.training.checkpoints as checkpoint_module
 from repro.analysis import results
@@ -67,6 +76,43 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_leaves_no_partial(
     with pytest.raises(CheckpointError, match=r"ckpt\.pt: cannot be written \(\[enforce fail"):
         train(load_run("tiny", "baseline"), token_dir, tiny_indices, tmp_path / "run")
     assert not list((tmp_path / "run").glob("*.partial"))
+
+
+def test_a_disk_that_fills_during_a_checkpoint_keeps_the_last_one_and_the_run_resumes(
+    token_dir, tiny_indices, tiny_baseline_run, tmp_path, monkeypatch, capsys
+):
+    """The disk fills while step 10's checkpoint is written: its file's writes get the kernel's
+    ENOSPC (the partial file's descriptor becomes /dev/full). One line names ckpt.pt and the
+    cause; step 5's checkpoint stays, byte for byte, with no partial file beside it; once there is
+    room the same command ends as the run never stopped, checkpoint and all."""
+    import repro.files
+
+    out = tmp_path / "run"
+    new_partial, kept = repro.files.new_partial, {}
+
+    def filling(path):
+        partial, fd = new_partial(path)
+        if path == out / "ckpt.pt" and path.exists():  # the second checkpoint: step 10's
+            kept["bytes"] = path.read_bytes()
+            full = os.open("/dev/full", os.O_WRONLY)
+            os.dup2(full, fd)
+            os.close(full)
+        return partial, fd
+
+    monkeypatch.setattr(repro.files, "new_partial", filling)
+    argv = train_args(token_dir, tiny_indices, out)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert err.startswith(f"repro: error: {out / 'ckpt.pt'}: cannot be written (No space"), err
+    assert (out / "ckpt.pt").read_bytes() == kept["bytes"]
+    assert checkpoint_module.load_checkpoint(out / "ckpt.pt")["step"] == 5
+    assert not list(out.glob("*.partial"))
+
+    monkeypatch.undo()  # room again
+    assert main(argv) == 0
+    assert without_timing(read_metrics(out)) == without_timing(read_metrics(tiny_baseline_run))
+    assert not checkpoint_differences(out / "ckpt.pt", tiny_baseline_run / "ckpt.pt")
 
 
 def test_a_stale_partial_checkpoint_never_blocks_a_rerun(
