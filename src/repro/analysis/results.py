@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import asdict
 from pathlib import Path
@@ -143,17 +142,24 @@ def val_bpb(run: Run | None, loss: float, step: int, preset: Preset) -> float:
     if not (Path(data) / MANIFEST).is_file() or not (Path(indices) / SIDECAR).is_file():
         return math.nan
     row = step // preset.train.eval_interval  # the evaluation row training read at `step`
-    held = (str(Path(data).resolve()), str(Path(indices).resolve()), row, preset)
-    return loss / math.log(2) / _evaluated_bytes_per_token(*held)
+    return loss / math.log(2) / evaluated_bytes_per_token(Path(data), Path(indices), row, preset)
 
 
-@functools.lru_cache(maxsize=64)
-def _evaluated_bytes_per_token(data: str, indices: str, row: int, preset: Preset) -> float:
-    """Fixed by the indices: read once per row and preset, whichever runs share them."""
+# Fixed by the indices: read once per row and evaluation shape, whichever runs share them.
+_EVALUATED_BYTES: dict[tuple, float] = {}
+
+
+def evaluated_bytes_per_token(data: Path, indices: Path, row: int, preset: Preset) -> float:
+    """UTF-8 bytes per target token of the validation sequences evaluated at `row`."""
     from repro.data.batches import Batches
 
-    batches = Batches.open(Path(data), Path(indices), preset)
-    return batches.bytes_per_target("eval_val", row, preset.train.eval_batches)
+    t = preset.train
+    shape = (t.eval_batches, t.eval_micro_batch, preset.model.block_size)
+    key = (str(data.resolve()), str(indices.resolve()), row, shape)
+    if key not in _EVALUATED_BYTES:
+        batches = Batches.open(data, indices, preset)
+        _EVALUATED_BYTES[key] = batches.bytes_per_target("eval_val", row, t.eval_batches)
+    return _EVALUATED_BYTES[key]
 
 
 def table1(
