@@ -115,9 +115,6 @@ class Runtime:
     wandb_mode: str | None = None  # online, offline or disabled
     mlflow_tracking_uri: str | None = None
 
-    def __post_init__(self):  # YAML's list as a tuple: a preset is hashable, as it is frozen
-        object.__setattr__(self, "trackers", tuple(self.trackers))
-
     @property
     def loss_kernel(self) -> str | None:
         """The fused loss's kernel (repro.model.FUSED_LOSSES), None where the loss is not fused."""

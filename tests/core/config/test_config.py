@@ -202,13 +202,3 @@ def test_runtime_overrides_are_checked_too():
         r"train\.batch_size = 4$",
     ):
         run.with_runtime(train_micro_batch=3)
-
-
-def test_a_preset_with_trackers_is_hashable_as_every_frozen_preset(tmp_path):
-    """runtime.trackers is YAML's list: held as a tuple, so that a preset keys a cache."""
-    text = (REPO / "config" / "presets" / "tiny.yaml").read_text()
-    (tmp_path / "tracked.yaml").write_text(
-        text.replace("runtime:\n", "runtime:\n  trackers: [wandb]\n", 1)
-    )
-    preset = load_preset(str(tmp_path / "tracked.yaml"))
-    assert preset.runtime.trackers == ("wandb",) and isinstance(hash(preset), int)

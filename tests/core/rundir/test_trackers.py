@@ -300,4 +300,4 @@ def test_the_tracker_keys_refuse_what_they_cannot_be(runtime, field, tmp_path):
 
 
 def test_a_preset_without_tracker_keys_has_none():
-    assert load_preset("tiny").runtime.trackers == ()
+    assert load_preset("tiny").runtime.trackers == []
