@@ -12,6 +12,7 @@ from repro.analysis.curves import relative_improvement
 from repro.analysis.runs import Run, read_runs
 from repro.config import Experiment, Experiments, Preset, load_config, load_preset, resolve_run
 from repro.config.plan import equal_rate_arms, table1_experiments
+from repro.config.preset import MAX_SEED
 from repro.data.tokens import MANIFEST
 from repro.rundir import identity_differences
 
@@ -141,6 +142,10 @@ def val_bpb(run: Run | None, loss: float, step: int, preset: Preset) -> float:
 
     if not (Path(data) / MANIFEST).is_file() or not (Path(indices) / SIDECAR).is_file():
         return math.nan
+    seed = (run.record.config or {}).get("seed", 0)  # seed k's indices: drawn at index_seed + k
+    if type(seed) is not int or not 0 <= seed <= MAX_SEED:
+        return math.nan
+    preset = preset.with_seed(seed)
     row = step // preset.train.eval_interval  # the evaluation row training read at `step`
     return loss / math.log(2) / evaluated_bytes_per_token(Path(data), Path(indices), row, preset)
 

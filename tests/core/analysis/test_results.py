@@ -207,6 +207,25 @@ def test_table1_states_bits_per_byte_of_the_text_evaluated(tiny_runs, tmp_path):
     assert math.isnan(results.table1_row(*row_of(moved)).get("val_bpb"))  # nor its indices
 
 
+def test_bits_per_byte_of_a_seed_k_run_are_of_its_own_indices(token_dir, tmp_path):
+    """Seed k's runs read indices drawn at index_seed + k: its bits per byte are of those."""
+    from repro.config import load_experiments, load_preset, resolve_run
+    from repro.data.indices import write_indices
+    from repro.training.run import train
+
+    tiny = load_preset("tiny")
+    seed1 = tiny.with_seed(1)
+    write_indices(seed1, token_dir, tmp_path / "indices")
+    train(
+        resolve_run(seed1, load_experiments()["baseline"]),
+        token_dir,
+        tmp_path / "indices",
+        tmp_path / "run",
+    )
+    run, step = read_run(tmp_path / "run"), tiny.report.table_step
+    assert math.isfinite(results.val_bpb(run, run.loss_at(step), step, tiny))
+
+
 def row_of(run_dir):
     from repro.config import load_config
 
