@@ -34,9 +34,8 @@ def sqlite_mlflow(tmp_path, **runtime):
     )
 
 
-def crash_then_resume(run, token_dir, tiny_indices, out, monkeypatch):
-    """Train `run` into `out`, dying at step 7 (steps 5 and 6 logged after the step-5
-    checkpoint), then resume it to the end."""
+def die_at_step_7(run, token_dir, tiny_indices, out, monkeypatch):
+    """Train `run` into `out` until a KeyboardInterrupt at step 7; the real step, to put back."""
     real_step = loop_module.train_step
 
     def killed(*args, **kwargs):
@@ -47,6 +46,13 @@ def crash_then_resume(run, token_dir, tiny_indices, out, monkeypatch):
     monkeypatch.setattr(loop_module, "train_step", killed)
     with pytest.raises(KeyboardInterrupt):
         train(run, token_dir, tiny_indices, out)
+    return real_step
+
+
+def crash_then_resume(run, token_dir, tiny_indices, out, monkeypatch):
+    """Train `run` into `out`, dying at step 7 (steps 5 and 6 logged after the step-5
+    checkpoint), then resume it to the end."""
+    real_step = die_at_step_7(run, token_dir, tiny_indices, out, monkeypatch)
     first_ids = json.loads((out / TRACKERS_JSON).read_text())
     monkeypatch.setattr(loop_module, "train_step", real_step)
     train(run, token_dir, tiny_indices, out)
@@ -140,16 +146,7 @@ def test_a_crash_after_a_checkpoint_logs_no_step_twice_to_a_run_that_holds_it(
     mlflow = pytest.importorskip("mlflow")
     pytest.importorskip("sqlalchemy")
     out, run = tmp_path / "run", sqlite_mlflow(tmp_path)
-    real_step = loop_module.train_step
-
-    def killed(*args, **kwargs):
-        if args[3] == 7:
-            raise KeyboardInterrupt
-        return real_step(*args, **kwargs)
-
-    monkeypatch.setattr(loop_module, "train_step", killed)
-    with pytest.raises(KeyboardInterrupt):
-        train(run, token_dir, tiny_indices, out)
+    real_step = die_at_step_7(run, token_dir, tiny_indices, out, monkeypatch)
     saved = json.loads((out / TRACKERS_JSON).read_text())
     saved["mlflow"]["next_step"] = 0  # as a process killed outright leaves it
     (out / TRACKERS_JSON).write_text(json.dumps(saved))
